@@ -1,0 +1,23 @@
+//! The `cloudgateway.v1` contract between the controllers and the cloud-gateway.
+//!
+//! # Layout
+//! - [`v1`]: the prost messages and tonic clients/servers generated from `proto/cloudgateway/v1`
+//!   at build time (by protox, so no system `protoc` is needed).
+//! - [`error`]: the typed error carried in a gRPC status: encode on the server, decode on the
+//!   client, so that nobody ever parses a message string.
+//! - [`CALLER_HEADER`]: the metadata key a client names itself with, for fair queueing.
+
+pub mod error;
+
+/// Generated code for package `cloudgateway.v1`.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod v1 {
+    tonic::include_proto!("cloudgateway.v1");
+}
+
+/// gRPC metadata key carrying the calling controller's identity (e.g. `service-controller`).
+/// The gateway queues each identity fairly against the others.
+pub const CALLER_HEADER: &str = "x-cloudgateway-caller";
+
+/// The identity used when a call carries no [`CALLER_HEADER`].
+pub const ANONYMOUS_CALLER: &str = "anonymous";
