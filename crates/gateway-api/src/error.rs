@@ -110,19 +110,27 @@ impl GatewayError {
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Self::RetryAfter { .. } | Self::Throttled { .. } | Self::Unavailable(_) | Self::DeadlineExceeded(_)
+            Self::RetryAfter { .. }
+                | Self::Throttled { .. }
+                | Self::Unavailable(_)
+                | Self::DeadlineExceeded(_)
         )
     }
 
     fn detail(&self) -> ErrorDetail {
-        ErrorDetail { reason: self.reason() as i32, retry_after: self.retry_after().map(duration_to_proto) }
+        ErrorDetail {
+            reason: self.reason() as i32,
+            retry_after: self.retry_after().map(duration_to_proto),
+        }
     }
 
     /// Rebuilds the error from a code, a message and an optional detail. A known detail reason
     /// wins; without one the gRPC code decides (so plain gRPC errors such as a transport failure
     /// or a deadline map sensibly too).
     pub fn from_parts(code: Code, message: String, detail: Option<&ErrorDetail>) -> Self {
-        let reason = detail.and_then(|d| ErrorReason::try_from(d.reason).ok()).unwrap_or_default();
+        let reason = detail
+            .and_then(|d| ErrorReason::try_from(d.reason).ok())
+            .unwrap_or_default();
         let after = detail.and_then(|d| d.retry_after).and_then(duration_from_proto);
         match (reason, code) {
             (ErrorReason::InstanceNotFound, _) => Self::InstanceNotFound(message),
@@ -130,9 +138,15 @@ impl GatewayError {
                 Self::NotImplemented(message)
             }
             (ErrorReason::ImplementedElsewhere, _) => Self::ImplementedElsewhere(message),
-            (ErrorReason::RetryAfter, _) => Self::RetryAfter { after: after.unwrap_or(Duration::ZERO), message },
+            (ErrorReason::RetryAfter, _) => Self::RetryAfter {
+                after: after.unwrap_or(Duration::ZERO),
+                message,
+            },
             (ErrorReason::Throttled, _) | (ErrorReason::Unspecified, Code::ResourceExhausted) => {
-                Self::Throttled { retry_after: after, message }
+                Self::Throttled {
+                    retry_after: after,
+                    message,
+                }
             }
             (ErrorReason::InvalidArgument, _) | (ErrorReason::Unspecified, Code::InvalidArgument) => {
                 Self::InvalidArgument(message)
@@ -151,12 +165,20 @@ impl GatewayError {
 
     /// Converts to a per-item error of a batch answer.
     pub fn to_item(&self) -> ItemError {
-        ItemError { code: self.code() as i32, message: self.message().to_owned(), detail: Some(self.detail()) }
+        ItemError {
+            code: self.code() as i32,
+            message: self.message().to_owned(),
+            detail: Some(self.detail()),
+        }
     }
 
     /// Converts a per-item error of a batch answer back.
     pub fn from_item(item: &ItemError) -> Self {
-        Self::from_parts(Code::from_i32(item.code), item.message.clone(), item.detail.as_ref())
+        Self::from_parts(
+            Code::from_i32(item.code),
+            item.message.clone(),
+            item.detail.as_ref(),
+        )
     }
 }
 
@@ -171,7 +193,11 @@ impl From<GatewayError> for Status {
             message: err.message().to_owned(),
             details: vec![any],
         };
-        Status::with_details(err.code(), err.message().to_owned(), rpc_status.encode_to_vec().into())
+        Status::with_details(
+            err.code(),
+            err.message().to_owned(),
+            rpc_status.encode_to_vec().into(),
+        )
     }
 }
 
@@ -219,9 +245,18 @@ mod tests {
             GatewayError::InstanceNotFound("i-1".into()),
             GatewayError::NotImplemented("routes".into()),
             GatewayError::ImplementedElsewhere("external lb".into()),
-            GatewayError::RetryAfter { after: Duration::from_millis(2500), message: "provisioning".into() },
-            GatewayError::Throttled { retry_after: Some(Duration::from_secs(1)), message: "slow down".into() },
-            GatewayError::Throttled { retry_after: None, message: "slow down".into() },
+            GatewayError::RetryAfter {
+                after: Duration::from_millis(2500),
+                message: "provisioning".into(),
+            },
+            GatewayError::Throttled {
+                retry_after: Some(Duration::from_secs(1)),
+                message: "slow down".into(),
+            },
+            GatewayError::Throttled {
+                retry_after: None,
+                message: "slow down".into(),
+            },
             GatewayError::InvalidArgument("bad ip".into()),
             GatewayError::Unavailable("try later".into()),
             GatewayError::Internal("boom".into()),
@@ -248,7 +283,13 @@ mod tests {
     fn plain_statuses_without_detail_map_by_code() {
         let cases = [
             (Code::Unavailable, GatewayError::Unavailable("x".into())),
-            (Code::ResourceExhausted, GatewayError::Throttled { retry_after: None, message: "x".into() }),
+            (
+                Code::ResourceExhausted,
+                GatewayError::Throttled {
+                    retry_after: None,
+                    message: "x".into(),
+                },
+            ),
             (Code::DeadlineExceeded, GatewayError::DeadlineExceeded("x".into())),
             (Code::Cancelled, GatewayError::DeadlineExceeded("x".into())),
             (Code::Unimplemented, GatewayError::NotImplemented("x".into())),
@@ -271,6 +312,9 @@ mod tests {
     #[test]
     fn only_transient_errors_are_retryable() {
         let retryable: Vec<bool> = all_errors().iter().map(GatewayError::is_retryable).collect();
-        assert_eq!(retryable, [false, false, false, true, true, true, false, true, false]);
+        assert_eq!(
+            retryable,
+            [false, false, false, true, true, true, false, true, false]
+        );
     }
 }

@@ -1,0 +1,56 @@
+//! Cloud provider capabilities, modelled on k8s.io/cloud-provider's `cloudprovider.Interface`
+//! and shaped for batching.
+//!
+//! # Layout
+//! - [`Provider`]: the entry point a vendor implements; it hands out the capabilities it has.
+//! - [`instances`]: InstancesV2 as one batched lookup (exists, shutdown and metadata at once).
+//! - [`load_balancers`]: the LoadBalancer capability and the service/node views it works on.
+//! - [`routes`]: pod-CIDR routes.
+//! - [`error`]: [`ProviderError`], the one error type every capability returns.
+//!
+//! Nothing here does I/O and nothing here knows gRPC or Kubernetes client types: the gateway
+//! converts wire types into these, and vendors convert these into cloud API calls.
+
+pub mod error;
+pub mod instances;
+pub mod load_balancers;
+pub mod routes;
+
+pub use error::{ProviderError, Result};
+pub use instances::{AddressType, InstanceInfo, InstanceMetadata, Instances, NodeAddress, NodeRef};
+pub use load_balancers::{
+    ExternalTrafficPolicy, LoadBalancerIngress, LoadBalancerNode, LoadBalancerStatus, LoadBalancers,
+    Protocol, ServicePort, ServiceSpec, default_load_balancer_name,
+};
+pub use routes::{Route, Routes};
+
+/// A cloud vendor. Each capability is optional: a controller whose capability is missing stays
+/// idle, as upstream's controllers do when `Interface.LoadBalancer()` returns `false`.
+pub trait Provider: Send + Sync + 'static {
+    /// Provider name; also the scheme of its provider IDs (`<name>://...`).
+    fn name(&self) -> &str;
+    /// Limits the gateway must respect when calling this provider.
+    fn limits(&self) -> ProviderLimits;
+    /// InstancesV2, if implemented.
+    fn instances(&self) -> Option<&dyn Instances>;
+    /// Load balancers, if implemented.
+    fn load_balancers(&self) -> Option<&dyn LoadBalancers>;
+    /// Routes, if implemented.
+    fn routes(&self) -> Option<&dyn Routes>;
+}
+
+/// Limits the provider imposes on its callers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProviderLimits {
+    /// Most nodes one [`Instances::lookup_instances`] call may carry (AWS: 500 IDs per
+    /// DescribeInstances).
+    pub max_instance_batch: usize,
+}
+
+impl Default for ProviderLimits {
+    fn default() -> Self {
+        Self {
+            max_instance_batch: 100,
+        }
+    }
+}
