@@ -1,0 +1,106 @@
+//! The gateway's settings, validated once at start-up.
+
+use std::time::Duration;
+
+use token_bucket::Limit;
+
+use crate::{adaptive::AdaptiveConfig, lookups::LookupConfig};
+
+/// Everything that shapes how the gateway calls its provider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatewayConfig {
+    /// Token bucket for reads (lookups, lists, gets).
+    pub read_limit: Limit,
+    /// Token bucket for writes (ensure, update, delete, create).
+    pub write_limit: Limit,
+    /// Adaptive slowdown on "throttled" answers.
+    pub adaptive: AdaptiveConfig,
+    /// Instance lookup batching and cache.
+    pub lookups: LookupConfig,
+    /// Upper bound of any call, queueing included, when the client sets no shorter deadline.
+    pub max_call_duration: Duration,
+    /// How long in-flight calls may finish after a shutdown signal.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            read_limit: Limit {
+                rate: 20.0,
+                burst: 40.0,
+            },
+            write_limit: Limit {
+                rate: 5.0,
+                burst: 10.0,
+            },
+            adaptive: AdaptiveConfig::default(),
+            lookups: LookupConfig::default(),
+            max_call_duration: Duration::from_secs(120),
+            shutdown_grace: Duration::from_secs(20),
+        }
+    }
+}
+
+impl GatewayConfig {
+    /// Checks the settings that types cannot; the message names the setting.
+    pub fn validate(&self) -> Result<(), String> {
+        Limit::new(self.read_limit.rate, self.read_limit.burst).map_err(|e| format!("read limit: {e}"))?;
+        Limit::new(self.write_limit.rate, self.write_limit.burst).map_err(|e| format!("write limit: {e}"))?;
+        let a = &self.adaptive;
+        if !(a.decrease > 0.0 && a.decrease < 1.0) {
+            return Err(format!(
+                "throttle decrease must be between 0 and 1 (exclusive), got {}",
+                a.decrease
+            ));
+        }
+        if !(a.min_factor > 0.0 && a.min_factor <= 1.0) {
+            return Err(format!(
+                "throttle min factor must be in (0, 1], got {}",
+                a.min_factor
+            ));
+        }
+        if !(a.recovery_per_second.is_finite() && a.recovery_per_second > 0.0) {
+            return Err(format!(
+                "throttle recovery must be positive, got {}",
+                a.recovery_per_second
+            ));
+        }
+        if self.lookups.batch_size == 0 {
+            return Err("instance batch size must be at least 1".into());
+        }
+        if self.max_call_duration.is_zero() {
+            return Err("max call duration must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        GatewayConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn bad_settings_are_named() {
+        type Mutation = fn(&mut GatewayConfig);
+        let cases: [(&str, Mutation); 6] = [
+            ("read limit", |c| c.read_limit.rate = 0.0),
+            ("write limit", |c| c.write_limit.burst = 0.0),
+            ("decrease", |c| c.adaptive.decrease = 1.0),
+            ("min factor", |c| c.adaptive.min_factor = 0.0),
+            ("batch size", |c| c.lookups.batch_size = 0),
+            ("max call duration", |c| c.max_call_duration = Duration::ZERO),
+        ];
+        for (what, mutate) in cases {
+            let mut c = GatewayConfig::default();
+            mutate(&mut c);
+            let err = c.validate().unwrap_err();
+            assert!(err.contains(what), "{what}: {err}");
+        }
+    }
+}

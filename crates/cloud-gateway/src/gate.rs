@@ -1,0 +1,68 @@
+//! The one door to the provider: wait for a turn, call, measure, and slow down when throttled.
+
+use std::{future::Future, sync::Arc, time::Instant};
+
+use gateway_api::error::GatewayError;
+
+use crate::{
+    convert::provider_error,
+    metrics::{Metrics, OperationLabels, ProviderCallLabels},
+    scheduler::{Class, Scheduler},
+};
+
+/// Wraps every provider call with admission, metrics and adaptive slowdown.
+pub struct ProviderGate {
+    scheduler: Arc<Scheduler>,
+    metrics: Arc<Metrics>,
+}
+
+impl ProviderGate {
+    /// A gate over `scheduler`.
+    pub fn new(scheduler: Arc<Scheduler>, metrics: Arc<Metrics>) -> Self {
+        Self { scheduler, metrics }
+    }
+
+    /// The scheduler behind the gate.
+    pub fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.scheduler
+    }
+
+    /// Waits for `caller`'s turn in `class`, then runs `call` against the provider.
+    pub async fn call<T, F, Fut>(
+        &self,
+        class: Class,
+        caller: &str,
+        operation: &'static str,
+        call: F,
+    ) -> Result<T, GatewayError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = provider::Result<T>>,
+    {
+        self.scheduler
+            .admit(class, caller)
+            .await
+            .map_err(|closed| GatewayError::Unavailable(closed.to_string()))?;
+        let started = Instant::now();
+        let result = call().await;
+        self.metrics
+            .provider_latency
+            .get_or_create(&OperationLabels { operation })
+            .observe(started.elapsed().as_secs_f64());
+        let outcome = match &result {
+            Ok(_) => "success",
+            Err(err) => err.metric_label(),
+        };
+        self.metrics
+            .provider_calls
+            .get_or_create(&ProviderCallLabels { operation, outcome })
+            .inc();
+        if let Err(err) = &result
+            && err.is_throttled()
+        {
+            self.metrics.provider_throttled.inc();
+            self.scheduler.on_throttled(class);
+        }
+        result.map_err(provider_error)
+    }
+}

@@ -1,0 +1,30 @@
+//! The cloud-gateway: the only component that talks to the cloud.
+//!
+//! Controllers call it over gRPC (`cloudgateway.v1`); it calls a [`provider::Provider`] on their
+//! behalf, and is gentle with the cloud's API limits on everyone's behalf.
+//!
+//! # Layout
+//! - [`server`]: wiring of the gRPC services, gRPC health and the HTTP side port; graceful shutdown.
+//! - [`service`]: the gRPC handlers: caller identity, validation, dispatch to the provider.
+//! - [`convert`]: wire ↔ provider types, and request validation.
+//! - [`gate`]: the one door to the provider: admission, metrics, adaptive slowdown.
+//! - [`scheduler`]: token buckets for reads and writes, shared fairly between callers.
+//! - [`adaptive`]: lowers the rate when the cloud throttles, recovers it gradually.
+//! - [`lookups`]: instance lookups: cache, joining in-flight lookups, batching.
+//! - [`metrics`], [`http`]: Prometheus metrics and the `/healthz`, `/readyz`, `/metrics` port.
+//! - [`config`], [`cli`]: settings, and the command line that builds them and the provider.
+
+pub mod adaptive;
+// pub mod cli;
+pub mod config;
+pub mod convert;
+pub mod gate;
+pub mod http;
+pub mod lookups;
+pub mod metrics;
+pub mod scheduler;
+pub mod server;
+pub mod service;
+
+pub use config::GatewayConfig;
+pub use server::{ServeError, serve, serve_with_handles};

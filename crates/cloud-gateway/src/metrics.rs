@@ -1,0 +1,168 @@
+//! The gateway's Prometheus metrics, all prefixed `cloudgateway_`.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::{
+    encoding::{EncodeLabelSet, text::encode},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    registry::Registry,
+};
+
+/// Labels of a provider call.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProviderCallLabels {
+    /// Provider operation (`lookup_instances`, `ensure_load_balancer`, ...).
+    pub operation: &'static str,
+    /// `success` or the error's metric label (`throttled`, `instance_not_found`, ...).
+    pub outcome: &'static str,
+}
+
+/// Labels naming a provider operation.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OperationLabels {
+    /// Provider operation.
+    pub operation: &'static str,
+}
+
+/// Labels of a queue.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    /// `read` or `write`.
+    pub class: &'static str,
+    /// Calling controller.
+    pub caller: String,
+}
+
+/// Labels naming a queue class.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClassLabels {
+    /// `read` or `write`.
+    pub class: &'static str,
+}
+
+/// Labels of a gRPC call.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RpcLabels {
+    /// gRPC method name.
+    pub method: &'static str,
+    /// Calling controller.
+    pub caller: String,
+    /// gRPC status code name (`Ok`, `NotFound`, ...).
+    pub code: String,
+}
+
+/// Every metric the gateway exports.
+pub struct Metrics {
+    registry: Registry,
+    /// Provider calls by operation and outcome.
+    pub provider_calls: Family<ProviderCallLabels, Counter>,
+    /// Provider call latency.
+    pub provider_latency: Family<OperationLabels, Histogram>,
+    /// "Throttled" answers from the provider.
+    pub provider_throttled: Counter,
+    /// Time calls waited for their turn at the rate limiter.
+    pub queue_wait: Family<QueueLabels, Histogram>,
+    /// Calls waiting for a turn right now.
+    pub queue_depth: Family<ClassLabels, Gauge>,
+    /// The rate the gateway currently allows itself (after adaptive slowdown), calls/s.
+    pub rate_limit: Family<ClassLabels, Gauge<f64, AtomicU64>>,
+    /// Instance lookups answered from the cache.
+    pub cache_hits: Counter,
+    /// Instance lookups the cache could not answer.
+    pub cache_misses: Counter,
+    /// Instance lookups answered without a provider call of their own (joined another lookup
+    /// in flight, or rode in a batch with others).
+    pub coalesced_saved: Counter,
+    /// gRPC calls by method, caller and status code.
+    pub rpc_calls: Family<RpcLabels, Counter>,
+}
+
+impl Metrics {
+    /// Creates and registers every metric.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("cloudgateway");
+        let latency_buckets = || {
+            Histogram::new([
+                0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            ])
+        };
+        let metrics = Self {
+            provider_calls: Family::default(),
+            provider_latency: Family::new_with_constructor(latency_buckets),
+            provider_throttled: Counter::default(),
+            queue_wait: Family::new_with_constructor(latency_buckets),
+            queue_depth: Family::default(),
+            rate_limit: Family::default(),
+            cache_hits: Counter::default(),
+            cache_misses: Counter::default(),
+            coalesced_saved: Counter::default(),
+            rpc_calls: Family::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "provider_calls",
+            "Calls to the cloud provider",
+            metrics.provider_calls.clone(),
+        );
+        registry.register(
+            "provider_call_duration_seconds",
+            "Latency of calls to the cloud provider",
+            metrics.provider_latency.clone(),
+        );
+        registry.register(
+            "provider_throttled",
+            "Throttled answers from the cloud provider",
+            metrics.provider_throttled.clone(),
+        );
+        registry.register(
+            "queue_wait_seconds",
+            "Time a call waited for its turn at the rate limiter",
+            metrics.queue_wait.clone(),
+        );
+        registry.register(
+            "queue_depth",
+            "Calls waiting for a turn at the rate limiter",
+            metrics.queue_depth.clone(),
+        );
+        registry.register(
+            "rate_limit_calls_per_second",
+            "Rate the gateway currently allows itself towards the provider",
+            metrics.rate_limit.clone(),
+        );
+        registry.register(
+            "instance_cache_hits",
+            "Instance lookups answered from the cache",
+            metrics.cache_hits.clone(),
+        );
+        registry.register(
+            "instance_cache_misses",
+            "Instance lookups the cache could not answer",
+            metrics.cache_misses.clone(),
+        );
+        registry.register(
+            "coalesced_lookups_saved",
+            "Instance lookups served without a provider call of their own",
+            metrics.coalesced_saved.clone(),
+        );
+        registry.register(
+            "grpc_calls",
+            "gRPC calls by method, caller and code",
+            metrics.rpc_calls.clone(),
+        );
+        Self { registry, ..metrics }
+    }
+
+    /// The metrics in Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

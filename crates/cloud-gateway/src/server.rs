@@ -1,0 +1,163 @@
+//! Wiring: the gRPC services, gRPC health and the HTTP side port, with graceful shutdown.
+
+use std::{
+    future::Future,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
+
+use gateway_api::v1::{
+    self as pb, identity_server::IdentityServer, instances_server::InstancesServer,
+    load_balancers_server::LoadBalancersServer, routes_server::RoutesServer,
+};
+use provider::Provider;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::{
+    config::GatewayConfig, gate::ProviderGate, http, lookups::InstanceLookups, metrics::Metrics,
+    scheduler::Scheduler, service::GatewayService,
+};
+
+/// Why the gateway stopped other than by its shutdown signal.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The settings are inconsistent.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(String),
+    /// The gRPC server failed.
+    #[error("gRPC server failed: {0}")]
+    Grpc(#[from] tonic::transport::Error),
+    /// The HTTP side port failed.
+    #[error("HTTP server failed: {0}")]
+    Http(#[source] std::io::Error),
+}
+
+/// The gateway's live parts, for tests and the binary.
+pub struct Handles {
+    /// The metrics registry.
+    pub metrics: Arc<Metrics>,
+    /// The admission scheduler.
+    pub scheduler: Arc<Scheduler>,
+}
+
+/// Serves `cloudgateway.v1` on `grpc` and health/metrics (plus `extra_http`, e.g. the
+/// simulator's admin API) on `http`, until `shutdown` completes; then stops accepting calls,
+/// reports not-ready, and lets in-flight calls finish for up to the configured grace period.
+pub async fn serve(
+    config: GatewayConfig,
+    provider: Arc<dyn Provider>,
+    extra_http: Option<axum::Router>,
+    grpc: TcpListener,
+    http: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
+    serve_with_handles(config, provider, extra_http, grpc, http, shutdown, |_| {}).await
+}
+
+/// [`serve`], handing the live parts to `on_start` first (tests read metrics and rates).
+pub async fn serve_with_handles(
+    config: GatewayConfig,
+    provider: Arc<dyn Provider>,
+    extra_http: Option<axum::Router>,
+    grpc: TcpListener,
+    http: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+    on_start: impl FnOnce(Handles),
+) -> Result<(), ServeError> {
+    config.validate().map_err(ServeError::InvalidConfig)?;
+    let metrics = Arc::new(Metrics::new());
+    let scheduler = Scheduler::start(
+        config.read_limit,
+        config.write_limit,
+        config.adaptive,
+        metrics.clone(),
+    );
+    let gate = Arc::new(ProviderGate::new(scheduler.clone(), metrics.clone()));
+    let lookups = InstanceLookups::new(provider.clone(), gate.clone(), metrics.clone(), config.lookups);
+    let limits = pb::ProviderLimits {
+        max_instance_batch: u32::try_from(
+            config
+                .lookups
+                .batch_size
+                .min(provider.limits().max_instance_batch),
+        )
+        .unwrap_or(u32::MAX),
+        read_rate_per_second: config.read_limit.rate,
+        write_rate_per_second: config.write_limit.rate,
+    };
+    let service = GatewayService::new(provider.clone(), gate, lookups, metrics.clone(), limits);
+    on_start(Handles {
+        metrics: metrics.clone(),
+        scheduler: scheduler.clone(),
+    });
+
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<IdentityServer<GatewayService>>()
+        .await;
+    health_reporter
+        .set_serving::<InstancesServer<GatewayService>>()
+        .await;
+    health_reporter
+        .set_serving::<LoadBalancersServer<GatewayService>>()
+        .await;
+    health_reporter
+        .set_serving::<RoutesServer<GatewayService>>()
+        .await;
+
+    let ready = Arc::new(AtomicBool::new(true));
+    let mut app = http::router(metrics, ready.clone());
+    if let Some(extra) = extra_http {
+        app = app.merge(extra);
+    }
+    let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let http_task = tokio::spawn(async move {
+        axum::serve(http, app)
+            .with_graceful_shutdown(async {
+                let _ = http_stop_rx.await;
+            })
+            .await
+    });
+
+    let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
+    let grpc_server = tonic::transport::Server::builder()
+        .timeout(config.max_call_duration)
+        .add_service(health_service)
+        .add_service(IdentityServer::from_arc(service.clone()))
+        .add_service(InstancesServer::from_arc(service.clone()))
+        .add_service(LoadBalancersServer::from_arc(service.clone()))
+        .add_service(RoutesServer::from_arc(service))
+        .serve_with_incoming_shutdown(TcpListenerStream::new(grpc), async {
+            let _ = drain_rx.await;
+        });
+    tokio::pin!(grpc_server);
+    tracing::info!(provider = provider.name(), "cloud-gateway serving");
+
+    let result = tokio::select! {
+        result = &mut grpc_server => result.map_err(ServeError::from),
+        () = shutdown => {
+            tracing::info!(grace = ?config.shutdown_grace, "shutting down: draining in-flight calls");
+            ready.store(false, Ordering::Relaxed);
+            health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
+            let _ = drain_tx.send(());
+            match tokio::time::timeout(config.shutdown_grace, &mut grpc_server).await {
+                Ok(result) => result.map_err(ServeError::from),
+                Err(_) => {
+                    tracing::warn!("drain grace period over; abandoning the calls still in flight");
+                    Ok(())
+                }
+            }
+        }
+    };
+    scheduler.close();
+    let _ = http_stop_tx.send(());
+    match http_task.await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => return Err(ServeError::Http(err)),
+        Err(join) => tracing::error!(error = %join, "HTTP server task failed"),
+    }
+    result
+}

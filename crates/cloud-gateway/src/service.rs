@@ -1,0 +1,425 @@
+//! The `cloudgateway.v1` gRPC services over a provider.
+
+use std::sync::Arc;
+
+use gateway_api::{ANONYMOUS_CALLER, CALLER_HEADER, error::GatewayError, v1 as pb};
+use provider::Provider;
+use tonic::{Request, Response, Status};
+
+use crate::{
+    convert,
+    gate::ProviderGate,
+    lookups::InstanceLookups,
+    metrics::{Metrics, RpcLabels},
+    scheduler::Class,
+};
+
+/// Most nodes one BatchLookupInstances request may carry.
+pub const MAX_BATCH_REQUEST: usize = 10_000;
+
+/// Everything a call needs; shared by the four services.
+pub struct GatewayService {
+    provider: Arc<dyn Provider>,
+    gate: Arc<ProviderGate>,
+    lookups: Arc<InstanceLookups>,
+    metrics: Arc<Metrics>,
+    limits: pb::ProviderLimits,
+}
+
+type RpcResult<T> = Result<Response<T>, Status>;
+
+impl GatewayService {
+    /// The services over `provider`.
+    pub fn new(
+        provider: Arc<dyn Provider>,
+        gate: Arc<ProviderGate>,
+        lookups: Arc<InstanceLookups>,
+        metrics: Arc<Metrics>,
+        limits: pb::ProviderLimits,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            provider,
+            gate,
+            lookups,
+            metrics,
+            limits,
+        })
+    }
+
+    /// Records the call's outcome and converts it for tonic.
+    fn finish<T>(&self, method: &'static str, caller: &str, result: Result<T, GatewayError>) -> RpcResult<T> {
+        let code = match &result {
+            Ok(_) => tonic::Code::Ok,
+            Err(err) => err.code(),
+        };
+        self.metrics
+            .rpc_calls
+            .get_or_create(&RpcLabels {
+                method,
+                caller: caller.to_owned(),
+                code: format!("{code:?}"),
+            })
+            .inc();
+        match result {
+            Ok(value) => Ok(Response::new(value)),
+            Err(err) => {
+                tracing::debug!(method, caller, error = %err, "call failed");
+                Err(err.into())
+            }
+        }
+    }
+
+    fn load_balancers(&self) -> Result<&dyn provider::LoadBalancers, GatewayError> {
+        self.provider.load_balancers().ok_or_else(|| {
+            GatewayError::NotImplemented(format!("provider {} has no load balancers", self.provider.name()))
+        })
+    }
+
+    fn routes(&self) -> Result<&dyn provider::Routes, GatewayError> {
+        self.provider.routes().ok_or_else(|| {
+            GatewayError::NotImplemented(format!("provider {} has no routes", self.provider.name()))
+        })
+    }
+
+    fn instances_implemented(&self) -> Result<(), GatewayError> {
+        match self.provider.instances() {
+            Some(_) => Ok(()),
+            None => Err(GatewayError::NotImplemented(format!(
+                "provider {} has no instances",
+                self.provider.name()
+            ))),
+        }
+    }
+
+    async fn lookup(
+        &self,
+        caller: &str,
+        node: Option<pb::NodeRef>,
+    ) -> Result<provider::InstanceInfo, GatewayError> {
+        self.instances_implemented()?;
+        let node = convert::node_ref(node)?;
+        self.lookups.lookup(caller, node).await
+    }
+}
+
+/// The caller's identity from the request metadata. Identities become metric labels and queue
+/// keys, so only short DNS-label-like names are accepted.
+fn caller<T>(request: &Request<T>) -> Result<String, Status> {
+    let Some(value) = request.metadata().get(CALLER_HEADER) else {
+        return Ok(ANONYMOUS_CALLER.to_owned());
+    };
+    let name = value.to_str().unwrap_or_default();
+    let valid = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+    if valid {
+        Ok(name.to_owned())
+    } else {
+        Err(GatewayError::InvalidArgument(format!(
+            "{CALLER_HEADER} must be 1-63 characters of a-z, 0-9, '-' and '.'"
+        ))
+        .into())
+    }
+}
+
+#[tonic::async_trait]
+impl pb::identity_server::Identity for GatewayService {
+    async fn get_capabilities(
+        &self,
+        request: Request<pb::GetCapabilitiesRequest>,
+    ) -> RpcResult<pb::Capabilities> {
+        let caller = caller(&request)?;
+        let caps = pb::Capabilities {
+            provider_name: self.provider.name().to_owned(),
+            instances: self.provider.instances().is_some(),
+            load_balancers: self.provider.load_balancers().is_some(),
+            routes: self.provider.routes().is_some(),
+            limits: Some(self.limits),
+        };
+        self.finish("GetCapabilities", &caller, Ok(caps))
+    }
+}
+
+#[tonic::async_trait]
+impl pb::instances_server::Instances for GatewayService {
+    async fn instance_exists(
+        &self,
+        request: Request<pb::InstanceRequest>,
+    ) -> RpcResult<pb::InstanceExistsResponse> {
+        let caller = caller(&request)?;
+        let result = match self.lookup(&caller, request.into_inner().node).await {
+            Ok(_) => Ok(true),
+            Err(GatewayError::InstanceNotFound(_)) => Ok(false),
+            Err(err) => Err(err),
+        };
+        self.finish(
+            "InstanceExists",
+            &caller,
+            result.map(|exists| pb::InstanceExistsResponse { exists }),
+        )
+    }
+
+    async fn instance_shutdown(
+        &self,
+        request: Request<pb::InstanceRequest>,
+    ) -> RpcResult<pb::InstanceShutdownResponse> {
+        let caller = caller(&request)?;
+        let result = self.lookup(&caller, request.into_inner().node).await;
+        self.finish(
+            "InstanceShutdown",
+            &caller,
+            result.map(|i| pb::InstanceShutdownResponse { shutdown: i.shutdown }),
+        )
+    }
+
+    async fn instance_metadata(
+        &self,
+        request: Request<pb::InstanceRequest>,
+    ) -> RpcResult<pb::InstanceMetadataResponse> {
+        let caller = caller(&request)?;
+        let result = self.lookup(&caller, request.into_inner().node).await;
+        let result = result.map(|i| pb::InstanceMetadataResponse {
+            metadata: Some(convert::metadata_to_pb(&i.metadata)),
+        });
+        self.finish("InstanceMetadata", &caller, result)
+    }
+
+    async fn batch_lookup_instances(
+        &self,
+        request: Request<pb::BatchLookupInstancesRequest>,
+    ) -> RpcResult<pb::BatchLookupInstancesResponse> {
+        let caller = caller(&request)?;
+        let result = self.batch(&caller, request.into_inner().nodes).await;
+        self.finish("BatchLookupInstances", &caller, result)
+    }
+}
+
+impl GatewayService {
+    async fn batch(
+        &self,
+        caller: &str,
+        nodes: Vec<pb::NodeRef>,
+    ) -> Result<pb::BatchLookupInstancesResponse, GatewayError> {
+        self.instances_implemented()?;
+        if nodes.len() > MAX_BATCH_REQUEST {
+            return Err(GatewayError::InvalidArgument(format!(
+                "at most {MAX_BATCH_REQUEST} nodes per batch, got {}",
+                nodes.len()
+            )));
+        }
+        let refs = nodes
+            .iter()
+            .map(|n| convert::node_ref(Some(n.clone())))
+            .collect::<Result<Vec<_>, _>>()?;
+        let answers =
+            futures::future::join_all(refs.into_iter().map(|node| self.lookups.lookup(caller, node))).await;
+        let results = nodes
+            .into_iter()
+            .zip(answers)
+            .map(|(node, answer)| pb::InstanceLookup {
+                node: Some(node),
+                result: Some(match answer {
+                    Ok(info) => pb::instance_lookup::Result::Found(convert::found_to_pb(&info)),
+                    Err(err) => pb::instance_lookup::Result::Error(err.to_item()),
+                }),
+            })
+            .collect();
+        Ok(pb::BatchLookupInstancesResponse { results })
+    }
+}
+
+#[tonic::async_trait]
+impl pb::load_balancers_server::LoadBalancers for GatewayService {
+    async fn get_load_balancer(
+        &self,
+        request: Request<pb::GetLoadBalancerRequest>,
+    ) -> RpcResult<pb::GetLoadBalancerResponse> {
+        let caller = caller(&request)?;
+        let req = request.into_inner();
+        let result = async {
+            let lbs = self.load_balancers()?;
+            let cluster = convert::cluster_name(&req.cluster_name)?;
+            let svc = convert::service(req.service)?;
+            let status = self
+                .gate
+                .call(Class::Read, &caller, "get_load_balancer", || {
+                    lbs.get_load_balancer(cluster, &svc)
+                })
+                .await?;
+            Ok(pb::GetLoadBalancerResponse {
+                exists: status.is_some(),
+                status: status.as_ref().map(convert::lb_status_to_pb),
+            })
+        }
+        .await;
+        self.finish("GetLoadBalancer", &caller, result)
+    }
+
+    async fn get_load_balancer_name(
+        &self,
+        request: Request<pb::GetLoadBalancerNameRequest>,
+    ) -> RpcResult<pb::GetLoadBalancerNameResponse> {
+        let caller = caller(&request)?;
+        let req = request.into_inner();
+        let result = (|| {
+            let lbs = self.load_balancers()?;
+            let cluster = convert::cluster_name(&req.cluster_name)?;
+            let svc = convert::service(req.service)?;
+            Ok(pb::GetLoadBalancerNameResponse {
+                name: lbs.load_balancer_name(cluster, &svc),
+            })
+        })();
+        self.finish("GetLoadBalancerName", &caller, result)
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        request: Request<pb::EnsureLoadBalancerRequest>,
+    ) -> RpcResult<pb::EnsureLoadBalancerResponse> {
+        let caller = caller(&request)?;
+        let req = request.into_inner();
+        let result = async {
+            let lbs = self.load_balancers()?;
+            let cluster = convert::cluster_name(&req.cluster_name)?;
+            let svc = convert::service(req.service)?;
+            let nodes = convert::lb_nodes(req.nodes)?;
+            let status = self
+                .gate
+                .call(Class::Write, &caller, "ensure_load_balancer", || {
+                    lbs.ensure_load_balancer(cluster, &svc, &nodes)
+                })
+                .await?;
+            Ok(pb::EnsureLoadBalancerResponse {
+                status: Some(convert::lb_status_to_pb(&status)),
+            })
+        }
+        .await;
+        self.finish("EnsureLoadBalancer", &caller, result)
+    }
+
+    async fn update_load_balancer(
+        &self,
+        request: Request<pb::UpdateLoadBalancerRequest>,
+    ) -> RpcResult<pb::UpdateLoadBalancerResponse> {
+        let caller = caller(&request)?;
+        let req = request.into_inner();
+        let result = async {
+            let lbs = self.load_balancers()?;
+            let cluster = convert::cluster_name(&req.cluster_name)?;
+            let svc = convert::service(req.service)?;
+            let nodes = convert::lb_nodes(req.nodes)?;
+            self.gate
+                .call(Class::Write, &caller, "update_load_balancer", || {
+                    lbs.update_load_balancer(cluster, &svc, &nodes)
+                })
+                .await?;
+            Ok(pb::UpdateLoadBalancerResponse {})
+        }
+        .await;
+        self.finish("UpdateLoadBalancer", &caller, result)
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        request: Request<pb::EnsureLoadBalancerDeletedRequest>,
+    ) -> RpcResult<pb::EnsureLoadBalancerDeletedResponse> {
+        let caller = caller(&request)?;
+        let req = request.into_inner();
+        let result = async {
+            let lbs = self.load_balancers()?;
+            let cluster = convert::cluster_name(&req.cluster_name)?;
+            let svc = convert::service(req.service)?;
+            let deleted = self
+                .gate
+                .call(Class::Write, &caller, "delete_load_balancer", || {
+                    lbs.ensure_load_balancer_deleted(cluster, &svc)
+                })
+                .await;
+            // The contract forbids ImplementedElsewhere here: whatever a provider says, a delete
+            // must never leave the finalizer stuck on that pretext.
+            match deleted {
+                Err(GatewayError::ImplementedElsewhere(msg)) => Err(GatewayError::Internal(format!(
+                    "provider answered ImplementedElsewhere to a delete, which the contract forbids: {msg}"
+                ))),
+                other => other.map(|()| pb::EnsureLoadBalancerDeletedResponse {}),
+            }
+        }
+        .await;
+        self.finish("EnsureLoadBalancerDeleted", &caller, result)
+    }
+}
+
+#[tonic::async_trait]
+impl pb::routes_server::Routes for GatewayService {
+    async fn list_routes(
+        &self,
+        request: Request<pb::ListRoutesRequest>,
+    ) -> RpcResult<pb::ListRoutesResponse> {
+        let caller = caller(&request)?;
+        let req = request.into_inner();
+        let result = async {
+            let routes = self.routes()?;
+            let cluster = convert::cluster_name(&req.cluster_name)?;
+            let list = self
+                .gate
+                .call(Class::Read, &caller, "list_routes", || {
+                    routes.list_routes(cluster)
+                })
+                .await?;
+            Ok(pb::ListRoutesResponse {
+                routes: list.iter().map(convert::route_to_pb).collect(),
+            })
+        }
+        .await;
+        self.finish("ListRoutes", &caller, result)
+    }
+
+    async fn create_route(
+        &self,
+        request: Request<pb::CreateRouteRequest>,
+    ) -> RpcResult<pb::CreateRouteResponse> {
+        let caller = caller(&request)?;
+        let req = request.into_inner();
+        let result = async {
+            let routes = self.routes()?;
+            let cluster = convert::cluster_name(&req.cluster_name)?;
+            let route = convert::route(req.route, true)?;
+            if req.name_hint.is_empty() {
+                return Err(GatewayError::InvalidArgument(
+                    "name_hint (the node UID) is required".into(),
+                ));
+            }
+            self.gate
+                .call(Class::Write, &caller, "create_route", || {
+                    routes.create_route(cluster, &req.name_hint, &route)
+                })
+                .await?;
+            Ok(pb::CreateRouteResponse {})
+        }
+        .await;
+        self.finish("CreateRoute", &caller, result)
+    }
+
+    async fn delete_route(
+        &self,
+        request: Request<pb::DeleteRouteRequest>,
+    ) -> RpcResult<pb::DeleteRouteResponse> {
+        let caller = caller(&request)?;
+        let req = request.into_inner();
+        let result = async {
+            let routes = self.routes()?;
+            let cluster = convert::cluster_name(&req.cluster_name)?;
+            let route = convert::route(req.route, false)?;
+            self.gate
+                .call(Class::Write, &caller, "delete_route", || {
+                    routes.delete_route(cluster, &route)
+                })
+                .await?;
+            Ok(pb::DeleteRouteResponse {})
+        }
+        .await;
+        self.finish("DeleteRoute", &caller, result)
+    }
+}
