@@ -1,0 +1,311 @@
+//! The typed client of the cloud-gateway: names its caller, retries transient failures with
+//! backoff, reconnects by itself, and hands controllers plain Rust and Kubernetes types.
+//!
+//! The channel connects lazily and re-resolves the address on every reconnect, so a gateway
+//! that is replaced (another vendor, a rolling update) is picked up without restarting the
+//! controller.
+
+use std::{collections::BTreeMap, time::Duration};
+
+pub use gateway_api::error::GatewayError;
+use gateway_api::{
+    CALLER_HEADER,
+    v1::{
+        self as pb, identity_client::IdentityClient, instance_lookup::Result as LookupResult,
+        instances_client::InstancesClient,
+    },
+};
+use k8s_openapi::api::core::v1::NodeAddress;
+use tonic::{
+    Request, Status,
+    metadata::{Ascii, MetadataValue},
+    service::{Interceptor, interceptor::InterceptedService},
+    transport::{Channel, Endpoint},
+};
+
+/// Most nodes sent in one BatchLookupInstances call (the gateway accepts up to 10 000).
+const BATCH_CHUNK: usize = 1000;
+
+/// How to reach the gateway.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GatewayArgs {
+    /// Address of the cloud-gateway's gRPC port.
+    #[arg(
+        long = "gateway-address",
+        env = "CCM_GATEWAY_ADDRESS",
+        default_value = "http://cloud-gateway:50051"
+    )]
+    pub address: String,
+    /// Deadline of one gateway call, rate-limit queueing included.
+    #[arg(long = "gateway-timeout", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// Attempts for a call failing with a transient error (unavailable, throttled, deadline).
+    #[arg(long = "gateway-retries", default_value_t = 4)]
+    pub retries: u32,
+}
+
+/// What the provider behind the gateway can do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Provider name (scheme of its provider IDs).
+    pub provider_name: String,
+    /// InstancesV2.
+    pub instances: bool,
+    /// Load balancers.
+    pub load_balancers: bool,
+    /// Routes.
+    pub routes: bool,
+}
+
+/// How a Node is named to the cloud.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NodeRef {
+    /// `metadata.name`.
+    pub name: String,
+    /// `spec.providerID`, empty when unset.
+    pub provider_id: String,
+}
+
+/// The cloud's view of an instance.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct InstanceMetadata {
+    /// `<provider>://<id>`.
+    pub provider_id: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// Addresses in the cloud's order, as Kubernetes node addresses.
+    pub addresses: Vec<NodeAddress>,
+    /// Zone.
+    pub zone: String,
+    /// Region.
+    pub region: String,
+    /// Labels the provider wants on the Node (unfiltered).
+    pub additional_labels: BTreeMap<String, String>,
+}
+
+/// An instance that exists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Instance {
+    /// Its metadata.
+    pub metadata: InstanceMetadata,
+    /// Powered off.
+    pub shutdown: bool,
+}
+
+#[derive(Clone)]
+struct NameCaller(MetadataValue<Ascii>);
+
+impl Interceptor for NameCaller {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        request.metadata_mut().insert(CALLER_HEADER, self.0.clone());
+        Ok(request)
+    }
+}
+
+type Svc = InterceptedService<Channel, NameCaller>;
+
+/// A connection to the cloud-gateway, cheap to clone.
+#[derive(Clone)]
+pub struct GatewayClient {
+    identity: IdentityClient<Svc>,
+    instances: InstancesClient<Svc>,
+    timeout: Duration,
+    retries: u32,
+}
+
+/// The gateway settings are unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayClientError {
+    /// The address does not parse as a URI.
+    #[error("invalid gateway address {address:?}: {reason}")]
+    InvalidAddress {
+        /// The address given.
+        address: String,
+        /// Why it is invalid.
+        reason: String,
+    },
+    /// The caller identity is not a valid header value.
+    #[error("invalid caller identity {0:?}")]
+    InvalidCaller(String),
+}
+
+impl GatewayClient {
+    /// A client for `caller` (one of [`crate::names::callers`]). Connects on first use and
+    /// reconnects after failures by itself.
+    pub fn new(args: &GatewayArgs, caller: &str) -> Result<Self, GatewayClientError> {
+        let endpoint = Endpoint::from_shared(args.address.clone())
+            .map_err(|e| GatewayClientError::InvalidAddress {
+                address: args.address.clone(),
+                reason: e.to_string(),
+            })?
+            .connect_timeout(Duration::from_secs(5))
+            .http2_keep_alive_interval(Duration::from_secs(30))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .keep_alive_while_idle(true)
+            .tcp_nodelay(true);
+        let channel = endpoint.connect_lazy();
+        let name = NameCaller(
+            caller
+                .parse()
+                .map_err(|_| GatewayClientError::InvalidCaller(caller.to_owned()))?,
+        );
+        Ok(Self {
+            identity: IdentityClient::with_interceptor(channel.clone(), name.clone()),
+            instances: InstancesClient::with_interceptor(channel, name),
+            timeout: args.timeout,
+            retries: args.retries.max(1),
+        })
+    }
+
+    /// Runs `call` with a deadline, retrying transient failures with exponential backoff.
+    /// Every gateway call is idempotent, so a retry is always safe. `RetryAfter` is not retried
+    /// here: the controller requeues with the delay the cloud asked for.
+    async fn with_retries<T, F, Fut>(&self, what: &'static str, mut call: F) -> Result<T, GatewayError>
+    where
+        F: FnMut(Duration) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Status>>,
+    {
+        let mut backoff = Duration::from_millis(200);
+        let mut attempt = 1;
+        loop {
+            let err = match call(self.timeout).await {
+                Ok(value) => return Ok(value),
+                Err(status) => GatewayError::from(status),
+            };
+            let transient = matches!(
+                err,
+                GatewayError::Unavailable(_)
+                    | GatewayError::Throttled { .. }
+                    | GatewayError::DeadlineExceeded(_)
+            );
+            if !transient || attempt >= self.retries {
+                return Err(err);
+            }
+            let wait = err.retry_after().unwrap_or(backoff).min(Duration::from_secs(10));
+            tracing::debug!(what, attempt, error = %err, ?wait, "gateway call failed; retrying");
+            tokio::time::sleep(jitter(wait)).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+            attempt += 1;
+        }
+    }
+
+    /// What the provider implements.
+    pub async fn capabilities(&self) -> Result<Capabilities, GatewayError> {
+        let caps = self
+            .with_retries("GetCapabilities", |timeout| {
+                let mut c = self.identity.clone();
+                async move {
+                    c.get_capabilities(with_timeout(pb::GetCapabilitiesRequest {}, timeout))
+                        .await
+                }
+            })
+            .await?
+            .into_inner();
+        Ok(Capabilities {
+            provider_name: caps.provider_name,
+            instances: caps.instances,
+            load_balancers: caps.load_balancers,
+            routes: caps.routes,
+        })
+    }
+
+    /// One node's instance. `Err(InstanceNotFound)` means the cloud says it definitely does not exist.
+    pub async fn instance(&self, node: &NodeRef) -> Result<Instance, GatewayError> {
+        let mut answers = self.lookup_instances(std::slice::from_ref(node)).await?;
+        answers
+            .pop()
+            .unwrap_or_else(|| Err(GatewayError::Internal("the gateway answered no result".into())))
+    }
+
+    /// Many nodes' instances, one answer per node in order. Sent in chunks; the gateway batches
+    /// them into provider calls.
+    pub async fn lookup_instances(
+        &self,
+        nodes: &[NodeRef],
+    ) -> Result<Vec<Result<Instance, GatewayError>>, GatewayError> {
+        let mut answers = Vec::with_capacity(nodes.len());
+        for chunk in nodes.chunks(BATCH_CHUNK) {
+            let request = pb::BatchLookupInstancesRequest {
+                nodes: chunk
+                    .iter()
+                    .map(|n| pb::NodeRef {
+                        name: n.name.clone(),
+                        provider_id: n.provider_id.clone(),
+                    })
+                    .collect(),
+            };
+            let results = self
+                .with_retries("BatchLookupInstances", |timeout| {
+                    let mut c = self.instances.clone();
+                    let request = with_timeout(request.clone(), timeout);
+                    async move { c.batch_lookup_instances(request).await }
+                })
+                .await?
+                .into_inner()
+                .results;
+            if results.len() != chunk.len() {
+                return Err(GatewayError::Internal(format!(
+                    "the gateway answered {} results for {} nodes",
+                    results.len(),
+                    chunk.len()
+                )));
+            }
+            answers.extend(results.into_iter().map(|r| match r.result {
+                Some(LookupResult::Found(found)) => Ok(Instance {
+                    metadata: found.metadata.map(metadata_from_pb).unwrap_or_default(),
+                    shutdown: found.shutdown,
+                }),
+                Some(LookupResult::Error(item)) => Err(GatewayError::from_item(&item)),
+                None => Err(GatewayError::Internal(
+                    "the gateway answered an empty result".into(),
+                )),
+            }));
+        }
+        Ok(answers)
+    }
+}
+
+fn with_timeout<T>(message: T, timeout: Duration) -> Request<T> {
+    let mut request = Request::new(message);
+    request.set_timeout(timeout);
+    request
+}
+
+/// Up to ±20% random spread, so that many controllers do not retry in lockstep.
+fn jitter(d: Duration) -> Duration {
+    let factor = 0.8 + rand::random::<f64>() * 0.4;
+    d.mul_f64(factor)
+}
+
+fn address_type(kind: i32) -> &'static str {
+    match pb::AddressType::try_from(kind) {
+        Ok(pb::AddressType::Hostname) => "Hostname",
+        Ok(pb::AddressType::InternalIp) => "InternalIP",
+        Ok(pb::AddressType::ExternalIp) => "ExternalIP",
+        Ok(pb::AddressType::InternalDns) => "InternalDNS",
+        Ok(pb::AddressType::ExternalDns) => "ExternalDNS",
+        Ok(pb::AddressType::Unspecified) | Err(_) => "",
+    }
+}
+
+fn metadata_from_pb(m: pb::InstanceMetadata) -> InstanceMetadata {
+    InstanceMetadata {
+        provider_id: m.provider_id,
+        instance_type: m.instance_type,
+        addresses: m
+            .addresses
+            .into_iter()
+            .filter_map(|a| {
+                let kind = address_type(a.r#type);
+                // An address of a type this controller does not know cannot go into a Node.
+                (!kind.is_empty()).then(|| NodeAddress {
+                    type_: kind.to_owned(),
+                    address: a.address,
+                })
+            })
+            .collect(),
+        zone: m.zone,
+        region: m.region,
+        additional_labels: m.additional_labels.into_iter().collect(),
+    }
+}

@@ -1,0 +1,433 @@
+//! Leader election through a `coordination.k8s.io/v1` Lease, with client-go's semantics.
+//!
+//! A candidate takes the lease when it is free or its holder has not renewed it for a whole
+//! lease duration, as observed on the candidate's own clock (never by comparing clocks of two
+//! machines). The leader renews every retry period; if it cannot renew within the renew
+//! deadline (shorter than the lease duration), it stops its work before anyone else may take
+//! over, so two replicas never act at once. Writes use the Lease's resourceVersion, so of two
+//! candidates racing for a free lease only one wins.
+
+use std::{future::Future, time::Duration};
+
+use k8s_openapi::{
+    api::coordination::v1::{Lease, LeaseSpec},
+    apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
+    jiff::Timestamp,
+};
+use kube::{Api, Client, api::PostParams};
+use tokio::time::Instant;
+
+/// Leader-election flags (upstream names and defaults).
+#[derive(Debug, Clone, clap::Args)]
+pub struct LeaderElectionArgs {
+    /// Run only while holding the lease (needed when more than one replica runs).
+    #[arg(long = "leader-elect", default_value_t = true, action = clap::ArgAction::Set)]
+    pub enabled: bool,
+    /// How long a lease stays valid after its last renewal.
+    #[arg(long = "leader-elect-lease-duration", default_value = "15s", value_parser = humantime::parse_duration)]
+    pub lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it gives up leadership.
+    #[arg(long = "leader-elect-renew-deadline", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub renew_deadline: Duration,
+    /// Pause between attempts to acquire or renew.
+    #[arg(long = "leader-elect-retry-period", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub retry_period: Duration,
+    /// Lease name; defaults to the controller's name.
+    #[arg(long = "leader-elect-resource-name")]
+    pub resource_name: Option<String>,
+    /// Lease namespace.
+    #[arg(long = "leader-elect-resource-namespace", default_value = "kube-system")]
+    pub resource_namespace: String,
+    /// This replica's identity in the lease; defaults to `<hostname>_<random uuid>`.
+    #[arg(long = "leader-elect-identity")]
+    pub identity: Option<String>,
+}
+
+impl LeaderElectionArgs {
+    /// Checks the durations' order, as client-go does.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.lease_duration <= self.renew_deadline {
+            return Err(
+                "--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline".into(),
+            );
+        }
+        if self.renew_deadline <= self.retry_period.mul_f64(1.2) {
+            return Err(
+                "--leader-elect-renew-deadline must be greater than 1.2 × --leader-elect-retry-period".into(),
+            );
+        }
+        if self.retry_period.is_zero() {
+            return Err("--leader-elect-retry-period must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// Why leadership ended other than by shutdown.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderError {
+    /// Could not renew within the renew deadline; the work was stopped.
+    #[error("lost the leader lease {0}: could not renew it within the renew deadline")]
+    LostLease(String),
+    /// The flags are inconsistent.
+    #[error("invalid leader election settings: {0}")]
+    Invalid(String),
+}
+
+/// What a candidate should do with the lease it sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// No lease exists: create it holding it.
+    Create,
+    /// Take it over (free, expired, or already ours after a restart).
+    Acquire,
+    /// We hold it: renew.
+    Renew,
+    /// Someone else holds a valid lease.
+    Wait,
+}
+
+/// The parts of a lease the decision depends on.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Observed {
+    /// Current holder; empty when released.
+    pub holder: String,
+    /// The holder's renew time as written (only compared for change, never against our clock).
+    pub renew_time: Option<String>,
+    /// The lease duration the holder declared.
+    pub lease_duration: Duration,
+}
+
+/// Decides from the lease as seen now, and when we last saw it change (our clock).
+pub fn decide(
+    lease: Option<&Observed>,
+    me: &str,
+    last_change_seen_at: Instant,
+    now: Instant,
+    we_lead: bool,
+) -> Decision {
+    let Some(lease) = lease else {
+        return Decision::Create;
+    };
+    if lease.holder == me {
+        return if we_lead {
+            Decision::Renew
+        } else {
+            Decision::Acquire
+        };
+    }
+    let expired = now.saturating_duration_since(last_change_seen_at) > lease.lease_duration;
+    if lease.holder.is_empty() || expired {
+        Decision::Acquire
+    } else {
+        Decision::Wait
+    }
+}
+
+fn observe(lease: &Lease) -> Observed {
+    let spec = lease.spec.clone().unwrap_or_default();
+    Observed {
+        holder: spec.holder_identity.unwrap_or_default(),
+        renew_time: spec.renew_time.map(|t| t.0.to_string()),
+        lease_duration: Duration::from_secs(
+            u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0),
+        ),
+    }
+}
+
+/// Runs `work` only while this replica holds the lease `name`.
+///
+/// Without `--leader-elect` the work runs at once. Returns when `shutdown` completes (the lease
+/// is released so a standby takes over at once) or, with an error, when the lease is lost.
+pub async fn run_as_leader<W>(
+    client: Client,
+    args: &LeaderElectionArgs,
+    default_name: &str,
+    work: W,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), LeaderError>
+where
+    W: Future<Output = ()> + Send + 'static,
+{
+    tokio::pin!(shutdown);
+    if !args.enabled {
+        tokio::select! {
+            () = work => {}
+            () = &mut shutdown => {}
+        }
+        return Ok(());
+    }
+    args.validate().map_err(LeaderError::Invalid)?;
+    let name = args
+        .resource_name
+        .clone()
+        .unwrap_or_else(|| default_name.to_owned());
+    let identity = args.identity.clone().unwrap_or_else(default_identity);
+    let api: Api<Lease> = Api::namespaced(client, &args.resource_namespace);
+    let mut elector = Elector {
+        api,
+        name,
+        identity,
+        args: args.clone(),
+        seen: None,
+        leading: false,
+    };
+
+    // Campaign.
+    loop {
+        tokio::select! {
+            () = &mut shutdown => return Ok(()),
+            () = tokio::time::sleep(Duration::ZERO) => {}
+        }
+        match elector.try_acquire_or_renew().await {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(err) => {
+                tracing::warn!(lease = %elector.name, error = %err, "cannot read or write the leader lease")
+            }
+        }
+        tokio::select! {
+            () = &mut shutdown => return Ok(()),
+            () = tokio::time::sleep(jittered(args.retry_period)) => {}
+        }
+    }
+    tracing::info!(lease = %elector.name, identity = %elector.identity, "became leader");
+    crate::metrics::set_leader(true);
+
+    // Lead: do the work, renew, stop the work if renewal fails for the renew deadline.
+    let work = tokio::spawn(work);
+    let abort = work.abort_handle();
+    let mut last_renewed = Instant::now();
+    let outcome = loop {
+        tokio::select! {
+            () = &mut shutdown => break Ok(()),
+            () = tokio::time::sleep(args.retry_period) => {}
+        }
+        let renew = tokio::time::timeout(args.renew_deadline, elector.try_acquire_or_renew()).await;
+        match renew {
+            Ok(Ok(true)) => last_renewed = Instant::now(),
+            Ok(Ok(false)) => break Err(LeaderError::LostLease(elector.name.clone())),
+            Ok(Err(err)) => {
+                tracing::warn!(lease = %elector.name, error = %err, "cannot renew the leader lease")
+            }
+            Err(_) => tracing::warn!(lease = %elector.name, "renewing the leader lease timed out"),
+        }
+        if last_renewed.elapsed() >= args.renew_deadline {
+            break Err(LeaderError::LostLease(elector.name.clone()));
+        }
+    };
+    abort.abort();
+    crate::metrics::set_leader(false);
+    if outcome.is_ok() {
+        elector.release().await;
+    }
+    outcome
+}
+
+struct Elector {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+    args: LeaderElectionArgs,
+    /// The lease as last seen, and when we saw it change.
+    seen: Option<(Observed, Instant)>,
+    leading: bool,
+}
+
+impl Elector {
+    fn seconds(d: Duration) -> i32 {
+        i32::try_from(d.as_secs().max(1)).unwrap_or(i32::MAX)
+    }
+
+    /// One round: returns whether we hold the lease afterwards.
+    async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
+        let now = Instant::now();
+        let current = self.api.get_opt(&self.name).await?;
+        let observed = current.as_ref().map(observe);
+        if let Some(obs) = &observed {
+            match &self.seen {
+                Some((prev, _)) if prev == obs => {}
+                _ => self.seen = Some((obs.clone(), now)),
+            }
+        }
+        let seen_at = self.seen.as_ref().map_or(now, |(_, at)| *at);
+        let decision = decide(observed.as_ref(), &self.identity, seen_at, now, self.leading);
+        let wall = Timestamp::now();
+        let written = match (decision, current) {
+            (Decision::Wait, _) => {
+                self.leading = false;
+                return Ok(false);
+            }
+            (Decision::Create, _) | (_, None) => {
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(self.name.clone()),
+                        ..Default::default()
+                    },
+                    spec: Some(LeaseSpec {
+                        holder_identity: Some(self.identity.clone()),
+                        lease_duration_seconds: Some(Self::seconds(self.args.lease_duration)),
+                        acquire_time: Some(MicroTime(wall)),
+                        renew_time: Some(MicroTime(wall)),
+                        lease_transitions: Some(0),
+                        ..Default::default()
+                    }),
+                };
+                self.api.create(&PostParams::default(), &lease).await
+            }
+            (Decision::Acquire | Decision::Renew, Some(mut lease)) => {
+                let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+                if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+                    spec.acquire_time = Some(MicroTime(wall));
+                    spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+                    spec.holder_identity = Some(self.identity.clone());
+                }
+                spec.lease_duration_seconds = Some(Self::seconds(self.args.lease_duration));
+                spec.renew_time = Some(MicroTime(wall));
+                // metadata.resourceVersion is kept: a concurrent writer makes this a 409.
+                self.api.replace(&self.name, &PostParams::default(), &lease).await
+            }
+        };
+        match written {
+            Ok(lease) => {
+                self.seen = Some((observe(&lease), Instant::now()));
+                self.leading = true;
+                Ok(true)
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                // Someone else wrote first; look again next round.
+                self.leading = false;
+                Ok(false)
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Gives the lease up so a standby does not wait for it to expire.
+    async fn release(&mut self) {
+        let released = async {
+            let Some(mut lease) = self.api.get_opt(&self.name).await? else {
+                return Ok(());
+            };
+            let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+            if spec.holder_identity.as_deref() == Some(self.identity.as_str()) {
+                spec.holder_identity = None;
+                spec.lease_duration_seconds = Some(1);
+                self.api
+                    .replace(&self.name, &PostParams::default(), &lease)
+                    .await?;
+            }
+            Ok::<(), kube::Error>(())
+        };
+        match tokio::time::timeout(Duration::from_secs(5), released).await {
+            Ok(Ok(())) => tracing::info!(lease = %self.name, "released the leader lease"),
+            Ok(Err(err)) => {
+                tracing::warn!(lease = %self.name, error = %err, "could not release the leader lease")
+            }
+            Err(_) => tracing::warn!(lease = %self.name, "releasing the leader lease timed out"),
+        }
+    }
+}
+
+fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown".to_owned());
+    format!("{host}_{}", uuid::Uuid::new_v4())
+}
+
+/// client-go's JitterUntil with factor 1.2: up to 20% later.
+fn jittered(d: Duration) -> Duration {
+    d.mul_f64(1.0 + rand::random::<f64>() * 0.2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(holder: &str) -> Observed {
+        Observed {
+            holder: holder.into(),
+            renew_time: Some("t".into()),
+            lease_duration: Duration::from_secs(15),
+        }
+    }
+
+    #[test]
+    fn decisions_follow_client_go() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let cases = [
+            ("no lease: create it", None, t0, t0, false, Decision::Create),
+            (
+                "free lease: take it",
+                Some(lease("")),
+                t0,
+                t0,
+                false,
+                Decision::Acquire,
+            ),
+            (
+                "held and fresh: wait",
+                Some(lease("other")),
+                t0,
+                t0 + s(14),
+                false,
+                Decision::Wait,
+            ),
+            (
+                "held but unchanged for a lease duration: take it",
+                Some(lease("other")),
+                t0,
+                t0 + s(16),
+                false,
+                Decision::Acquire,
+            ),
+            (
+                "ours and leading: renew",
+                Some(lease("me")),
+                t0,
+                t0,
+                true,
+                Decision::Renew,
+            ),
+            (
+                "ours from a previous run: re-acquire",
+                Some(lease("me")),
+                t0,
+                t0,
+                false,
+                Decision::Acquire,
+            ),
+        ];
+        for (what, observed, seen, now, leading, want) in cases {
+            assert_eq!(
+                decide(observed.as_ref(), "me", seen, now, leading),
+                want,
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn durations_must_nest() {
+        let args = |lease: u64, renew: u64, retry: u64| LeaderElectionArgs {
+            enabled: true,
+            lease_duration: Duration::from_secs(lease),
+            renew_deadline: Duration::from_secs(renew),
+            retry_period: Duration::from_secs(retry),
+            resource_name: None,
+            resource_namespace: "kube-system".into(),
+            identity: None,
+        };
+        assert!(args(15, 10, 2).validate().is_ok());
+        assert!(args(10, 10, 2).validate().is_err());
+        assert!(args(15, 2, 2).validate().is_err());
+    }
+}

@@ -1,0 +1,21 @@
+//! What the four controllers share.
+//!
+//! # Layout
+//! - [`names`]: controller IDs, client identities, taints, labels, annotations, finalizers.
+//! - [`kube_client`]: the Kubernetes client with a client-side QPS limit.
+//! - [`leader`]: leader election through a Lease.
+//! - [`gateway`]: the typed cloud-gateway client (retries, reconnects, caller identity).
+//! - [`health`], [`metrics`]: the `/healthz`, `/readyz`, `/metrics` side port.
+//! - [`events`]: best-effort Kubernetes events.
+//! - [`node`]: reading Nodes: readiness, taints, provider references.
+//! - [`runner`]: the common start-up of a controller binary.
+
+pub mod events;
+pub mod gateway;
+pub mod health;
+pub mod kube_client;
+pub mod leader;
+pub mod metrics;
+pub mod names;
+pub mod node;
+pub mod runner;

@@ -1,0 +1,200 @@
+//! The common life of a controller binary: flags, logging, clients, the side port, the
+//! capability check, leader election, and shutdown.
+
+use std::{future::Future, net::SocketAddr, time::Duration};
+
+use telemetry::LogFormat;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    gateway::{Capabilities, GatewayArgs, GatewayClient},
+    health::{self, Readiness},
+    kube_client::{self, KubeArgs},
+    leader::{self, LeaderElectionArgs},
+};
+
+/// Flags every controller takes.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CommonArgs {
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub kube: KubeArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub gateway: GatewayArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub leader: LeaderElectionArgs,
+    /// Address of the `/healthz`, `/readyz`, `/metrics` port.
+    #[arg(long = "http-listen", default_value = "0.0.0.0:10258")]
+    pub http_listen: SocketAddr,
+    /// Cluster name passed to load-balancer and route calls.
+    #[arg(long = "cluster-name", default_value = "kubernetes")]
+    pub cluster_name: String,
+    /// Log format.
+    #[arg(long = "log-format", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// The provider capability a controller needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// InstancesV2.
+    Instances,
+    /// Load balancers.
+    LoadBalancers,
+    /// Routes.
+    Routes,
+}
+
+impl Needs {
+    fn met_by(self, caps: &Capabilities) -> bool {
+        match self {
+            Self::Instances => caps.instances,
+            Self::LoadBalancers => caps.load_balancers,
+            Self::Routes => caps.routes,
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Self::Instances => "instances",
+            Self::LoadBalancers => "load balancers",
+            Self::Routes => "routes",
+        }
+    }
+}
+
+/// What the controller's work gets.
+#[derive(Clone)]
+pub struct Context {
+    /// Kubernetes client.
+    pub client: kube::Client,
+    /// Gateway client.
+    pub gateway: GatewayClient,
+    /// Cluster name.
+    pub cluster_name: String,
+    /// Cancelled at shutdown.
+    pub shutdown: CancellationToken,
+}
+
+/// Why a controller stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Flags or configuration are unusable (exit code 64).
+    #[error("{0}")]
+    Config(String),
+    /// The side port could not be bound.
+    #[error("cannot serve the health port: {0}")]
+    Health(#[source] std::io::Error),
+    /// Leadership was lost.
+    #[error(transparent)]
+    Leader(#[from] leader::LeaderError),
+}
+
+impl RunError {
+    /// Process exit code: 64 for configuration errors (EX_USAGE), 1 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Self::Config(_) => 64,
+            _ => 1,
+        }
+    }
+}
+
+/// Runs controller `name` (calling the gateway as `caller`) until SIGTERM: builds the clients,
+/// serves the side port, waits until the provider offers `needs` (idle but ready meanwhile,
+/// saying why), then runs `work` while holding the leader lease.
+pub async fn run<F, Fut>(
+    name: &str,
+    caller: &str,
+    needs: Needs,
+    args: CommonArgs,
+    work: F,
+) -> Result<(), RunError>
+where
+    F: FnOnce(Context) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    telemetry::init_logging(args.log_format, "info");
+    let shutdown = CancellationToken::new();
+    {
+        let shutdown = shutdown.clone();
+        tokio::spawn(async move {
+            telemetry::shutdown_signal().await;
+            shutdown.cancel();
+        });
+    }
+    run_until(name, caller, needs, args, work, shutdown).await
+}
+
+/// [`run`] with an explicit shutdown token (tests cancel it).
+pub async fn run_until<F, Fut>(
+    name: &str,
+    caller: &str,
+    needs: Needs,
+    args: CommonArgs,
+    work: F,
+    shutdown: CancellationToken,
+) -> Result<(), RunError>
+where
+    F: FnOnce(Context) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    args.leader.validate().map_err(RunError::Config)?;
+    let client = kube_client::client(&args.kube)
+        .await
+        .map_err(|e| RunError::Config(e.to_string()))?;
+    let gateway = GatewayClient::new(&args.gateway, caller).map_err(|e| RunError::Config(e.to_string()))?;
+    let readiness = Readiness::new();
+    let health = health::serve(
+        args.http_listen,
+        readiness.clone(),
+        shutdown.clone().cancelled_owned(),
+    )
+    .await
+    .map_err(RunError::Health)?;
+    readiness.set_ready();
+
+    let result = tokio::select! {
+        () = shutdown.cancelled() => Ok(()),
+        () = wait_for_capability(&gateway, needs, name) => {
+            let ctx = Context { client: client.clone(), gateway, cluster_name: args.cluster_name.clone(), shutdown: shutdown.clone() };
+            let result = leader::run_as_leader(client, &args.leader, name, work(ctx), shutdown.clone().cancelled_owned()).await;
+            result.map_err(RunError::from)
+        }
+    };
+    shutdown.cancel();
+    let _ = health.await;
+    tracing::info!(controller = name, "stopped");
+    result
+}
+
+/// Returns once the provider offers `needs`. Until then the controller is idle (still ready,
+/// so a rollout does not hang on it) and says why; it keeps asking, so a gateway swapped for a
+/// vendor that has the capability is picked up without a restart.
+async fn wait_for_capability(gateway: &GatewayClient, needs: Needs, name: &str) {
+    let mut delay = Duration::from_secs(1);
+    loop {
+        match gateway.capabilities().await {
+            Ok(caps) if needs.met_by(&caps) => {
+                tracing::info!(controller = name, provider = %caps.provider_name, "provider offers {}; starting", needs.describe());
+                return;
+            }
+            Ok(caps) => {
+                tracing::warn!(
+                    controller = name,
+                    provider = %caps.provider_name,
+                    "provider does not implement {}; staying idle and asking again in 60s",
+                    needs.describe()
+                );
+                delay = Duration::from_secs(60);
+            }
+            Err(err) => {
+                tracing::warn!(controller = name, error = %err, ?delay, "cannot reach the cloud-gateway yet");
+            }
+        }
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(60));
+    }
+}
