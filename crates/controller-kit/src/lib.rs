@@ -8,6 +8,7 @@
 //! - [`health`], [`metrics`]: the `/healthz`, `/readyz`, `/metrics` side port.
 //! - [`events`]: best-effort Kubernetes events.
 //! - [`node`]: reading Nodes: readiness, taints, provider references.
+//! - [`patch`]: resourceVersion-guarded merge patches, retried on conflict.
 //! - [`runner`]: the common start-up of a controller binary.
 
 pub mod events;
@@ -18,4 +19,5 @@ pub mod leader;
 pub mod metrics;
 pub mod names;
 pub mod node;
+pub mod patch;
 pub mod runner;

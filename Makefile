@@ -1,0 +1,34 @@
+# Every recipe has a `## comment`; `make help` lists them.
+.DEFAULT_GOAL := help
+SHELL := /usr/bin/env bash
+CARGO ?= cargo
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
+
+.PHONY: demo
+demo: ## run the local demo: fake API server + gateway on the simulator + controllers
+	$(CARGO) build --workspace --bins
+	scripts/demo.sh
+
+.PHONY: test-deps
+test-deps: ## install what the tests need (a Python venv with moto) from the package registries
+	scripts/moto/setup.sh
+
+.PHONY: build
+build: ## build every crate and binary once (tests reuse the binaries)
+	$(CARGO) build --workspace --bins --tests --examples
+
+.PHONY: test
+test: test-deps build ## run every test (unit, contract, end-to-end)
+	scripts/run-tests.sh
+
+.PHONY: lint
+lint: ## formatting and clippy, warnings are errors
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+.PHONY: bench-gateway
+bench-gateway: ## gateway throughput and added latency versus calling the provider in-process
+	$(CARGO) run --release -p cloud-gateway --example bench-gateway

@@ -1,0 +1,41 @@
+//! `cloud-node-controller`: flags and wiring only; the work is in the library.
+
+use clap::Parser;
+use cloud_node_controller::NodeControllerArgs;
+use controller_kit::{
+    names::{callers::NODE_CONTROLLER, controllers::CLOUD_NODE},
+    runner::{self, CommonArgs, Needs},
+};
+
+/// Initializes Nodes from the cloud (providerID, addresses, zone/region/instance-type labels) and
+/// removes the `node.cloudprovider.kubernetes.io/uninitialized` taint.
+#[derive(Parser)]
+#[command(name = "cloud-node-controller", version)]
+struct Args {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(flatten)]
+    node: NodeControllerArgs,
+}
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    if let Err(err) = args.node.validate() {
+        eprintln!("cloud-node-controller: {err}");
+        std::process::exit(64);
+    }
+    let node_args = args.node.clone();
+    let result = runner::run(
+        CLOUD_NODE,
+        NODE_CONTROLLER,
+        Needs::Instances,
+        args.common,
+        move |ctx| cloud_node_controller::run(ctx, node_args),
+    )
+    .await;
+    if let Err(err) = result {
+        eprintln!("cloud-node-controller: {err}");
+        std::process::exit(err.exit_code());
+    }
+}

@@ -1,0 +1,569 @@
+//! Pure decisions of the node controller: what a node's labels, providerID, taints and addresses
+//! must become, given the node and the cloud's metadata. No I/O here.
+
+use std::{collections::BTreeMap, net::IpAddr};
+
+use controller_kit::{
+    gateway::InstanceMetadata,
+    names::{ANNOTATION_PROVIDED_NODE_IP, TAINT_UNINITIALIZED, labels},
+};
+use k8s_openapi::api::core::v1::{Node, NodeAddress, Taint};
+use serde_json::{Value, json};
+
+/// Why a tainted node cannot be initialized yet (it stays tainted and is retried).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotYet {
+    /// Neither the node nor the cloud knows a providerID (upstream issue #123024).
+    #[error("cloud provider does not set node provider ID for node {0}")]
+    NoProviderId(String),
+    /// `alpha.kubernetes.io/provided-node-ip` does not parse.
+    #[error("provided node ip for node {node:?} is not valid: failed to parse node IP {value:?}: {reason}")]
+    BadProvidedIp {
+        /// Node name.
+        node: String,
+        /// The annotation value.
+        value: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `alpha.kubernetes.io/provided-node-ip` names an IP the cloud does not report.
+    #[error(
+        "provided node ip for node {node:?} is not valid: failed to get node address from cloud provider that matches ip: {ip}"
+    )]
+    ProvidedIpNotInCloud {
+        /// Node name.
+        node: String,
+        /// The unmatched IP.
+        ip: String,
+    },
+}
+
+/// Everything the initial sync writes to a tainted node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Initialization {
+    /// The merge patch of the main resource: providerID (only if unset), labels, taints.
+    pub node_patch: Value,
+    /// The wanted `status.addresses`, or `None` to leave them (the cloud reported none).
+    pub addresses: Option<Vec<NodeAddress>>,
+}
+
+fn node_name(node: &Node) -> String {
+    node.metadata.name.clone().unwrap_or_default()
+}
+
+fn node_labels(node: &Node) -> BTreeMap<String, String> {
+    node.metadata.labels.clone().unwrap_or_default()
+}
+
+fn taints(node: &Node) -> Vec<Taint> {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+}
+
+/// Whether a label key is in the `kubernetes.io` / `k8s.io` namespaces (or a subdomain), which
+/// providers may not set through additional labels.
+pub fn is_kubernetes_namespace(key: &str) -> bool {
+    let Some((prefix, _)) = key.split_once('/') else {
+        return false;
+    };
+    ["kubernetes.io", "k8s.io"]
+        .iter()
+        .any(|ns| prefix == *ns || prefix.ends_with(&format!(".{ns}")))
+}
+
+/// Beta → GA label copies for an initialized node (beta is the source of truth): the labels to
+/// set, empty when there is nothing to do. No cloud call is needed.
+pub fn ga_labels_from_beta(node: &Node) -> BTreeMap<String, String> {
+    let current = node_labels(node);
+    labels::BETA_TO_GA
+        .iter()
+        .filter_map(|(beta, ga)| {
+            let value = current.get(*beta)?;
+            (current.get(*ga) != Some(value)).then(|| ((*ga).to_owned(), value.clone()))
+        })
+        .collect()
+}
+
+/// Plans the initialization of a node carrying the uninitialized taint.
+pub fn initialize(node: &Node, cloud: &InstanceMetadata) -> Result<Initialization, NotYet> {
+    let name = node_name(node);
+    let node_provider_id = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.provider_id.clone())
+        .unwrap_or_default();
+    if node_provider_id.is_empty() && cloud.provider_id.is_empty() {
+        return Err(NotYet::NoProviderId(name));
+    }
+    // Validated before anything is written, so a mismatch keeps the taint.
+    provided_ip_order(node, &cloud.addresses)?;
+
+    let current = node_labels(node);
+    let mut new_labels = BTreeMap::new();
+    for (value, keys) in [
+        (
+            &cloud.instance_type,
+            [labels::INSTANCE_TYPE, labels::INSTANCE_TYPE_BETA],
+        ),
+        (&cloud.zone, [labels::ZONE, labels::ZONE_BETA]),
+        (&cloud.region, [labels::REGION, labels::REGION_BETA]),
+    ] {
+        if !value.is_empty() {
+            for key in keys {
+                if current.get(key) != Some(value) {
+                    new_labels.insert(key.to_owned(), value.clone());
+                }
+            }
+        }
+    }
+    for (key, value) in &cloud.additional_labels {
+        if is_kubernetes_namespace(key) {
+            tracing::warn!(node = %name, label = %key, "discarding node label in a kubernetes namespace");
+        } else if current.contains_key(key) || new_labels.contains_key(key) {
+            if current.get(key) != Some(value) {
+                tracing::warn!(node = %name, label = %key, "discarding node label that is already present");
+            }
+        } else {
+            new_labels.insert(key.clone(), value.clone());
+        }
+    }
+
+    let remaining: Vec<Taint> = taints(node)
+        .into_iter()
+        .filter(|t| t.key != TAINT_UNINITIALIZED)
+        .collect();
+    let mut patch = json!({ "spec": { "taints": remaining } });
+    if node_provider_id.is_empty() {
+        patch["spec"]["providerID"] = json!(cloud.provider_id);
+    }
+    if !new_labels.is_empty() {
+        patch["metadata"] = json!({ "labels": new_labels });
+    }
+    Ok(Initialization {
+        node_patch: patch,
+        addresses: wanted_addresses(node, &cloud.addresses)?,
+    })
+}
+
+/// The node's `status.addresses` as they should be, given the cloud's: the cloud's list, with
+/// kubelet's Hostname kept when the cloud reported none, ordered for the provided node IP.
+/// `Ok(None)` when the cloud reported no address at all (leave kubelet's).
+pub fn wanted_addresses(node: &Node, cloud: &[NodeAddress]) -> Result<Option<Vec<NodeAddress>>, NotYet> {
+    if cloud.is_empty() {
+        return Ok(None);
+    }
+    let mut addresses = cloud.to_vec();
+    if !addresses.iter().any(|a| a.type_ == "Hostname") {
+        let kubelet = node.status.as_ref().and_then(|s| s.addresses.as_ref());
+        addresses.extend(
+            kubelet
+                .into_iter()
+                .flatten()
+                .filter(|a| a.type_ == "Hostname")
+                .cloned(),
+        );
+    }
+    Ok(Some(provided_ip_order(node, &addresses)?.unwrap_or(addresses)))
+}
+
+/// With `alpha.kubernetes.io/provided-node-ip` set: for each provided IP in order, the cloud
+/// addresses equal to it, then the addresses of every type that did not match (other addresses
+/// of a matched type are dropped), as upstream's `GetNodeAddressesFromNodeIP`. `Ok(None)` when the
+/// annotation is absent.
+pub fn provided_ip_order(node: &Node, addresses: &[NodeAddress]) -> Result<Option<Vec<NodeAddress>>, NotYet> {
+    let Some(value) = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_PROVIDED_NODE_IP))
+    else {
+        return Ok(None);
+    };
+    let name = node_name(node);
+    let bad = |reason: String| NotYet::BadProvidedIp {
+        node: name.clone(),
+        value: value.clone(),
+        reason,
+    };
+    let ips = value
+        .split(',')
+        .map(|piece| {
+            piece
+                .parse::<IpAddr>()
+                .map_err(|_| bad(format!("could not parse {piece:?}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let dual_stack_pair = ips.len() == 2 && ips[0].is_ipv4() != ips[1].is_ipv4();
+    if ips.len() > 2 || (ips.len() == 2 && !dual_stack_pair) {
+        return Err(bad(
+            "must contain either a single IP or a dual-stack pair of IPs".into()
+        ));
+    }
+    if ips.len() == 2 && ips.iter().any(IpAddr::is_unspecified) {
+        return Err(bad(
+            "a dual-stack pair may not contain an unspecified address".into()
+        ));
+    }
+    let mut ordered = Vec::new();
+    let mut matched_types = Vec::new();
+    for ip in &ips {
+        let matches: Vec<&NodeAddress> = addresses
+            .iter()
+            .filter(|a| a.address.parse::<IpAddr>().ok().as_ref() == Some(ip))
+            .collect();
+        if matches.is_empty() {
+            return Err(NotYet::ProvidedIpNotInCloud {
+                node: name,
+                ip: ip.to_string(),
+            });
+        }
+        for a in matches {
+            if !matched_types.contains(&a.type_) {
+                matched_types.push(a.type_.clone());
+            }
+            ordered.push(a.clone());
+        }
+    }
+    ordered.extend(
+        addresses
+            .iter()
+            .filter(|a| !matched_types.contains(&a.type_))
+            .cloned(),
+    );
+    Ok(Some(ordered))
+}
+
+/// Whether `status.addresses` must be rewritten to `wanted`. Unlike upstream's per-type map
+/// comparison, any difference in content or order counts: the order is meaningful (the provided
+/// IP goes first) and a rewrite of an equal list is harmless.
+pub fn addresses_differ(node: &Node, wanted: &[NodeAddress]) -> bool {
+    let current = node
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.as_deref())
+        .unwrap_or_default();
+    current != wanted
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::{
+        api::core::v1::{NodeSpec, NodeStatus},
+        apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    };
+
+    use super::*;
+
+    fn addr(type_: &str, address: &str) -> NodeAddress {
+        NodeAddress {
+            type_: type_.into(),
+            address: address.into(),
+        }
+    }
+
+    fn taint(key: &str) -> Taint {
+        Taint {
+            key: key.into(),
+            effect: "NoSchedule".into(),
+            value: Some("true".into()),
+            time_added: None,
+        }
+    }
+
+    struct NodeBuilder(Node);
+
+    impl NodeBuilder {
+        fn new() -> Self {
+            Self(Node {
+                metadata: ObjectMeta {
+                    name: Some("n1".into()),
+                    ..Default::default()
+                },
+                spec: Some(NodeSpec {
+                    taints: Some(vec![taint(TAINT_UNINITIALIZED)]),
+                    ..Default::default()
+                }),
+                status: Some(NodeStatus::default()),
+            })
+        }
+        fn provider_id(mut self, id: &str) -> Self {
+            self.0.spec.get_or_insert_with(Default::default).provider_id = Some(id.into());
+            self
+        }
+        fn label(mut self, k: &str, v: &str) -> Self {
+            self.0
+                .metadata
+                .labels
+                .get_or_insert_with(Default::default)
+                .insert(k.into(), v.into());
+            self
+        }
+        fn annotation(mut self, k: &str, v: &str) -> Self {
+            self.0
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(k.into(), v.into());
+            self
+        }
+        fn taints(mut self, keys: &[&str]) -> Self {
+            self.0.spec.get_or_insert_with(Default::default).taints =
+                Some(keys.iter().map(|k| taint(k)).collect());
+            self
+        }
+        fn addresses(mut self, a: Vec<NodeAddress>) -> Self {
+            self.0.status.get_or_insert_with(Default::default).addresses = Some(a);
+            self
+        }
+    }
+
+    fn cloud() -> InstanceMetadata {
+        InstanceMetadata {
+            provider_id: "sim://zone-a/i-1".into(),
+            instance_type: "sim.large".into(),
+            addresses: vec![
+                addr("InternalIP", "10.0.0.1"),
+                addr("ExternalIP", "203.0.113.1"),
+                addr("Hostname", "n1"),
+            ],
+            zone: "zone-a".into(),
+            region: "region-1".into(),
+            additional_labels: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_fresh_node_gets_provider_id_all_labels_and_loses_the_taint() {
+        let node = NodeBuilder::new().taints(&[TAINT_UNINITIALIZED, "other"]).0;
+        let init = initialize(&node, &cloud()).unwrap();
+        assert_eq!(init.node_patch["spec"]["providerID"], "sim://zone-a/i-1");
+        let labels = &init.node_patch["metadata"]["labels"];
+        for (k, v) in [
+            (labels::INSTANCE_TYPE, "sim.large"),
+            (labels::INSTANCE_TYPE_BETA, "sim.large"),
+            (labels::ZONE, "zone-a"),
+            (labels::ZONE_BETA, "zone-a"),
+            (labels::REGION, "region-1"),
+            (labels::REGION_BETA, "region-1"),
+        ] {
+            assert_eq!(labels[k], v, "{k}");
+        }
+        let taints = init.node_patch["spec"]["taints"].as_array().unwrap();
+        assert_eq!(taints.len(), 1);
+        assert_eq!(taints[0]["key"], "other", "other taints are kept");
+        assert_eq!(init.addresses.unwrap(), cloud().addresses);
+    }
+
+    #[test]
+    fn an_existing_provider_id_is_never_changed() {
+        let node = NodeBuilder::new().provider_id("sim://zone-a/i-original").0;
+        let init = initialize(&node, &cloud()).unwrap();
+        assert!(init.node_patch["spec"].get("providerID").is_none());
+    }
+
+    #[test]
+    fn the_taint_stays_until_a_provider_id_is_known() {
+        let node = NodeBuilder::new().0;
+        let no_id = InstanceMetadata {
+            provider_id: String::new(),
+            ..cloud()
+        };
+        assert_eq!(initialize(&node, &no_id), Err(NotYet::NoProviderId("n1".into())));
+        // ...but a node that has one already can be initialized by a cloud that reports none.
+        let node = NodeBuilder::new().provider_id("sim://zone-a/i-1").0;
+        assert!(initialize(&node, &no_id).is_ok());
+    }
+
+    #[test]
+    fn well_known_labels_are_overwritten_and_empty_values_leave_them() {
+        let node = NodeBuilder::new()
+            .label(labels::ZONE, "stale")
+            .label(labels::REGION, "region-1")
+            .0;
+        let meta = InstanceMetadata {
+            instance_type: String::new(),
+            ..cloud()
+        };
+        let init = initialize(&node, &meta).unwrap();
+        let labels_patch = init.node_patch["metadata"]["labels"].as_object().unwrap();
+        assert_eq!(labels_patch[labels::ZONE], "zone-a");
+        assert!(
+            !labels_patch.contains_key(labels::REGION),
+            "unchanged labels are not rewritten"
+        );
+        assert!(!labels_patch.contains_key(labels::INSTANCE_TYPE));
+        assert!(!labels_patch.contains_key(labels::INSTANCE_TYPE_BETA));
+    }
+
+    #[test]
+    fn additional_labels_never_enter_kubernetes_namespaces_nor_overwrite() {
+        let node = NodeBuilder::new().label("team", "mine").0;
+        let mut meta = cloud();
+        meta.additional_labels = [
+            ("team", "theirs"),
+            ("sim.cloud/rack", "r7"),
+            ("node.kubernetes.io/instance-type", "evil"),
+            ("kubernetes.io/hostname", "evil"),
+            ("foo.k8s.io/x", "evil"),
+            ("k8s.io/x", "evil"),
+            ("notk8s.io/x", "kept"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let init = initialize(&node, &meta).unwrap();
+        let l = init.node_patch["metadata"]["labels"].as_object().unwrap();
+        assert!(!l.contains_key("team"), "existing labels are never overwritten");
+        assert_eq!(l["sim.cloud/rack"], "r7");
+        assert_eq!(l["notk8s.io/x"], "kept");
+        assert_eq!(l[labels::INSTANCE_TYPE], "sim.large");
+        for k in ["kubernetes.io/hostname", "foo.k8s.io/x", "k8s.io/x"] {
+            assert!(!l.contains_key(k), "{k}");
+        }
+    }
+
+    #[test]
+    fn kubelets_hostname_is_kept_only_when_the_cloud_has_none() {
+        let node = NodeBuilder::new()
+            .addresses(vec![
+                addr("Hostname", "kubelet-name"),
+                addr("InternalIP", "192.168.0.9"),
+            ])
+            .0;
+        let without = vec![addr("InternalIP", "10.0.0.1")];
+        assert_eq!(
+            wanted_addresses(&node, &without).unwrap().unwrap(),
+            vec![addr("InternalIP", "10.0.0.1"), addr("Hostname", "kubelet-name")]
+        );
+        assert_eq!(
+            wanted_addresses(&node, &cloud().addresses).unwrap().unwrap(),
+            cloud().addresses
+        );
+        assert_eq!(
+            wanted_addresses(&node, &[]).unwrap(),
+            None,
+            "no cloud addresses: leave kubelet's"
+        );
+    }
+
+    #[test]
+    fn provided_node_ip_goes_first_and_drops_others_of_its_type() {
+        let cloud_addrs = vec![
+            addr("InternalIP", "10.0.0.1"),
+            addr("InternalIP", "10.0.0.2"),
+            addr("ExternalIP", "203.0.113.1"),
+            addr("InternalIP", "fd00::2"),
+            addr("Hostname", "n1"),
+        ];
+        let cases: Vec<(&str, Result<Vec<NodeAddress>, ()>)> = vec![
+            (
+                "10.0.0.2",
+                Ok(vec![
+                    addr("InternalIP", "10.0.0.2"),
+                    addr("ExternalIP", "203.0.113.1"),
+                    addr("Hostname", "n1"),
+                ]),
+            ),
+            (
+                "203.0.113.1",
+                Ok(vec![
+                    addr("ExternalIP", "203.0.113.1"),
+                    addr("InternalIP", "10.0.0.1"),
+                    addr("InternalIP", "10.0.0.2"),
+                    addr("InternalIP", "fd00::2"),
+                    addr("Hostname", "n1"),
+                ]),
+            ),
+            (
+                "fd00::2,10.0.0.1",
+                Ok(vec![
+                    addr("InternalIP", "fd00::2"),
+                    addr("InternalIP", "10.0.0.1"),
+                    addr("ExternalIP", "203.0.113.1"),
+                    addr("Hostname", "n1"),
+                ]),
+            ),
+            ("10.9.9.9", Err(())),
+            ("10.0.0.1,10.0.0.2", Err(())),
+            ("10.0.0.1, fd00::2", Err(())),
+            ("", Err(())),
+            ("not-an-ip", Err(())),
+        ];
+        for (value, want) in cases {
+            let node = NodeBuilder::new()
+                .annotation(ANNOTATION_PROVIDED_NODE_IP, value)
+                .0;
+            let got = provided_ip_order(&node, &cloud_addrs)
+                .map(Option::unwrap)
+                .map_err(|_| ());
+            assert_eq!(got, want, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn an_unmatched_provided_ip_keeps_the_taint() {
+        let node = NodeBuilder::new()
+            .annotation(ANNOTATION_PROVIDED_NODE_IP, "10.9.9.9")
+            .0;
+        assert!(matches!(
+            initialize(&node, &cloud()),
+            Err(NotYet::ProvidedIpNotInCloud { .. })
+        ));
+    }
+
+    #[test]
+    fn beta_labels_are_the_source_of_truth_on_initialized_nodes() {
+        let node = NodeBuilder::new()
+            .taints(&[])
+            .label(labels::ZONE_BETA, "z1")
+            .label(labels::REGION_BETA, "r1")
+            .label(labels::REGION, "r-old")
+            .label(labels::INSTANCE_TYPE_BETA, "t1")
+            .label(labels::INSTANCE_TYPE, "t1")
+            .0;
+        let want: BTreeMap<String, String> = [
+            (labels::ZONE.to_owned(), "z1".to_owned()),
+            (labels::REGION.to_owned(), "r1".to_owned()),
+        ]
+        .into();
+        assert_eq!(ga_labels_from_beta(&node), want);
+        assert!(ga_labels_from_beta(&NodeBuilder::new().0).is_empty());
+    }
+
+    #[test]
+    fn kubernetes_namespaces_are_recognised() {
+        for (key, want) in [
+            ("kubernetes.io/x", true),
+            ("node.kubernetes.io/x", true),
+            ("k8s.io/x", true),
+            ("a.b.k8s.io/x", true),
+            ("notk8s.io/x", false),
+            ("kubernetes.io.evil/x", false),
+            ("plain", false),
+            ("example.com/kubernetes.io", false),
+        ] {
+            assert_eq!(is_kubernetes_namespace(key), want, "{key}");
+        }
+    }
+
+    #[test]
+    fn address_changes_include_reordering() {
+        let node = NodeBuilder::new()
+            .addresses(vec![addr("InternalIP", "1.1.1.1"), addr("Hostname", "h")])
+            .0;
+        assert!(!addresses_differ(
+            &node,
+            &[addr("InternalIP", "1.1.1.1"), addr("Hostname", "h")]
+        ));
+        assert!(addresses_differ(
+            &node,
+            &[addr("Hostname", "h"), addr("InternalIP", "1.1.1.1")]
+        ));
+        assert!(addresses_differ(
+            &node,
+            &[addr("InternalIP", "1.1.1.2"), addr("Hostname", "h")]
+        ));
+    }
+}
