@@ -15,7 +15,7 @@ use serde::ser::SerializeMap;
 use serde_json::{Value, json};
 
 use crate::errors::ApiError;
-use crate::registry::{DeleteOpts, ListOpts, PatchType, Registry};
+use crate::registry::{DeleteOpts, FieldValidation, ListOpts, PatchType, Registry, Written};
 use crate::resources::{self, ResourceDef};
 use crate::selectors::{FieldSelector, LabelSelector, Selection, convert_field_selector};
 use crate::watch::{self, WatchOpts};
@@ -40,6 +40,17 @@ fn json_response(code: u16, body: &impl Serialize) -> Response {
             .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()),
         Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
+}
+
+/// A write's response, with unknown-field warnings in `Warning` headers as the real server sends.
+fn written_response(code: u16, w: &Written) -> Response {
+    let mut r = json_response(code, &w.object);
+    for msg in &w.warnings {
+        if let Ok(v) = header::HeaderValue::from_str(&format!("299 - {:?}", msg)) {
+            r.headers_mut().append(header::WARNING, v);
+        }
+    }
+    r
 }
 
 fn error_response(e: &ApiError) -> Response {
@@ -107,6 +118,19 @@ impl Query {
         self.get(k)
             .map(|v| v.parse::<i64>().map_err(|_| ApiError::bad_request(format!("strconv.ParseInt: parsing {v:?}: invalid syntax"))))
             .transpose()
+    }
+    fn field_validation(&self) -> Result<FieldValidation, ApiError> {
+        match self.get("fieldValidation") {
+            None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
+            Some("Strict") => Ok(FieldValidation::Strict),
+            Some("Ignore") => Ok(FieldValidation::Ignore),
+            Some(v) => Err(ApiError::invalid(
+                "meta.k8s.io",
+                "CreateOptions",
+                "",
+                vec![crate::errors::Cause::not_supported("fieldValidation", &json!(v), &["Ignore", "Strict", "Warn"])],
+            )),
+        }
     }
     fn dry_run(&self) -> Result<bool, ApiError> {
         match self.get("dryRun") {
@@ -249,6 +273,19 @@ async fn handle(State(app): State<AppState>, method: Method, uri: Uri, headers: 
                 None => error_response(&ApiError::path_not_found()),
             };
         }
+        ["openapi", "v3"] if is_get => return json_response(200, &discovery::openapi_v3_index()),
+        ["openapi", "v3", "api", v] if is_get => {
+            return match discovery::openapi_v3_gv("", v) {
+                Some(d) => json_response(200, &d),
+                None => error_response(&ApiError::path_not_found()),
+            };
+        }
+        ["openapi", "v3", "apis", g, v] if is_get => {
+            return match discovery::openapi_v3_gv(g, v) {
+                Some(d) => json_response(200, &d),
+                None => error_response(&ApiError::path_not_found()),
+            };
+        }
         _ => {}
     }
     let target = match segs.as_slice() {
@@ -370,13 +407,13 @@ async fn serve(app: &AppState, method: &Method, headers: &HeaderMap, q: &Query, 
                 return Err(ApiError::method_not_allowed(def, "create"));
             }
             let obj = parse_body(headers, &body)?;
-            let created = reg.create(def, ns, obj, q.dry_run()?)?;
-            Ok(json_response(201, &created))
+            let created = reg.create_with(def, ns, obj, q.dry_run()?, q.field_validation()?)?;
+            Ok(written_response(201, &created))
         }
         (&Method::PUT, Some(name)) => {
             let obj = parse_body(headers, &body)?;
-            let updated = reg.update(def, ns, name, obj, status, q.dry_run()?)?;
-            Ok(json_response(200, &updated))
+            let updated = reg.update_with(def, ns, name, obj, status, q.dry_run()?, q.field_validation()?)?;
+            Ok(written_response(200, &updated))
         }
         (&Method::PATCH, Some(name)) => {
             let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
@@ -394,8 +431,8 @@ async fn serve(app: &AppState, method: &Method, headers: &HeaderMap, q: &Query, 
                     ]));
                 }
             };
-            let patched = reg.patch(def, ns, name, ptype, &body, status, q.dry_run()?)?;
-            Ok(json_response(200, &patched))
+            let patched = reg.patch_with(def, ns, name, ptype, &body, status, q.dry_run()?, q.field_validation()?)?;
+            Ok(written_response(200, &patched))
         }
         (&Method::DELETE, Some(name)) if !status => {
             let mut opts = DeleteOpts { dry_run: q.dry_run()?, ..Default::default() };

@@ -24,6 +24,21 @@ pub enum PatchType {
     Strategic,
 }
 
+/// `fieldValidation`: what to do with fields the type does not have.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum FieldValidation {
+    Ignore,
+    #[default]
+    Warn,
+    Strict,
+}
+
+/// A written object and the warnings for the `Warning` response header.
+pub struct Written {
+    pub object: Value,
+    pub warnings: Vec<String>,
+}
+
 #[derive(Debug, Default, Clone)]
 pub struct ListOpts {
     pub sel: Selection,
@@ -283,8 +298,22 @@ impl Registry {
     }
 
     /// Decodes a request body for `def` and reconciles its namespace with the URL's.
-    fn decode_body(def: &ResourceDef, ns: Option<&str>, body: Value) -> ApiResult<Value> {
+    fn decode_body(def: &ResourceDef, ns: Option<&str>, body: Value, fv: FieldValidation, warnings: &mut Vec<String>) -> ApiResult<Value> {
+        let input = body.clone();
         let mut obj = typed::decode(def, body)?;
+        let unknown = if fv == FieldValidation::Ignore { Vec::new() } else { typed::unknown_fields(&input, &obj) };
+        if !unknown.is_empty() {
+            let msgs: Vec<String> = unknown.iter().map(|u| format!("unknown field {u:?}")).collect();
+            if fv == FieldValidation::Strict {
+                return Err(ApiError::bad_request(format!(
+                    "{kind} in version {ver:?} cannot be handled as a {kind}: strict decoding error: {}",
+                    msgs.join(", "),
+                    kind = def.kind,
+                    ver = def.version
+                )));
+            }
+            warnings.extend(msgs);
+        }
         let meta = meta_mut(&mut obj);
         let body_ns = meta.get("namespace").and_then(Value::as_str).unwrap_or("").to_string();
         if def.namespaced {
@@ -303,7 +332,12 @@ impl Registry {
     }
 
     pub fn create(&self, def: &ResourceDef, ns: Option<&str>, body: Value, dry_run: bool) -> ApiResult<Value> {
-        let mut obj = Self::decode_body(def, ns, body)?;
+        self.create_with(def, ns, body, dry_run, FieldValidation::Ignore).map(|w| w.object)
+    }
+
+    pub fn create_with(&self, def: &ResourceDef, ns: Option<&str>, body: Value, dry_run: bool, fv: FieldValidation) -> ApiResult<Written> {
+        let mut warnings = Vec::new();
+        let mut obj = Self::decode_body(def, ns, body, fv, &mut warnings)?;
         strategy::defaults(def.store, &mut obj);
         let store = def.store;
         self.db.write(|st| {
@@ -351,6 +385,7 @@ impl Registry {
             let stored = st.put(store, key, obj);
             Ok(typed::present(def, &stored))
         })
+        .map(|object| Written { object, warnings })
     }
 
     /// Update (PUT) of the main resource or `/status`.
@@ -363,14 +398,31 @@ impl Registry {
         status: bool,
         dry_run: bool,
     ) -> ApiResult<Value> {
-        let obj = Self::decode_body(def, ns, body)?;
+        self.update_with(def, ns, name, body, status, dry_run, FieldValidation::Ignore).map(|w| w.object)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn update_with(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        name: &str,
+        body: Value,
+        status: bool,
+        dry_run: bool,
+        fv: FieldValidation,
+    ) -> ApiResult<Written> {
+        let mut warnings = Vec::new();
+        let obj = Self::decode_body(def, ns, body, fv, &mut warnings)?;
         let body_name = s(&obj, "/metadata/name").to_string();
         if !body_name.is_empty() && body_name != name {
             return Err(ApiError::bad_request(format!(
                 "the name of the object ({body_name}) does not match the name on the URL ({name})"
             )));
         }
-        self.db.write(|st| Self::update_locked(st, def, ns, name, obj, status, dry_run))
+        self.db
+            .write(|st| Self::update_locked(st, def, ns, name, obj, status, dry_run))
+            .map(|object| Written { object, warnings })
     }
 
     fn update_locked(
@@ -467,6 +519,22 @@ impl Registry {
         status: bool,
         dry_run: bool,
     ) -> ApiResult<Value> {
+        self.patch_with(def, ns, name, ptype, bytes, status, dry_run, FieldValidation::Ignore).map(|w| w.object)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch_with(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        name: &str,
+        ptype: PatchType,
+        bytes: &[u8],
+        status: bool,
+        dry_run: bool,
+        fv: FieldValidation,
+    ) -> ApiResult<Written> {
+        let mut warnings = Vec::new();
         let patch_doc = match ptype {
             PatchType::Json => None,
             _ => Some(serde_json::from_slice::<Value>(bytes).map_err(|e| ApiError::bad_request(e.to_string()))?),
@@ -507,12 +575,27 @@ impl Registry {
                     "the namespace of the provided object does not match the namespace sent on the request",
                 ));
             }
+            let input = patched.clone();
             let obj = typed::decode(def, patched).map_err(|e| {
                 ApiError::invalid("", "", "", vec![Cause::invalid("patch", &json!(""), e.message)])
             })?;
+            if fv != FieldValidation::Ignore {
+                let unknown: Vec<String> =
+                    typed::unknown_fields(&input, &obj).iter().map(|u| format!("unknown field {u:?}")).collect();
+                if !unknown.is_empty() && fv == FieldValidation::Strict {
+                    return Err(ApiError::invalid(
+                        "",
+                        "",
+                        "",
+                        vec![Cause::invalid("patch", &json!(""), format!("strict decoding error: {}", unknown.join(", ")))],
+                    ));
+                }
+                warnings.extend(unknown);
+            }
             let obj = typed::to_storage(def, obj);
             Self::update_locked(st, def, ns, name, obj, status, dry_run)
         })
+        .map(|object| Written { object, warnings })
     }
 
     fn remove_locked(st: &mut State, store: Store, key: &ObjKey) -> Option<Arc<Value>> {

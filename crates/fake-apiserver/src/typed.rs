@@ -141,3 +141,32 @@ mod tests {
         assert_eq!(back["apiVersion"], "events.k8s.io/v1");
     }
 }
+
+/// Fields of `input` that the typed decode dropped: what the real server's strict decoder
+/// reports as `unknown field "<path>"`.
+pub fn unknown_fields(input: &Value, decoded: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    walk_unknown(input, decoded, "", &mut out);
+    out
+}
+
+fn walk_unknown(input: &Value, decoded: &Value, path: &str, out: &mut Vec<String>) {
+    match (input, decoded) {
+        (Value::Object(i), Value::Object(d)) => {
+            for (k, v) in i {
+                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                match d.get(k) {
+                    Some(dv) => walk_unknown(v, dv, &p, out),
+                    None if v.is_null() => {}
+                    None => out.push(p),
+                }
+            }
+        }
+        (Value::Array(i), Value::Array(d)) => {
+            for (n, (iv, dv)) in i.iter().zip(d.iter()).enumerate() {
+                walk_unknown(iv, dv, &format!("{path}[{n}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
