@@ -15,7 +15,7 @@
 //! - [`config`], [`cli`]: settings, and the command line that builds them and the provider.
 
 pub mod adaptive;
-// pub mod cli;
+pub mod cli;
 pub mod config;
 pub mod convert;
 pub mod gate;

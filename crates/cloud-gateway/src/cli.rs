@@ -1,0 +1,302 @@
+//! The command line: gateway settings and the provider choice. Cloud credentials and provider
+//! configuration are read here, in the gateway, and nowhere else in the system.
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+
+use provider::Provider;
+use telemetry::LogFormat;
+use token_bucket::Limit;
+
+use crate::{GatewayConfig, adaptive::AdaptiveConfig, lookups::LookupConfig};
+
+/// `cloud-gateway` flags.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "cloud-gateway",
+    version,
+    about = "The only component that talks to the cloud: serves cloudgateway.v1 to the controllers."
+)]
+pub struct Args {
+    /// gRPC listen address (cloudgateway.v1 and grpc.health.v1).
+    #[arg(long, env = "CLOUD_GATEWAY_GRPC_LISTEN", default_value = "0.0.0.0:50051")]
+    pub grpc_listen: SocketAddr,
+    /// HTTP listen address (/healthz, /readyz, /metrics; the simulator's admin API).
+    #[arg(long, env = "CLOUD_GATEWAY_HTTP_LISTEN", default_value = "0.0.0.0:10258")]
+    pub http_listen: SocketAddr,
+    /// Which cloud to call.
+    #[arg(long, env = "CLOUD_GATEWAY_PROVIDER", value_enum, default_value = "simulator")]
+    pub provider: ProviderKind,
+
+    /// Provider reads (lookups, lists) allowed per second.
+    #[arg(long, default_value_t = 20.0)]
+    pub read_rate: f64,
+    /// Burst of provider reads.
+    #[arg(long, default_value_t = 40.0)]
+    pub read_burst: f64,
+    /// Provider writes (ensure, update, delete, create) allowed per second.
+    #[arg(long, default_value_t = 5.0)]
+    pub write_rate: f64,
+    /// Burst of provider writes.
+    #[arg(long, default_value_t = 10.0)]
+    pub write_burst: f64,
+    /// Most nodes per batched instance lookup (the provider's own limit also applies).
+    #[arg(long, default_value_t = 100)]
+    pub instance_batch_size: usize,
+    /// How long a batch waits for more lookups after its first.
+    #[arg(long, default_value = "5ms", value_parser = humantime::parse_duration)]
+    pub instance_batch_window: Duration,
+    /// How long a found instance is served from the cache; 0s turns the cache off.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub instance_cache_ttl: Duration,
+    /// Factor applied to the rate when the provider answers "throttled".
+    #[arg(long, default_value_t = 0.5)]
+    pub throttle_decrease: f64,
+    /// Lowest share of the configured rate adaptive slowdown may go to.
+    #[arg(long, default_value_t = 0.05)]
+    pub throttle_min_factor: f64,
+    /// Share of the configured rate regained per second without throttling.
+    #[arg(long, default_value_t = 0.05)]
+    pub throttle_recovery_per_second: f64,
+    /// Upper bound of a call, queueing included, when the client sets no shorter deadline.
+    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    pub max_call_duration: Duration,
+    /// How long in-flight calls may finish after SIGTERM.
+    #[arg(long, default_value = "20s", value_parser = humantime::parse_duration)]
+    pub shutdown_grace: Duration,
+    /// Log format.
+    #[arg(long, value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub simulator: SimulatorArgs,
+}
+
+/// The cloud behind the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProviderKind {
+    /// The embedded simulated cloud (no account needed).
+    Simulator,
+}
+
+/// Settings of the simulated cloud (`--provider simulator`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SimulatorArgs {
+    /// State file; the cloud survives restarts. In memory only when unset.
+    #[arg(long = "simulator-state", env = "SIMULATOR_STATE")]
+    pub state: Option<PathBuf>,
+    /// YAML inventory seeding a new cloud (used when the state file does not exist yet).
+    #[arg(long = "simulator-inventory", env = "SIMULATOR_INVENTORY")]
+    pub inventory: Option<PathBuf>,
+    /// Latency added to every simulated API call.
+    #[arg(long = "simulator-latency", default_value = "0s", value_parser = humantime::parse_duration)]
+    pub latency: Duration,
+    /// The simulated cloud's own API rate limit, `RATE/BURST` (e.g. `50/100`); unlimited when unset.
+    #[arg(long = "simulator-rate-limit", value_parser = parse_rate_limit)]
+    pub rate_limit: Option<(f64, f64)>,
+    /// Injected failure probability per operation, `OP=P` (e.g. `describe_instances=0.5`, `*=0.1`); repeatable.
+    #[arg(long = "simulator-error-rate", value_parser = parse_error_rate)]
+    pub error_rate: Vec<(String, f64)>,
+    /// How long a new load balancer takes to provision.
+    #[arg(long = "simulator-lb-provision-delay", default_value = "0s", value_parser = humantime::parse_duration)]
+    pub lb_provision_delay: Duration,
+    /// Capabilities to switch off (`instances`, `load-balancers`, `routes`); repeatable.
+    #[arg(long = "simulator-disable", value_enum)]
+    pub disable: Vec<Capability>,
+    /// Most nodes per batched lookup the simulated cloud accepts.
+    #[arg(long = "simulator-max-batch", default_value_t = 100)]
+    pub max_batch: usize,
+    /// Skip fsync of state writes (tests, demos on slow disks).
+    #[arg(long = "simulator-no-fsync")]
+    pub no_fsync: bool,
+}
+
+/// A provider capability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Capability {
+    /// InstancesV2.
+    Instances,
+    /// Load balancers.
+    LoadBalancers,
+    /// Routes.
+    Routes,
+}
+
+fn parse_rate_limit(s: &str) -> Result<(f64, f64), String> {
+    let (rate, burst) = s
+        .split_once('/')
+        .ok_or_else(|| format!("expected RATE/BURST, got {s:?}"))?;
+    let rate: f64 = rate
+        .trim()
+        .parse()
+        .map_err(|_| format!("rate {rate:?} is not a number"))?;
+    let burst: f64 = burst
+        .trim()
+        .parse()
+        .map_err(|_| format!("burst {burst:?} is not a number"))?;
+    Ok((rate, burst))
+}
+
+fn parse_error_rate(s: &str) -> Result<(String, f64), String> {
+    let (op, p) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected OP=PROBABILITY, got {s:?}"))?;
+    let p: f64 = p
+        .trim()
+        .parse()
+        .map_err(|_| format!("probability {p:?} is not a number"))?;
+    Ok((op.trim().to_owned(), p))
+}
+
+/// Why the gateway cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// A setting is invalid.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The simulated cloud cannot be opened (bad inventory, unreadable state).
+    #[error("cannot open the simulated cloud: {0}")]
+    Simulator(#[from] provider_simulator::SimulatorError),
+}
+
+impl Args {
+    /// The gateway settings, validated.
+    pub fn gateway_config(&self) -> Result<GatewayConfig, SetupError> {
+        let read_limit = Limit::new(self.read_rate, self.read_burst)
+            .map_err(|e| SetupError::Config(format!("read limit: {e}")))?;
+        let write_limit = Limit::new(self.write_rate, self.write_burst)
+            .map_err(|e| SetupError::Config(format!("write limit: {e}")))?;
+        let config = GatewayConfig {
+            read_limit,
+            write_limit,
+            adaptive: AdaptiveConfig {
+                decrease: self.throttle_decrease,
+                min_factor: self.throttle_min_factor,
+                recovery_per_second: self.throttle_recovery_per_second,
+                ..AdaptiveConfig::default()
+            },
+            lookups: LookupConfig {
+                batch_size: self.instance_batch_size,
+                batch_window: self.instance_batch_window,
+                cache_ttl: self.instance_cache_ttl,
+            },
+            max_call_duration: self.max_call_duration,
+            shutdown_grace: self.shutdown_grace,
+        };
+        config.validate().map_err(SetupError::Config)?;
+        Ok(config)
+    }
+
+    /// Builds the provider, plus any HTTP routes it serves (the simulator's admin API).
+    pub async fn provider(&self) -> Result<(Arc<dyn Provider>, Option<axum::Router>), SetupError> {
+        match self.provider {
+            ProviderKind::Simulator => {
+                let sim = provider_simulator::Simulator::open(self.simulator.config()?)?;
+                let admin = provider_simulator::admin_router(sim.clone());
+                Ok((sim, Some(admin)))
+            }
+        }
+    }
+}
+
+impl SimulatorArgs {
+    fn config(&self) -> Result<provider_simulator::SimulatorConfig, SetupError> {
+        let knobs = provider_simulator::Knobs {
+            latency: self.latency,
+            rate_limit: self
+                .rate_limit
+                .map(|(rate, burst)| provider_simulator::RateLimit::new(rate, burst)),
+            error_rate: self.error_rate.iter().cloned().collect(),
+            lb_provision_delay: self.lb_provision_delay,
+            ..Default::default()
+        };
+        knobs
+            .validate()
+            .map_err(|e| SetupError::Config(format!("simulator knobs: {e}")))?;
+        Ok(provider_simulator::SimulatorConfig {
+            state_file: self.state.clone(),
+            inventory: self.inventory.clone(),
+            knobs,
+            disabled: provider_simulator::Capabilities {
+                instances: self.disable.contains(&Capability::Instances),
+                load_balancers: self.disable.contains(&Capability::LoadBalancers),
+                routes: self.disable.contains(&Capability::Routes),
+            },
+            durable_writes: !self.no_fsync,
+            limits: provider::ProviderLimits {
+                max_instance_batch: self.max_batch.max(1),
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[test]
+    fn defaults_build_a_valid_config() {
+        let args = Args::parse_from(["cloud-gateway"]);
+        let config = args.gateway_config().unwrap();
+        assert_eq!(
+            config.read_limit,
+            Limit {
+                rate: 20.0,
+                burst: 40.0
+            }
+        );
+        assert_eq!(config.lookups.cache_ttl, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn simulator_flags_parse() {
+        let args = Args::parse_from([
+            "cloud-gateway",
+            "--simulator-rate-limit",
+            "50/100",
+            "--simulator-error-rate",
+            "describe_instances=0.5",
+            "--simulator-error-rate",
+            "*=0.1",
+            "--simulator-disable",
+            "routes",
+            "--simulator-latency",
+            "20ms",
+        ]);
+        let config = args.simulator.config().unwrap();
+        assert_eq!(
+            config.knobs.rate_limit,
+            Some(provider_simulator::RateLimit::new(50.0, 100.0))
+        );
+        assert_eq!(config.knobs.error_rate.get("describe_instances"), Some(&0.5));
+        assert!(config.disabled.routes && !config.disabled.instances);
+        assert_eq!(config.knobs.latency, Duration::from_millis(20));
+    }
+
+    #[test]
+    fn bad_values_are_refused_with_the_setting_named() {
+        assert!(Args::try_parse_from(["cloud-gateway", "--simulator-rate-limit", "fast"]).is_err());
+        assert!(Args::try_parse_from(["cloud-gateway", "--simulator-error-rate", "x"]).is_err());
+        let args = Args::parse_from(["cloud-gateway", "--read-rate", "0"]);
+        assert!(
+            args.gateway_config()
+                .unwrap_err()
+                .to_string()
+                .contains("read limit")
+        );
+        let args = Args::parse_from([
+            "cloud-gateway",
+            "--simulator-error-rate",
+            "describe_instances=1.5",
+        ]);
+        assert!(
+            args.simulator
+                .config()
+                .unwrap_err()
+                .to_string()
+                .contains("simulator knobs")
+        );
+    }
+}
