@@ -139,9 +139,17 @@ impl RunningServer {
         Ok(cfg)
     }
 
-    /// A kube-rs client for this server (call inside a tokio runtime).
+    /// A kube-rs client for this server (call inside a tokio runtime). It speaks plain HTTP
+    /// through hyper directly, so it needs no TLS crypto provider.
     pub fn client(&self) -> anyhow::Result<kube::Client> {
-        Ok(kube::Client::try_from(self.kube_config()?)?)
+        use kube::client::ConfigExt;
+        let config = self.kube_config()?;
+        let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+        let service = tower::ServiceBuilder::new()
+            .layer(config.base_uri_layer())
+            .map_err(tower::BoxError::from)
+            .service(http);
+        Ok(kube::Client::new(service, config.default_namespace))
     }
 
     /// A kubeconfig that kubectl and kube-rs accept.
