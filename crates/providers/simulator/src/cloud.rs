@@ -1,0 +1,523 @@
+//! [`Simulator`]: the simulated cloud behind the `provider` traits.
+//!
+//! Every API call passes one gate, in this order, as a real cloud's front end does:
+//! 1. the rate limit (a token bucket): over it, the call is answered `Throttled` with the time to
+//!    the next token, counted as throttled and not as accepted, and does nothing;
+//! 2. the latency knob (plus jitter);
+//! 3. the injected error rate of the operation (`Unavailable`);
+//! 4. the operation itself; a change is persisted before the call returns.
+//!
+//! Admin actions (launching or stopping instances, reading the state) bypass the gate: they are
+//! the operator's console, not the API the controllers use.
+
+use std::{
+    fs::{self, File, TryLockError},
+    path::Path,
+    sync::{Arc, Mutex, RwLock},
+    time::{Duration, Instant},
+};
+
+use async_trait::async_trait;
+use ipnet::IpNet;
+use provider::{
+    InstanceInfo, Instances, LoadBalancerNode, LoadBalancerStatus, LoadBalancers, NodeRef, Provider,
+    ProviderError, ProviderLimits, Route, Routes, ServiceSpec,
+};
+use rand::Rng;
+use serde::Serialize;
+use token_bucket::{Limit, TokenBucket};
+
+use crate::{
+    Capabilities, PROVIDER_NAME, SimulatorConfig, SimulatorError,
+    inventory::{self, Inventory},
+    knobs::{Knobs, KnobsPatch, RateLimit},
+    ops::{
+        self,
+        instances::{Action, NewInstance},
+    },
+    state::{Instance, LoadBalancer, State},
+    stats::{Recorder, Stats},
+    store::Store,
+};
+
+/// The simulated cloud. Cheap to share behind an `Arc`; every method takes `&self`.
+pub struct Simulator {
+    store: Arc<Store>,
+    knobs: RwLock<Arc<Knobs>>,
+    limiter: Mutex<Limiter>,
+    stats: Recorder,
+    disabled: Capabilities,
+    limits: ProviderLimits,
+    /// Held open for the simulator's lifetime: its lock keeps a second simulator off the file.
+    _lock: Option<File>,
+}
+
+/// Where the cloud is and what it hands out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CloudInfo {
+    /// Provider name.
+    pub provider: String,
+    /// Region.
+    pub region: String,
+    /// Zones.
+    pub zones: Vec<String>,
+    /// Private subnet of instances.
+    pub instance_subnet: IpNet,
+    /// Load balancer address pool.
+    pub load_balancer_pool: IpNet,
+    /// State file, if persistent.
+    pub state_file: Option<String>,
+}
+
+/// A route as the admin API lists it: with its cluster, across clusters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RouteView {
+    /// Owning cluster.
+    pub cluster: String,
+    /// Route name.
+    pub name: String,
+    /// Target node.
+    pub target_node: String,
+    /// Destination CIDR.
+    pub destination_cidr: String,
+    /// The target has no live instance.
+    pub blackhole: bool,
+}
+
+impl Simulator {
+    /// Opens the cloud: from the state file when it exists, else seeded from the inventory (or
+    /// empty), and writes the state file at once so generated ids survive a restart.
+    ///
+    /// # Errors
+    /// A bad inventory (the message names the file and line), an unreadable, corrupt or locked
+    /// state file (the message names the file), or invalid knobs.
+    pub fn open(config: SimulatorConfig) -> Result<Arc<Simulator>, SimulatorError> {
+        config
+            .knobs
+            .validate()
+            .map_err(|m| SimulatorError::Invalid(format!("knobs: {m}")))?;
+        if config.limits.max_instance_batch == 0 {
+            return Err(SimulatorError::Invalid(
+                "max_instance_batch must be at least 1".into(),
+            ));
+        }
+        let lock = match &config.state_file {
+            Some(path) => Some(lock_state_file(path)?),
+            None => None,
+        };
+        let loaded = match &config.state_file {
+            Some(path) => State::load(path)?,
+            None => None,
+        };
+        let state = match loaded {
+            Some(state) => {
+                if let Some(inv) = &config.inventory {
+                    tracing::info!(
+                        inventory = %inv.display(),
+                        "the state file exists, so the inventory is not read (remove the state file to re-seed)"
+                    );
+                }
+                state
+            }
+            None => {
+                let inv = match &config.inventory {
+                    Some(path) => inventory::load(path)?,
+                    None => Inventory::default(),
+                };
+                inv.into_state(crate::state::now())
+            }
+        };
+        let store = Arc::new(Store::new(
+            state,
+            config.state_file.clone(),
+            config.durable_writes,
+        ));
+        store.save_now()?;
+        let knobs = config.knobs.normalized();
+        let mut limiter = Limiter::default();
+        limiter.set(knobs.rate_limit, Instant::now());
+        Ok(Arc::new(Simulator {
+            store,
+            knobs: RwLock::new(Arc::new(knobs)),
+            limiter: Mutex::new(limiter),
+            stats: Recorder::default(),
+            disabled: config.disabled,
+            limits: config.limits,
+            _lock: lock,
+        }))
+    }
+
+    /// The current knobs.
+    pub fn knobs(&self) -> Knobs {
+        Knobs::clone(&self.knobs.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Replaces the knobs. Out-of-range values are clamped ([`Knobs::normalized`]); a changed
+    /// rate limit keeps the tokens already earned (capped at the new burst).
+    pub fn set_knobs(&self, knobs: Knobs) {
+        let knobs = knobs.normalized();
+        let mut slot = self.knobs.write().unwrap_or_else(|p| p.into_inner());
+        self.limiter
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .set(knobs.rate_limit, Instant::now());
+        *slot = Arc::new(knobs);
+    }
+
+    /// Merges a partial update into the knobs and returns the result.
+    ///
+    /// # Errors
+    /// An invalid value, explained; the knobs are then unchanged.
+    pub fn update_knobs(&self, patch: &KnobsPatch) -> Result<Knobs, SimulatorError> {
+        let mut slot = self.knobs.write().unwrap_or_else(|p| p.into_inner());
+        let knobs = slot.merged(patch).map_err(SimulatorError::Invalid)?;
+        self.limiter
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .set(knobs.rate_limit, Instant::now());
+        *slot = Arc::new(knobs.clone());
+        Ok(knobs)
+    }
+
+    /// Counters since start or the last [`Simulator::reset_stats`].
+    pub fn stats(&self) -> Stats {
+        self.stats.snapshot()
+    }
+
+    /// Zeroes the counters.
+    pub fn reset_stats(&self) {
+        self.stats.reset();
+    }
+
+    /// Region, zones and pools.
+    pub fn info(&self) -> CloudInfo {
+        let s = self.store.snapshot();
+        CloudInfo {
+            provider: PROVIDER_NAME.into(),
+            region: s.region.clone(),
+            zones: s.zones.clone(),
+            instance_subnet: s.instance_subnet,
+            load_balancer_pool: s.load_balancer_pool,
+            state_file: self.store.file().map(|p| p.display().to_string()),
+        }
+    }
+
+    /// Every instance, terminated ones included, in launch order. (An inherent method: on a
+    /// concrete `Simulator` it shadows `Provider::instances`; call that as
+    /// `Provider::instances(&*sim)`.)
+    pub fn instances(&self) -> Vec<Instance> {
+        self.store.snapshot().instances.clone()
+    }
+
+    /// Every load balancer of every cluster, by name, with its state as of now.
+    pub fn load_balancers(&self) -> Vec<LoadBalancer> {
+        let now = crate::state::now();
+        self.store
+            .snapshot()
+            .load_balancers
+            .values()
+            .map(|lb| LoadBalancer {
+                state: lb.state_at(now),
+                ..lb.clone()
+            })
+            .collect()
+    }
+
+    /// Every route of every cluster.
+    pub fn routes(&self) -> Vec<RouteView> {
+        let s = self.store.snapshot();
+        let mut clusters: Vec<&str> = s.routes.iter().map(|r| r.cluster.as_str()).collect();
+        clusters.sort_unstable();
+        clusters.dedup();
+        clusters
+            .into_iter()
+            .flat_map(|c| {
+                ops::routes::list(&s, c).into_iter().map(move |r| RouteView {
+                    cluster: c.to_string(),
+                    name: r.name,
+                    target_node: r.target_node,
+                    destination_cidr: r.destination_cidr,
+                    blackhole: r.blackhole,
+                })
+            })
+            .collect()
+    }
+
+    /// Launches a running instance. Blocks on the state file write.
+    ///
+    /// # Errors
+    /// `Invalid` (bad name, zone, label, address outside the subnet), `Conflict` (name or
+    /// address in use), `StateFile` (the change could not be saved and was not made).
+    pub fn add_instance(&self, spec: NewInstance) -> Result<Instance, SimulatorError> {
+        self.store.mutate(move |s| {
+            let id = fresh_instance_id(s);
+            ops::instances::launch(s, spec, id, crate::state::now())
+        })?
+    }
+
+    /// Stops an instance (it still exists; lookups say `shutdown`).
+    pub fn stop_instance(&self, id: &str) -> Result<Instance, SimulatorError> {
+        self.act(id, Action::Stop)
+    }
+
+    /// Starts a stopped instance.
+    pub fn start_instance(&self, id: &str) -> Result<Instance, SimulatorError> {
+        self.act(id, Action::Start)
+    }
+
+    /// Terminates an instance for good (listed still; lookups say not found).
+    pub fn terminate_instance(&self, id: &str) -> Result<Instance, SimulatorError> {
+        self.act(id, Action::Terminate)
+    }
+
+    fn act(&self, id: &str, action: Action) -> Result<Instance, SimulatorError> {
+        self.store.mutate(|s| ops::instances::act(s, id, action))?
+    }
+
+    /// The gate every API call passes first.
+    async fn gate(&self, op: &'static str) -> Result<(), ProviderError> {
+        let knobs = self.knobs.read().unwrap_or_else(|p| p.into_inner()).clone();
+        {
+            let mut limiter = self.limiter.lock().unwrap_or_else(|p| p.into_inner());
+            // Read the clock under the lock, so recorded admission times are in order.
+            let now = Instant::now();
+            match limiter.admit(now) {
+                Ok(()) => self.stats.accepted(op, now),
+                Err(retry_after) => {
+                    self.stats.throttled(op);
+                    return Err(ProviderError::Throttled {
+                        retry_after,
+                        message: "Request limit exceeded".into(),
+                    });
+                }
+            }
+        }
+        let mut delay = knobs.latency;
+        if !knobs.latency_jitter.is_zero() {
+            delay += knobs.latency_jitter.mul_f64(rand::rng().random::<f64>());
+        }
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let p = knobs.error_rate_for(op);
+        if p >= 1.0 || (p > 0.0 && rand::rng().random::<f64>() < p) {
+            self.stats.injected(op);
+            return Err(ProviderError::Unavailable(format!(
+                "injected failure of {op} (error_rate {p})"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Applies a change through the store, off the async threads when it writes a file.
+    async fn change<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut State) -> Result<T, ProviderError> + Send + 'static,
+    ) -> Result<T, ProviderError> {
+        let store = self.store.clone();
+        let saved = if store.is_persistent() {
+            tokio::task::spawn_blocking(move || store.mutate(f))
+                .await
+                .map_err(|e| ProviderError::Internal(format!("the state update did not finish: {e}")))?
+        } else {
+            store.mutate(f)
+        };
+        saved.map_err(|e| ProviderError::Internal(format!("the change was not made: {e}")))?
+    }
+}
+
+/// A random id no instance has, `i-0` and 16 hex digits like EC2's.
+fn fresh_instance_id(s: &State) -> String {
+    let mut rng = rand::rng();
+    loop {
+        let id = format!("i-0{:016x}", rng.random::<u64>());
+        if !s.instances.iter().any(|i| i.id == id) {
+            return id;
+        }
+    }
+}
+
+/// Creates the state file's directory and takes `<state file>.lock`, so two simulators never
+/// write one file (the lock goes with the process, even on a crash).
+fn lock_state_file(path: &Path) -> Result<File, SimulatorError> {
+    let err = |message: String| crate::state::StateFileError {
+        path: path.to_path_buf(),
+        message,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::create_dir_all(dir).map_err(|e| err(format!("its directory cannot be created: {e}")))?;
+    }
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".lock");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| err(format!("its lock file cannot be opened: {e}")))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => Err(err(
+            "is in use by another simulator (its .lock file is held); stop that one first".into(),
+        )
+        .into()),
+        Err(TryLockError::Error(e)) => Err(err(format!("its lock file cannot be locked: {e}")).into()),
+    }
+}
+
+/// The rate limit state: the knob's value and the bucket that enforces it.
+#[derive(Default)]
+struct Limiter {
+    limit: Option<RateLimit>,
+    bucket: Option<TokenBucket>,
+}
+
+impl Limiter {
+    fn set(&mut self, limit: Option<RateLimit>, now: Instant) {
+        if self.limit == limit {
+            return;
+        }
+        self.limit = limit;
+        match limit
+            .filter(|l| !l.is_closed())
+            .map(|l| Limit::new(l.rate, l.burst))
+        {
+            Some(Ok(l)) => match &mut self.bucket {
+                Some(b) => b.set_limit(l, now),
+                None => self.bucket = Some(TokenBucket::new(l, now)),
+            },
+            // closed (or, after normalization, impossible: invalid)
+            _ => self.bucket = None,
+        }
+    }
+
+    /// `Err(time to the next token)`, `Err(None)` when closed.
+    fn admit(&mut self, now: Instant) -> Result<(), Option<Duration>> {
+        match (&self.limit, &mut self.bucket) {
+            (None, _) => Ok(()),
+            (Some(_), Some(b)) => b.try_acquire(now).map_err(Some),
+            (Some(_), None) => Err(None),
+        }
+    }
+}
+
+#[async_trait]
+impl Instances for Simulator {
+    async fn lookup_instances(
+        &self,
+        nodes: &[NodeRef],
+    ) -> Result<Vec<Result<InstanceInfo, ProviderError>>, ProviderError> {
+        self.gate("describe_instances").await?;
+        if nodes.len() > self.limits.max_instance_batch {
+            return Err(ProviderError::InvalidArgument(format!(
+                "{} nodes in one lookup; at most {} are allowed",
+                nodes.len(),
+                self.limits.max_instance_batch
+            )));
+        }
+        Ok(ops::instances::lookup(&self.store.snapshot(), nodes))
+    }
+}
+
+#[async_trait]
+impl LoadBalancers for Simulator {
+    async fn get_load_balancer(
+        &self,
+        cluster: &str,
+        service: &ServiceSpec,
+    ) -> Result<Option<LoadBalancerStatus>, ProviderError> {
+        self.gate("get_load_balancer").await?;
+        Ok(ops::load_balancers::get(
+            &self.store.snapshot(),
+            cluster,
+            service,
+            crate::state::now(),
+        ))
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        cluster: &str,
+        service: &ServiceSpec,
+        nodes: &[LoadBalancerNode],
+    ) -> Result<LoadBalancerStatus, ProviderError> {
+        self.gate("ensure_load_balancer").await?;
+        let delay = self
+            .knobs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .lb_provision_delay;
+        let (cluster, service, nodes) = (cluster.to_string(), service.clone(), nodes.to_vec());
+        self.change(move |s| {
+            ops::load_balancers::ensure(s, &cluster, &service, &nodes, delay, crate::state::now())
+        })
+        .await
+    }
+
+    async fn update_load_balancer(
+        &self,
+        cluster: &str,
+        service: &ServiceSpec,
+        nodes: &[LoadBalancerNode],
+    ) -> Result<(), ProviderError> {
+        self.gate("update_load_balancer").await?;
+        let (cluster, service, nodes) = (cluster.to_string(), service.clone(), nodes.to_vec());
+        self.change(move |s| ops::load_balancers::update(s, &cluster, &service, &nodes))
+            .await
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        cluster: &str,
+        service: &ServiceSpec,
+    ) -> Result<(), ProviderError> {
+        self.gate("delete_load_balancer").await?;
+        let (cluster, service) = (cluster.to_string(), service.clone());
+        self.change(move |s| ops::load_balancers::delete(s, &cluster, &service))
+            .await
+    }
+}
+
+#[async_trait]
+impl Routes for Simulator {
+    async fn list_routes(&self, cluster: &str) -> Result<Vec<Route>, ProviderError> {
+        self.gate("list_routes").await?;
+        Ok(ops::routes::list(&self.store.snapshot(), cluster))
+    }
+
+    async fn create_route(&self, cluster: &str, name_hint: &str, route: &Route) -> Result<(), ProviderError> {
+        self.gate("create_route").await?;
+        let (cluster, name_hint, route) = (cluster.to_string(), name_hint.to_string(), route.clone());
+        self.change(move |s| ops::routes::create(s, &cluster, &name_hint, &route, crate::state::now()))
+            .await
+    }
+
+    async fn delete_route(&self, cluster: &str, route: &Route) -> Result<(), ProviderError> {
+        self.gate("delete_route").await?;
+        let (cluster, route) = (cluster.to_string(), route.clone());
+        self.change(move |s| ops::routes::delete(s, &cluster, &route))
+            .await
+    }
+}
+
+impl Provider for Simulator {
+    fn name(&self) -> &str {
+        PROVIDER_NAME
+    }
+
+    fn limits(&self) -> ProviderLimits {
+        self.limits
+    }
+
+    fn instances(&self) -> Option<&dyn Instances> {
+        (!self.disabled.instances).then_some(self as &dyn Instances)
+    }
+
+    fn load_balancers(&self) -> Option<&dyn LoadBalancers> {
+        (!self.disabled.load_balancers).then_some(self as &dyn LoadBalancers)
+    }
+
+    fn routes(&self) -> Option<&dyn Routes> {
+        (!self.disabled.routes).then_some(self as &dyn Routes)
+    }
+}

@@ -1,0 +1,676 @@
+//! Acceptance tests of the simulated cloud through its public API: persistence across restarts,
+//! unique load balancer IPs, the inventory's errors, and the realism knobs.
+
+use std::{
+    collections::HashSet,
+    net::IpAddr,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use provider::{
+    LoadBalancerNode, NodeRef, Protocol, Provider, ProviderError, Route, ServicePort, ServiceSpec,
+};
+use provider_simulator::{
+    Capabilities, InstanceState, Knobs, LoadBalancerState, NewInstance, RateLimit, Simulator,
+    SimulatorConfig, SimulatorError,
+};
+use token_bucket::max_in_window;
+
+const CLUSTER: &str = "test-cluster";
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn config(state_file: Option<PathBuf>, inventory: Option<PathBuf>) -> SimulatorConfig {
+    SimulatorConfig {
+        state_file,
+        inventory,
+        ..SimulatorConfig::default()
+    }
+}
+
+fn in_memory() -> Arc<Simulator> {
+    Simulator::open(SimulatorConfig::default()).unwrap()
+}
+
+fn service(uid: &str) -> ServiceSpec {
+    ServiceSpec {
+        uid: uid.into(),
+        namespace: "default".into(),
+        name: format!("svc-{uid}"),
+        ports: vec![ServicePort {
+            name: "http".into(),
+            protocol: Protocol::Tcp,
+            port: 80,
+            node_port: 30080,
+        }],
+        ..ServiceSpec::default()
+    }
+}
+
+fn lb_node(name: &str, provider_id: &str) -> LoadBalancerNode {
+    LoadBalancerNode {
+        name: name.into(),
+        provider_id: provider_id.into(),
+        addresses: vec![],
+    }
+}
+
+fn route(target: &str, cidr: &str) -> Route {
+    Route {
+        name: String::new(),
+        target_node: target.into(),
+        destination_cidr: cidr.into(),
+        blackhole: false,
+        target_node_addresses: vec![],
+    }
+}
+
+fn lbs(sim: &Simulator) -> &dyn provider::LoadBalancers {
+    Provider::load_balancers(sim).expect("load balancers")
+}
+
+fn instances(sim: &Simulator) -> &dyn provider::Instances {
+    Provider::instances(sim).expect("instances")
+}
+
+fn routes(sim: &Simulator) -> &dyn provider::Routes {
+    Provider::routes(sim).expect("routes")
+}
+
+fn example_inventory() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../examples/simulator-inventory.yaml")
+}
+
+#[tokio::test]
+async fn state_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let state_file = dir.path().join("state").join("cloud.json");
+    let cfg = config(Some(state_file.clone()), Some(example_inventory()));
+
+    let sim = Simulator::open(cfg.clone()).unwrap();
+    let added = sim
+        .add_instance(NewInstance {
+            public_ip: Some("198.51.100.99".parse().unwrap()),
+            labels: [("pool".to_string(), "extra".to_string())].into(),
+            ..NewInstance::named("worker-9")
+        })
+        .unwrap();
+    sim.stop_instance("i-0c0a0000000000002").unwrap();
+    sim.terminate_instance("i-0c0a0000000000003").unwrap();
+    let backend = lb_node("worker-1", "simulator://sim-east-1a/i-0c0a0000000000002");
+    let mut released = None;
+    for uid in ["u-1", "u-2", "u-3"] {
+        lbs(&sim)
+            .ensure_load_balancer(CLUSTER, &service(uid), std::slice::from_ref(&backend))
+            .await
+            .unwrap();
+    }
+    let requested = ServiceSpec {
+        requested_ip: "203.0.113.200".into(),
+        ..service("u-4")
+    };
+    lbs(&sim)
+        .ensure_load_balancer(CLUSTER, &requested, &[])
+        .await
+        .unwrap();
+    for lb in sim.load_balancers() {
+        if lb.service_uid == "u-2" {
+            released = Some(lb.ip);
+        }
+    }
+    lbs(&sim)
+        .ensure_load_balancer_deleted(CLUSTER, &service("u-2"))
+        .await
+        .unwrap();
+    routes(&sim)
+        .create_route(CLUSTER, "uid-w1", &route("worker-1", "10.244.1.0/24"))
+        .await
+        .unwrap();
+    routes(&sim)
+        .create_route(CLUSTER, "uid-w3", &route("worker-3", "10.244.3.0/24"))
+        .await
+        .unwrap();
+
+    let (instances_before, lbs_before, routes_before) = (sim.instances(), sim.load_balancers(), sim.routes());
+    assert_eq!(lbs_before.len(), 3);
+    drop(sim);
+
+    // A new simulator on the same file: everything is there (the inventory is not re-read).
+    let sim = Simulator::open(cfg).unwrap();
+    assert_eq!(sim.instances(), instances_before);
+    assert_eq!(sim.load_balancers(), lbs_before, "load balancers, IPs included");
+    assert_eq!(sim.routes(), routes_before);
+    let found = instances(&sim)
+        .lookup_instances(&[
+            NodeRef::by_name("worker-9"),
+            NodeRef::by_name("worker-1"),
+            NodeRef::by_name("worker-2"),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        found[0].as_ref().unwrap().metadata.provider_id,
+        added.provider_id()
+    );
+    assert!(found[1].as_ref().unwrap().shutdown, "worker-1 stayed stopped");
+    assert!(
+        matches!(found[2], Err(ProviderError::InstanceNotFound(_))),
+        "worker-2 stayed terminated"
+    );
+    let status = lbs(&sim)
+        .get_load_balancer(CLUSTER, &service("u-1"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(status.ingress[0].ip, lbs_before[0].ip.to_string());
+    // The allocation cursor survived too: the address released before the restart is not
+    // handed out again at once.
+    let fresh = lbs(&sim)
+        .ensure_load_balancer(CLUSTER, &service("u-5"), &[])
+        .await
+        .unwrap();
+    assert_ne!(Some(fresh.ingress[0].ip.parse::<IpAddr>().unwrap()), released);
+    let live: HashSet<IpAddr> = sim.load_balancers().iter().map(|lb| lb.ip).collect();
+    assert_eq!(live.len(), 4);
+}
+
+#[tokio::test]
+async fn a_second_simulator_cannot_open_a_state_file_in_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(Some(dir.path().join("s.json")), None);
+    let first = Simulator::open(cfg.clone()).unwrap();
+    let e = Simulator::open(cfg.clone()).err().expect("the file is in use");
+    assert!(
+        e.to_string().contains("s.json") && e.to_string().contains("in use"),
+        "{e}"
+    );
+    drop(first);
+    Simulator::open(cfg).unwrap();
+}
+
+#[test]
+fn unusable_state_files_and_inventories_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let corrupt = write(dir.path(), "corrupt.json", "{\"version\": 1, \"region\": ");
+    let e = Simulator::open(config(Some(corrupt), None)).err().unwrap();
+    assert_eq!(e.kind(), "state_file");
+    assert!(
+        e.to_string().contains("corrupt.json") && e.to_string().contains("is corrupt"),
+        "{e}"
+    );
+
+    let cases = [
+        // syntax
+        (
+            "instances:\n  - name: a\n   zone: x\n",
+            3,
+            "did not find expected",
+        ),
+        // wrong types: a bad IP, an unknown state
+        (
+            "instances:\n  - name: a\n    private_ip: 10.0.0.300\n",
+            3,
+            "invalid IP address",
+        ),
+        (
+            "instances:\n  - name: a\n  - name: b\n    state: exploded\n",
+            4,
+            "unknown variant `exploded`",
+        ),
+        // semantic: duplicate id, duplicate name (the line of the offending entry or field)
+        (
+            "instances:\n  - name: a\n    id: i-0000000000000000a\n  - name: b\n    id: i-0000000000000000a\n",
+            5,
+            "duplicate instance id",
+        ),
+        (
+            "instances:\n  - name: a\n  - name: b\n\n  - name: a\n",
+            5,
+            "duplicate instance name a",
+        ),
+    ];
+    for (i, (text, line, fragment)) in cases.into_iter().enumerate() {
+        let path = write(dir.path(), &format!("inv-{i}.yaml"), text);
+        let state = dir.path().join(format!("state-{i}.json"));
+        let e = Simulator::open(config(Some(state.clone()), Some(path)))
+            .err()
+            .expect(text);
+        assert_eq!(e.kind(), "inventory", "{e}");
+        let msg = e.to_string();
+        assert!(msg.contains(&format!("inv-{i}.yaml")), "{msg}");
+        assert!(msg.contains(&format!("line {line}")), "{msg}");
+        assert!(msg.contains(fragment), "{msg}");
+        assert!(!state.exists(), "nothing is written from a bad inventory");
+        match e {
+            SimulatorError::Inventory(inv) => assert_eq!(inv.line, Some(line), "{inv}"),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_example_inventory_is_valid() {
+    let inv = provider_simulator::inventory::load(&example_inventory()).unwrap();
+    assert_eq!(inv.region, "sim-east-1");
+    assert_eq!(inv.zones.len(), 3);
+    assert_eq!(inv.instances.len(), 6);
+    assert_eq!(inv.load_balancer_pool.to_string(), "203.0.113.0/24");
+    assert_eq!(inv.instance_subnet.to_string(), "10.0.0.0/16");
+    assert_eq!(
+        inv.instances
+            .iter()
+            .filter(|i| i.state == InstanceState::Stopped)
+            .count(),
+        1
+    );
+    assert!(inv.instances.iter().any(|i| !i.labels.is_empty()));
+    let zones: HashSet<&str> = inv.instances.iter().map(|i| i.zone.as_str()).collect();
+    assert_eq!(zones.len(), 3, "every zone has instances");
+}
+
+/// Live load balancer IPs are unique at every step of 1000 create/delete cycles in a small pool
+/// (so allocation wraps around the pool many times), and a released IP is not reused at once.
+#[tokio::test]
+async fn load_balancer_ips_stay_unique_across_1000_cycles() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = write(dir.path(), "inv.yaml", "load_balancer_pool: 192.0.2.0/28\n"); // 14 addresses
+    for durable in [false, true] {
+        let state_file = dir.path().join(format!("state-{durable}.json"));
+        let sim = Simulator::open(SimulatorConfig {
+            durable_writes: durable,
+            ..config(Some(state_file.clone()), Some(inv.clone()))
+        })
+        .unwrap();
+        let started = Instant::now();
+        let live_window = 5;
+        let mut last_released: Option<IpAddr> = None;
+        for i in 0..1000 {
+            let status = lbs(&sim)
+                .ensure_load_balancer(CLUSTER, &service(&format!("uid-{i}")), &[])
+                .await
+                .unwrap();
+            let ip: IpAddr = status.ingress[0].ip.parse().unwrap();
+            assert_ne!(
+                Some(ip),
+                last_released,
+                "cycle {i}: the address just released came back"
+            );
+            let live: Vec<IpAddr> = sim.load_balancers().iter().map(|lb| lb.ip).collect();
+            let unique: HashSet<&IpAddr> = live.iter().collect();
+            assert_eq!(
+                unique.len(),
+                live.len(),
+                "cycle {i}: two load balancers share an IP: {live:?}"
+            );
+            if i >= live_window {
+                let old = service(&format!("uid-{}", i - live_window));
+                last_released = sim
+                    .load_balancers()
+                    .iter()
+                    .find(|lb| lb.service_uid == old.uid)
+                    .map(|lb| lb.ip);
+                lbs(&sim)
+                    .ensure_load_balancer_deleted(CLUSTER, &old)
+                    .await
+                    .unwrap();
+            }
+        }
+        let took = started.elapsed();
+        eprintln!("1000 load balancer create/delete cycles (durable_writes: {durable}) took {took:?}");
+        assert!(took < Duration::from_secs(60), "{took:?}");
+        assert_eq!(sim.load_balancers().len(), live_window);
+        drop(sim);
+        // and what is on disk agrees
+        let reopened = Simulator::open(config(Some(state_file), None)).unwrap();
+        assert_eq!(reopened.load_balancers().len(), live_window);
+    }
+}
+
+#[tokio::test]
+async fn concurrent_ensures_never_share_an_ip_or_duplicate_a_load_balancer() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = Simulator::open(SimulatorConfig {
+        durable_writes: false,
+        ..config(Some(dir.path().join("s.json")), None)
+    })
+    .unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..40 {
+        let sim = sim.clone();
+        // every service ensured twice at once
+        tasks.push(tokio::spawn(async move {
+            lbs(&sim)
+                .ensure_load_balancer(CLUSTER, &service(&format!("c-{}", i / 2)), &[])
+                .await
+        }));
+    }
+    let mut by_uid = std::collections::HashMap::new();
+    for (i, t) in tasks.into_iter().enumerate() {
+        let ip = t.await.unwrap().unwrap().ingress[0].ip.clone();
+        if let Some(other) = by_uid.insert(i / 2, ip.clone()) {
+            assert_eq!(other, ip, "one service, one address");
+        }
+    }
+    let all = sim.load_balancers();
+    assert_eq!(all.len(), 20);
+    assert_eq!(all.iter().map(|lb| lb.ip).collect::<HashSet<_>>().len(), 20);
+}
+
+/// Accepted calls never exceed rate·t + burst in any window, and the cloud does not throttle a
+/// caller that stays within the limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rate_limit_throttles_beyond_rate_times_t_plus_burst_and_never_below() {
+    let (rate, burst) = (200.0, 20.0);
+    let sim = Simulator::open(SimulatorConfig {
+        knobs: Knobs {
+            rate_limit: Some(RateLimit::new(rate, burst)),
+            ..Knobs::default()
+        },
+        ..SimulatorConfig::default()
+    })
+    .unwrap();
+
+    // 1. A full bucket admits exactly `burst` calls at once, then throttles with a hint.
+    for i in 0..burst as usize {
+        routes(&sim)
+            .list_routes(CLUSTER)
+            .await
+            .unwrap_or_else(|e| panic!("call {i} of the burst: {e}"));
+    }
+    match routes(&sim).list_routes(CLUSTER).await {
+        Err(ProviderError::Throttled {
+            retry_after: Some(d),
+            message,
+        }) => {
+            assert!(
+                d > Duration::ZERO && d <= Duration::from_secs_f64(1.0 / rate),
+                "{d:?}"
+            );
+            assert_eq!(message, "Request limit exceeded");
+        }
+        other => panic!("expected Throttled, got {other:?}"),
+    }
+
+    // 2. Hammer it from 4 tasks for 1.5 s.
+    sim.reset_stats();
+    let hammer_for = Duration::from_millis(1500);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let sim = sim.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut throttled = 0u64;
+            while started.elapsed() < hammer_for {
+                match instances(&sim)
+                    .lookup_instances(&[NodeRef::by_name("nobody")])
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(ProviderError::Throttled { .. }) => throttled += 1,
+                    Err(e) => panic!("{e}"),
+                }
+                tokio::task::yield_now().await;
+            }
+            throttled
+        }));
+    }
+    let mut throttled = 0;
+    for t in tasks {
+        throttled += t.await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    let stats = sim.stats();
+    assert_eq!(stats.throttled_total, throttled);
+    assert_eq!(stats.accepted_total + stats.throttled_total, stats.calls_total);
+    assert_eq!(
+        stats.accepted_total as usize,
+        stats.accepted_at.len(),
+        "throttled calls are not accepted"
+    );
+    assert!(throttled > 0, "the hammer must have hit the limit");
+    let ops = &stats.operations["describe_instances"];
+    assert_eq!(
+        (ops.accepted, ops.throttled),
+        (stats.accepted_total, stats.throttled_total)
+    );
+    for window_ms in [1u64, 5, 10, 50, 100, 250, 500, 1000, 1500] {
+        let window = Duration::from_millis(window_ms);
+        let bound = (rate * window.as_secs_f64() + burst + 1e-9).floor() as usize;
+        let got = max_in_window(&stats.accepted_at, window);
+        assert!(
+            got <= bound,
+            "{got} calls accepted within {window_ms} ms; the limit allows {bound}"
+        );
+    }
+    // Never below: the bucket refilled during the run and every token was used, so about
+    // rate·elapsed calls were accepted (the bucket started nearly empty after step 1).
+    let expected = rate * elapsed.as_secs_f64();
+    assert!(
+        stats.accepted_total as f64 >= expected * 0.9,
+        "only {} accepted in {elapsed:?}; the limit allows about {expected}",
+        stats.accepted_total
+    );
+
+    // 3. A caller pacing itself below the rate is never throttled.
+    tokio::time::sleep(Duration::from_secs_f64(burst / rate)).await; // let the bucket refill
+    sim.reset_stats();
+    let mut tick = tokio::time::interval(Duration::from_secs_f64(2.0 / rate));
+    for _ in 0..100 {
+        tick.tick().await;
+        routes(&sim).list_routes(CLUSTER).await.expect("within the limit");
+    }
+    assert_eq!(sim.stats().throttled_total, 0);
+}
+
+#[tokio::test]
+async fn rate_limit_changes_apply_at_once_and_zero_closes_the_api() {
+    let sim = in_memory();
+    routes(&sim).list_routes(CLUSTER).await.unwrap();
+    sim.set_knobs(Knobs {
+        rate_limit: Some(RateLimit::closed()),
+        latency: Duration::from_secs(5),
+        ..Knobs::default()
+    });
+    let started = Instant::now();
+    match instances(&sim).lookup_instances(&[]).await {
+        Err(ProviderError::Throttled {
+            retry_after: None, ..
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a throttled call does not wait the latency"
+    );
+    sim.set_knobs(Knobs::default());
+    routes(&sim).list_routes(CLUSTER).await.unwrap();
+}
+
+#[tokio::test]
+async fn error_injection_fails_every_call_at_1_and_none_at_0() {
+    let sim = in_memory();
+    let set = |op: &str, p: f64| {
+        sim.set_knobs(Knobs {
+            error_rate: [(op.to_string(), p)].into(),
+            ..Knobs::default()
+        })
+    };
+    set("list_routes", 1.0);
+    for _ in 0..50 {
+        match routes(&sim).list_routes(CLUSTER).await {
+            Err(ProviderError::Unavailable(m)) => {
+                assert!(m.contains("injected failure of list_routes"), "{m}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // other operations are not affected
+    instances(&sim).lookup_instances(&[]).await.unwrap();
+    assert_eq!(sim.stats().operations["list_routes"].injected_errors, 50);
+
+    set("list_routes", 0.0);
+    for _ in 0..50 {
+        routes(&sim).list_routes(CLUSTER).await.unwrap();
+    }
+
+    set("*", 1.0);
+    assert!(matches!(
+        instances(&sim).lookup_instances(&[]).await,
+        Err(ProviderError::Unavailable(_))
+    ));
+    assert!(matches!(
+        lbs(&sim).ensure_load_balancer(CLUSTER, &service("x"), &[]).await,
+        Err(ProviderError::Unavailable(_))
+    ));
+    assert!(
+        sim.load_balancers().is_empty(),
+        "an injected failure changes nothing"
+    );
+
+    // a probability in between fails some
+    set("list_routes", 0.5);
+    let mut failed = 0;
+    for _ in 0..400 {
+        if routes(&sim).list_routes(CLUSTER).await.is_err() {
+            failed += 1;
+        }
+    }
+    assert!((100..300).contains(&failed), "{failed} of 400 failed at 0.5");
+}
+
+#[tokio::test]
+async fn latency_is_applied() {
+    let sim = in_memory();
+    let fast = Instant::now();
+    routes(&sim).list_routes(CLUSTER).await.unwrap();
+    assert!(fast.elapsed() < Duration::from_millis(100));
+    sim.set_knobs(Knobs {
+        latency: Duration::from_millis(150),
+        latency_jitter: Duration::from_millis(50),
+        ..Knobs::default()
+    });
+    for _ in 0..3 {
+        let started = Instant::now();
+        routes(&sim).list_routes(CLUSTER).await.unwrap();
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(150), "{took:?}");
+        assert!(took < Duration::from_secs(2), "{took:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_slow_load_balancer_answers_retry_after_until_it_is_active() {
+    let sim = in_memory();
+    sim.set_knobs(Knobs {
+        lb_provision_delay: Duration::from_millis(300),
+        ..Knobs::default()
+    });
+    let svc = service("slow");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut retries = 0;
+    let status = loop {
+        match lbs(&sim).ensure_load_balancer(CLUSTER, &svc, &[]).await {
+            Ok(status) => break status,
+            Err(ProviderError::RetryAfter { after, .. }) if Instant::now() < deadline => {
+                assert!(
+                    after > Duration::ZERO && after <= Duration::from_millis(300),
+                    "{after:?}"
+                );
+                if retries == 0 {
+                    let lb = &sim.load_balancers()[0];
+                    assert_eq!(lb.state, LoadBalancerState::Provisioning);
+                    let got = lbs(&sim).get_load_balancer(CLUSTER, &svc).await.unwrap().unwrap();
+                    assert!(got.ingress.is_empty(), "no address while provisioning");
+                }
+                retries += 1;
+                tokio::time::sleep(after).await;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    };
+    assert!(retries >= 1);
+    assert_eq!(sim.load_balancers().len(), 1);
+    assert_eq!(sim.load_balancers()[0].state, LoadBalancerState::Active);
+    assert_eq!(
+        lbs(&sim).get_load_balancer(CLUSTER, &svc).await.unwrap(),
+        Some(status)
+    );
+}
+
+#[tokio::test]
+async fn lookups_are_one_call_per_batch_and_respect_the_batch_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = Simulator::open(SimulatorConfig {
+        limits: provider::ProviderLimits {
+            max_instance_batch: 3,
+        },
+        ..config(Some(dir.path().join("s.json")), Some(example_inventory()))
+    })
+    .unwrap();
+    assert_eq!(sim.limits().max_instance_batch, 3);
+    let nodes = [
+        NodeRef::by_name("worker-1"),
+        NodeRef::new("x", "simulator://sim-east-1c/i-0c0a0000000000006"),
+        NodeRef::new("x", "aws:///us-east-1a/i-0c0a0000000000006"),
+    ];
+    let got = instances(&sim).lookup_instances(&nodes).await.unwrap();
+    assert_eq!(got.len(), 3);
+    assert!(!got[0].as_ref().unwrap().shutdown);
+    assert!(got[1].as_ref().unwrap().shutdown, "worker-4 is stopped");
+    assert!(matches!(got[2], Err(ProviderError::InvalidArgument(_))));
+    assert_eq!(sim.stats().operations["describe_instances"].calls, 1);
+    let four = [nodes.as_slice(), &nodes[..1]].concat();
+    assert!(matches!(
+        instances(&sim).lookup_instances(&four).await,
+        Err(ProviderError::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn capabilities_can_be_switched_off() {
+    let sim = Simulator::open(SimulatorConfig {
+        disabled: Capabilities {
+            load_balancers: true,
+            routes: true,
+            ..Capabilities::none()
+        },
+        ..SimulatorConfig::default()
+    })
+    .unwrap();
+    assert_eq!(sim.name(), "simulator");
+    assert!(Provider::instances(&*sim).is_some());
+    assert!(Provider::load_balancers(&*sim).is_none());
+    assert!(Provider::routes(&*sim).is_none());
+    let all_off = Simulator::open(SimulatorConfig {
+        disabled: Capabilities::all(),
+        ..SimulatorConfig::default()
+    })
+    .unwrap();
+    assert!(Provider::instances(&*all_off).is_none());
+}
+
+#[tokio::test]
+async fn routes_follow_their_instances() {
+    let sim = Simulator::open(config(None, Some(example_inventory()))).unwrap();
+    routes(&sim)
+        .create_route(CLUSTER, "n1", &route("worker-3", "10.244.3.0/24"))
+        .await
+        .unwrap();
+    routes(&sim)
+        .create_route("other", "n1", &route("worker-1", "10.245.1.0/24"))
+        .await
+        .unwrap();
+    let mine = routes(&sim).list_routes(CLUSTER).await.unwrap();
+    assert_eq!(mine.len(), 1);
+    assert_eq!(mine[0].name, "test-cluster-n1");
+    assert!(!mine[0].blackhole);
+    sim.terminate_instance("i-0c0a0000000000005").unwrap();
+    assert!(routes(&sim).list_routes(CLUSTER).await.unwrap()[0].blackhole);
+    assert_eq!(sim.routes().len(), 2, "the admin view lists every cluster");
+}
