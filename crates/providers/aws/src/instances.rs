@@ -1,0 +1,513 @@
+//! Instances: batched DescribeInstances, with a definite answer for every node.
+//!
+//! Nodes with a provider ID are looked up by instance ID, up to `max_instance_batch` IDs per
+//! DescribeInstances call. AWS fails the whole call when one ID is unknown
+//! (`InvalidInstanceID.NotFound`, naming the unknown IDs), so those IDs are taken out, recorded as
+//! not found, and the rest asked again; if the message names none of the asked IDs, the batch
+//! falls back to the `instance-id` filter (200 values per call), which returns only existing
+//! instances. Nodes without a provider ID are looked up by the `private-dns-name` filter (AWS
+//! node names are private DNS names), as cloud-provider-aws does.
+//!
+//! State rules match cloud-provider-aws: `terminated` does not exist; every other state exists;
+//! `stopped` and `stopping` are shut down.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use async_trait::async_trait;
+use aws_sdk_ec2::types::{Filter, Instance};
+use provider::{
+    AddressType, InstanceInfo, InstanceMetadata, Instances, NodeAddress, NodeRef, ProviderError, Result,
+};
+
+use crate::{
+    AwsProvider,
+    errors::{code_of, message_of, sdk_error},
+    naming::{instance_id_from_provider_id, instance_ids_in_message, provider_id},
+};
+
+/// Most values AWS accepts in one filter.
+pub const MAX_FILTER_VALUES: usize = 200;
+/// Rounds of "drop the unknown IDs and ask again" before falling back to the filter.
+const MAX_NOT_FOUND_ROUNDS: usize = 3;
+
+/// What the provider keeps of an EC2 instance.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct InstanceView {
+    /// Instance ID.
+    pub id: String,
+    /// State name (`running`, `stopped`, `terminated`...).
+    pub state: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// Availability zone.
+    pub zone: String,
+    /// Private IPv4 addresses: the primary one first, then the other interfaces' by device index.
+    pub private_ips: Vec<String>,
+    /// Public IPv4 address.
+    pub public_ip: Option<String>,
+    /// Private DNS name (the Node name on AWS).
+    pub private_dns: Option<String>,
+    /// Public DNS name.
+    pub public_dns: Option<String>,
+    /// Tags.
+    pub tags: BTreeMap<String, String>,
+    /// Whether EC2 drops traffic not addressed to the instance (must be off for pod routes).
+    pub source_dest_check: Option<bool>,
+}
+
+fn non_empty(s: Option<&str>) -> Option<String> {
+    s.filter(|s| !s.is_empty()).map(str::to_owned)
+}
+
+impl InstanceView {
+    /// Converts an SDK instance; `None` when it has no ID.
+    pub fn from_sdk(i: &Instance) -> Option<Self> {
+        let id = non_empty(i.instance_id())?;
+        let mut private_ips = Vec::new();
+        if let Some(ip) = non_empty(i.private_ip_address()) {
+            private_ips.push(ip);
+        }
+        let mut interfaces: Vec<_> = i.network_interfaces().iter().collect();
+        interfaces.sort_by_key(|n| n.attachment().and_then(|a| a.device_index()).unwrap_or(i32::MAX));
+        for interface in interfaces {
+            let mut ips: Vec<_> = interface.private_ip_addresses().iter().collect();
+            ips.sort_by_key(|a| !a.primary().unwrap_or(false));
+            for ip in ips.into_iter().filter_map(|a| non_empty(a.private_ip_address())) {
+                if !private_ips.contains(&ip) {
+                    private_ips.push(ip);
+                }
+            }
+        }
+        Some(Self {
+            id,
+            state: i
+                .state()
+                .and_then(|s| s.name())
+                .map(|n| n.as_str().to_owned())
+                .unwrap_or_default(),
+            instance_type: i.instance_type().map(|t| t.as_str().to_owned()).unwrap_or_default(),
+            zone: i
+                .placement()
+                .and_then(|p| p.availability_zone())
+                .unwrap_or_default()
+                .to_owned(),
+            private_ips,
+            public_ip: non_empty(i.public_ip_address()),
+            private_dns: non_empty(i.private_dns_name()),
+            public_dns: non_empty(i.public_dns_name()),
+            tags: i
+                .tags()
+                .iter()
+                .filter_map(|t| Some((t.key()?.to_owned(), t.value().unwrap_or_default().to_owned())))
+                .collect(),
+            source_dest_check: i.source_dest_check(),
+        })
+    }
+
+    /// Terminated instances do not exist (cloud-provider-aws: only `terminated`).
+    pub fn exists(&self) -> bool {
+        self.state != "terminated"
+    }
+
+    /// Stopped or stopping: exists, powered off.
+    pub fn shut_down(&self) -> bool {
+        matches!(self.state.as_str(), "stopped" | "stopping")
+    }
+
+    /// Tags as pairs.
+    pub fn tag_pairs(&self) -> impl Iterator<Item = (&str, &str)> + Clone {
+        self.tags.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+}
+
+/// Node addresses as cloud-provider-aws reports them: private IPs (InternalIP), the public IP
+/// (ExternalIP), the private DNS name (InternalDNS and Hostname), the public DNS name
+/// (ExternalDNS).
+pub fn node_addresses(i: &InstanceView) -> Vec<NodeAddress> {
+    let mut out: Vec<NodeAddress> = i
+        .private_ips
+        .iter()
+        .map(|ip| NodeAddress::new(AddressType::InternalIP, ip.clone()))
+        .collect();
+    if let Some(ip) = &i.public_ip {
+        out.push(NodeAddress::new(AddressType::ExternalIP, ip.clone()));
+    }
+    if let Some(dns) = &i.private_dns {
+        out.push(NodeAddress::new(AddressType::InternalDNS, dns.clone()));
+        out.push(NodeAddress::new(AddressType::Hostname, dns.clone()));
+    }
+    if let Some(dns) = &i.public_dns {
+        out.push(NodeAddress::new(AddressType::ExternalDNS, dns.clone()));
+    }
+    out
+}
+
+/// The answer for one node whose instance was found.
+pub fn instance_info(i: &InstanceView, region: &str) -> Result<InstanceInfo> {
+    if !i.exists() {
+        return Err(ProviderError::InstanceNotFound(format!("instance {} is terminated", i.id)));
+    }
+    if i.zone.is_empty() {
+        return Err(ProviderError::Internal(format!("instance {} has no availability zone", i.id)));
+    }
+    Ok(InstanceInfo {
+        metadata: InstanceMetadata {
+            provider_id: provider_id(&i.zone, &i.id),
+            instance_type: i.instance_type.clone(),
+            addresses: node_addresses(i),
+            zone: i.zone.clone(),
+            region: region.to_owned(),
+            additional_labels: BTreeMap::new(),
+        },
+        shutdown: i.shut_down(),
+    })
+}
+
+/// How a node is to be found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeKey {
+    /// By instance ID (from the provider ID).
+    Id(String),
+    /// By private DNS name (the node name).
+    Name(String),
+    /// Never: the provider ID is not an AWS one.
+    Invalid(ProviderError),
+}
+
+/// Decides how to find `node`: the provider ID first, then the name.
+pub fn node_key(node: &NodeRef) -> NodeKey {
+    if !node.provider_id.is_empty() {
+        return match instance_id_from_provider_id(&node.provider_id) {
+            Ok(id) => NodeKey::Id(id),
+            Err(e) => NodeKey::Invalid(e),
+        };
+    }
+    if node.name.is_empty() {
+        return NodeKey::Invalid(ProviderError::InvalidArgument(
+            "node has neither a provider ID nor a name".into(),
+        ));
+    }
+    NodeKey::Name(node.name.clone())
+}
+
+/// The instance a node name stands for, among those with that private DNS name: the one that is
+/// not terminated (an IP, hence a name, can be reused after a termination).
+pub fn pick_by_name<'a>(name: &str, candidates: &'a [InstanceView]) -> Result<&'a InstanceView> {
+    let live: Vec<&InstanceView> = candidates.iter().filter(|i| i.exists()).collect();
+    match live.as_slice() {
+        [one] => Ok(one),
+        [] => Err(ProviderError::InstanceNotFound(format!(
+            "no instance with private DNS name {name:?}"
+        ))),
+        many => Err(ProviderError::Internal(format!(
+            "{} instances share the private DNS name {name:?}: {}",
+            many.len(),
+            many.iter().map(|i| i.id.as_str()).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+/// Instances described by ID: what was found, and the IDs AWS calls malformed. An asked ID in
+/// neither does not exist.
+#[derive(Debug, Default)]
+pub struct Described {
+    /// Found instances by ID (terminated ones included).
+    pub found: HashMap<String, InstanceView>,
+    /// IDs AWS refused as malformed.
+    pub malformed: HashSet<String>,
+}
+
+impl Described {
+    /// The definite answer for `id`.
+    pub fn answer(&self, id: &str) -> Result<&InstanceView> {
+        if self.malformed.contains(id) {
+            return Err(ProviderError::InvalidArgument(format!("malformed instance ID {id:?}")));
+        }
+        self.found
+            .get(id)
+            .ok_or_else(|| ProviderError::InstanceNotFound(format!("instance {id} does not exist")))
+    }
+}
+
+fn dedup(values: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut seen = HashSet::new();
+    values.into_iter().filter(|v| seen.insert(v.clone())).collect()
+}
+
+impl AwsProvider {
+    /// Describes instances by ID, `max_instance_batch` per call.
+    pub(crate) async fn describe_instance_ids(&self, ids: &[String]) -> Result<Described> {
+        let mut out = Described::default();
+        let ids = dedup(ids.iter().cloned());
+        for chunk in ids.chunks(self.config.max_instance_batch) {
+            self.describe_id_chunk(chunk, &mut out).await?;
+        }
+        Ok(out)
+    }
+
+    async fn describe_id_chunk(&self, chunk: &[String], out: &mut Described) -> Result<()> {
+        let mut pending: Vec<String> = chunk.to_vec();
+        for _ in 0..=MAX_NOT_FOUND_ROUNDS {
+            if pending.is_empty() {
+                return Ok(());
+            }
+            match self.describe_instances_by_ids(&pending).await {
+                Ok(found) => {
+                    out.found.extend(found.into_iter().map(|i| (i.id.clone(), i)));
+                    return Ok(());
+                }
+                Err(err) => {
+                    let code = code_of(&err).unwrap_or_default();
+                    if code != "InvalidInstanceID.NotFound" && code != "InvalidInstanceID.Malformed" {
+                        return Err(sdk_error("DescribeInstances", &err));
+                    }
+                    let named: HashSet<String> = instance_ids_in_message(message_of(&err)).into_iter().collect();
+                    let before = pending.len();
+                    pending.retain(|id| !named.contains(id));
+                    if code == "InvalidInstanceID.Malformed" {
+                        out.malformed.extend(named.into_iter().filter(|id| chunk.contains(id)));
+                    }
+                    if pending.len() == before {
+                        break;
+                    }
+                    tracing::debug!(
+                        unknown = before - pending.len(),
+                        "DescribeInstances named unknown instance IDs; asking again without them"
+                    );
+                }
+            }
+        }
+        // The error did not say which IDs are unknown (or too many rounds): the filter returns
+        // only the existing ones.
+        let found = self.describe_instances_filtered("instance-id", &pending).await?;
+        out.found.extend(found.into_iter().map(|i| (i.id.clone(), i)));
+        Ok(())
+    }
+
+    async fn describe_instances_by_ids(
+        &self,
+        ids: &[String],
+    ) -> std::result::Result<
+        Vec<InstanceView>,
+        aws_sdk_ec2::error::SdkError<
+            aws_sdk_ec2::operation::describe_instances::DescribeInstancesError,
+            aws_smithy_runtime_api::client::orchestrator::HttpResponse,
+        >,
+    > {
+        let mut views = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let out = self
+                .ec2
+                .describe_instances()
+                .set_instance_ids(Some(ids.to_vec()))
+                .set_next_token(token.take())
+                .send()
+                .await?;
+            views.extend(
+                out.reservations()
+                    .iter()
+                    .flat_map(|r| r.instances())
+                    .filter_map(InstanceView::from_sdk),
+            );
+            match out.next_token() {
+                Some(t) if !t.is_empty() => token = Some(t.to_owned()),
+                _ => return Ok(views),
+            }
+        }
+    }
+
+    /// Instances matching one filter, `MAX_FILTER_VALUES` values per call, all pages.
+    pub(crate) async fn describe_instances_filtered(
+        &self,
+        filter: &str,
+        values: &[String],
+    ) -> Result<Vec<InstanceView>> {
+        let mut views = Vec::new();
+        for chunk in values.chunks(MAX_FILTER_VALUES) {
+            let mut token: Option<String> = None;
+            loop {
+                let out = self
+                    .ec2
+                    .describe_instances()
+                    .filters(Filter::builder().name(filter).set_values(Some(chunk.to_vec())).build())
+                    .set_next_token(token.take())
+                    .send()
+                    .await
+                    .map_err(|e| sdk_error("DescribeInstances", &e))?;
+                views.extend(
+                    out.reservations()
+                        .iter()
+                        .flat_map(|r| r.instances())
+                        .filter_map(InstanceView::from_sdk),
+                );
+                match out.next_token() {
+                    Some(t) if !t.is_empty() => token = Some(t.to_owned()),
+                    _ => break,
+                }
+            }
+        }
+        Ok(views)
+    }
+
+    /// Finds the instance of every node: the outer error fails the batch (throttled,
+    /// unreachable); a per-node problem is that node's entry. Terminated instances are returned
+    /// as found; callers decide.
+    pub(crate) async fn resolve_nodes(&self, nodes: &[NodeRef]) -> Result<Vec<Result<InstanceView>>> {
+        let keys: Vec<NodeKey> = nodes.iter().map(node_key).collect();
+        let ids: Vec<String> = keys
+            .iter()
+            .filter_map(|k| match k {
+                NodeKey::Id(id) => Some(id.clone()),
+                _ => None,
+            })
+            .collect();
+        let names: Vec<String> = dedup(keys.iter().filter_map(|k| match k {
+            NodeKey::Name(n) => Some(n.clone()),
+            _ => None,
+        }));
+        let by_id = if ids.is_empty() {
+            Described::default()
+        } else {
+            self.describe_instance_ids(&ids).await?
+        };
+        let mut by_name: HashMap<String, Vec<InstanceView>> = HashMap::new();
+        if !names.is_empty() {
+            for i in self.describe_instances_filtered("private-dns-name", &names).await? {
+                if let Some(dns) = i.private_dns.clone() {
+                    by_name.entry(dns).or_default().push(i);
+                }
+            }
+        }
+        Ok(keys
+            .into_iter()
+            .map(|key| match key {
+                NodeKey::Id(id) => by_id.answer(&id).cloned(),
+                NodeKey::Name(name) => {
+                    let candidates = by_name.get(&name).map(Vec::as_slice).unwrap_or_default();
+                    pick_by_name(&name, candidates).cloned()
+                }
+                NodeKey::Invalid(e) => Err(e),
+            })
+            .collect())
+    }
+}
+
+#[async_trait]
+impl Instances for AwsProvider {
+    async fn lookup_instances(&self, nodes: &[NodeRef]) -> Result<Vec<Result<InstanceInfo, ProviderError>>> {
+        let resolved = self.resolve_nodes(nodes).await?;
+        Ok(resolved
+            .into_iter()
+            .map(|r| r.and_then(|i| instance_info(&i, &self.region)))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(id: &str, state: &str) -> InstanceView {
+        InstanceView {
+            id: id.into(),
+            state: state.into(),
+            instance_type: "m5.large".into(),
+            zone: "eu-west-1a".into(),
+            private_ips: vec!["10.0.1.5".into(), "10.0.1.6".into()],
+            public_ip: Some("54.1.2.3".into()),
+            private_dns: Some("ip-10-0-1-5.eu-west-1.compute.internal".into()),
+            public_dns: Some("ec2-54-1-2-3.eu-west-1.compute.amazonaws.com".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn states_decide_existence_and_shutdown() {
+        let cases = [
+            ("pending", true, false),
+            ("running", true, false),
+            ("stopping", true, true),
+            ("stopped", true, true),
+            ("shutting-down", true, false),
+            ("terminated", false, false),
+        ];
+        for (state, exists, shut) in cases {
+            let i = view("i-1", state);
+            assert_eq!(i.exists(), exists, "{state}");
+            assert_eq!(i.shut_down(), shut, "{state}");
+            let info = instance_info(&i, "eu-west-1");
+            assert_eq!(info.is_ok(), exists, "{state}");
+            if let Ok(info) = info {
+                assert_eq!(info.shutdown, shut, "{state}");
+            } else {
+                assert!(matches!(info, Err(ProviderError::InstanceNotFound(_))));
+            }
+        }
+    }
+
+    #[test]
+    fn metadata_carries_ids_addresses_and_topology() {
+        let info = instance_info(&view("i-0abc", "running"), "eu-west-1").unwrap();
+        let m = info.metadata;
+        assert_eq!(m.provider_id, "aws:///eu-west-1a/i-0abc");
+        assert_eq!(m.instance_type, "m5.large");
+        assert_eq!(m.zone, "eu-west-1a");
+        assert_eq!(m.region, "eu-west-1");
+        let kinds: Vec<(AddressType, &str)> = m.addresses.iter().map(|a| (a.kind, a.address.as_str())).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (AddressType::InternalIP, "10.0.1.5"),
+                (AddressType::InternalIP, "10.0.1.6"),
+                (AddressType::ExternalIP, "54.1.2.3"),
+                (AddressType::InternalDNS, "ip-10-0-1-5.eu-west-1.compute.internal"),
+                (AddressType::Hostname, "ip-10-0-1-5.eu-west-1.compute.internal"),
+                (AddressType::ExternalDNS, "ec2-54-1-2-3.eu-west-1.compute.amazonaws.com"),
+            ]
+        );
+        let mut no_zone = view("i-1", "running");
+        no_zone.zone.clear();
+        assert!(matches!(instance_info(&no_zone, "r"), Err(ProviderError::Internal(_))));
+    }
+
+    #[test]
+    fn nodes_are_found_by_provider_id_first_then_name() {
+        assert_eq!(
+            node_key(&NodeRef::new("n", "aws:///eu-west-1a/i-0abc")),
+            NodeKey::Id("i-0abc".into())
+        );
+        assert_eq!(node_key(&NodeRef::by_name("ip-10-0-1-5")), NodeKey::Name("ip-10-0-1-5".into()));
+        assert!(matches!(
+            node_key(&NodeRef::new("n", "gce://p/z/n")),
+            NodeKey::Invalid(ProviderError::InvalidArgument(_))
+        ));
+        assert!(matches!(node_key(&NodeRef::default()), NodeKey::Invalid(_)));
+    }
+
+    #[test]
+    fn a_name_picks_the_live_instance() {
+        let dead = view("i-old", "terminated");
+        let live = view("i-new", "running");
+        assert_eq!(pick_by_name("n", &[dead.clone(), live.clone()]).unwrap().id, "i-new");
+        assert!(matches!(
+            pick_by_name("n", std::slice::from_ref(&dead)),
+            Err(ProviderError::InstanceNotFound(_))
+        ));
+        assert!(matches!(pick_by_name("n", &[]), Err(ProviderError::InstanceNotFound(_))));
+        assert!(matches!(
+            pick_by_name("n", &[live.clone(), view("i-other", "stopped")]),
+            Err(ProviderError::Internal(_))
+        ));
+    }
+
+    #[test]
+    fn described_answers_are_definite() {
+        let mut d = Described::default();
+        d.found.insert("i-1".into(), view("i-1", "running"));
+        d.malformed.insert("i-zz".into());
+        assert_eq!(d.answer("i-1").unwrap().id, "i-1");
+        assert!(matches!(d.answer("i-2"), Err(ProviderError::InstanceNotFound(_))));
+        assert!(matches!(d.answer("i-zz"), Err(ProviderError::InvalidArgument(_))));
+    }
+}

@@ -1,0 +1,117 @@
+//! The AWS provider: EC2 instances, network load balancers (ELBv2) and VPC route tables, on the
+//! official AWS SDK for Rust.
+//!
+//! # Layout
+//! - [`config`]: [`AwsConfig`], validated once, and the SDK configuration built from it.
+//! - [`naming`]: provider IDs, load balancer and target group names, ownership tags.
+//! - [`errors`]: AWS error codes → [`provider::ProviderError`]; the retry classifier that leaves
+//!   throttling to the gateway.
+//! - [`instances`]: batched, definite instance lookups.
+//! - [`plan`]: the wanted load balancer of a service and the diffs to reach it (pure).
+//! - [`load_balancers`]: the ELBv2 calls around the plan.
+//! - [`routes`]: pod-CIDR routes in a VPC route table.
+//!
+//! Every decision is a pure function with table tests; the modules' `impl AwsProvider` blocks do
+//! the API calls around them.
+
+pub mod config;
+pub mod errors;
+pub mod instances;
+pub mod load_balancers;
+pub mod naming;
+pub mod plan;
+pub mod routes;
+
+use std::sync::Arc;
+
+use aws_config::SdkConfig;
+use provider::{Instances, LoadBalancers, Provider, ProviderLimits, Routes};
+
+pub use config::{AwsConfig, AwsSetupError};
+
+use crate::errors::NeverRetryThrottling;
+
+/// The AWS provider. Cheap to share: the SDK clients pool their connections.
+pub struct AwsProvider {
+    config: AwsConfig,
+    region: String,
+    ec2: aws_sdk_ec2::Client,
+    elb: aws_sdk_elasticloadbalancingv2::Client,
+}
+
+impl std::fmt::Debug for AwsProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AwsProvider")
+            .field("region", &self.region)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AwsProvider {
+    /// Builds the provider with credentials from the standard AWS chain. Makes no API call:
+    /// a cloud that is unreachable at start-up shows in the first calls' errors.
+    pub async fn new(config: AwsConfig) -> Result<Arc<Self>, AwsSetupError> {
+        let sdk = config.sdk_loader()?.load().await;
+        Self::with_sdk_config(config, &sdk)
+    }
+
+    /// Builds the provider on an already loaded SDK configuration, e.g. one from
+    /// [`AwsConfig::sdk_loader`] with static credentials (tests) or a custom chain (embedding).
+    pub fn with_sdk_config(config: AwsConfig, sdk: &SdkConfig) -> Result<Arc<Self>, AwsSetupError> {
+        config.validate()?;
+        let region = match sdk.region() {
+            Some(r) if !r.as_ref().is_empty() => r.as_ref().to_owned(),
+            _ => return Err(AwsSetupError::NoRegion),
+        };
+        if sdk.credentials_provider().is_none() {
+            return Err(AwsSetupError::NoCredentials);
+        }
+        let ec2 = aws_sdk_ec2::config::Builder::from(sdk)
+            .retry_classifier(NeverRetryThrottling)
+            .build();
+        let elb = aws_sdk_elasticloadbalancingv2::config::Builder::from(sdk)
+            .retry_classifier(NeverRetryThrottling)
+            .build();
+        Ok(Arc::new(Self {
+            config,
+            region,
+            ec2: aws_sdk_ec2::Client::from_conf(ec2),
+            elb: aws_sdk_elasticloadbalancingv2::Client::from_conf(elb),
+        }))
+    }
+
+    /// The region the provider works in.
+    pub fn region(&self) -> &str {
+        &self.region
+    }
+
+    /// The settings the provider runs with.
+    pub fn config(&self) -> &AwsConfig {
+        &self.config
+    }
+}
+
+impl Provider for AwsProvider {
+    fn name(&self) -> &str {
+        naming::PROVIDER_NAME
+    }
+
+    fn limits(&self) -> ProviderLimits {
+        ProviderLimits {
+            max_instance_batch: self.config.max_instance_batch,
+        }
+    }
+
+    fn instances(&self) -> Option<&dyn Instances> {
+        Some(self)
+    }
+
+    fn load_balancers(&self) -> Option<&dyn LoadBalancers> {
+        Some(self)
+    }
+
+    fn routes(&self) -> Option<&dyn Routes> {
+        Some(self)
+    }
+}
