@@ -1,0 +1,476 @@
+//! The gateway's policies, measured on the simulator's own counters: the rate limit, fairness
+//! between callers, coalescing of lookups, adaptive slowdown, deadlines, drain, persistence.
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use cloud_gateway::{GatewayConfig, lookups::LookupConfig, scheduler::Class};
+use contract_tests::{Clients, RunningGateway};
+use gateway_api::{error::GatewayError, v1 as pb};
+use provider_simulator::{Knobs, NewInstance, RateLimit, Simulator, SimulatorConfig};
+use token_bucket::{Limit, max_in_window};
+
+fn simulator(knobs: Knobs) -> Arc<Simulator> {
+    Simulator::open(SimulatorConfig {
+        knobs,
+        durable_writes: false,
+        ..Default::default()
+    })
+    .expect("simulator")
+}
+
+fn config(read: (f64, f64), write: (f64, f64)) -> GatewayConfig {
+    GatewayConfig {
+        read_limit: Limit::new(read.0, read.1).unwrap(),
+        write_limit: Limit::new(write.0, write.1).unwrap(),
+        ..GatewayConfig::default()
+    }
+}
+
+fn service(uid: &str) -> pb::Service {
+    pb::Service {
+        uid: uid.into(),
+        namespace: "default".into(),
+        name: "web".into(),
+        ports: vec![pb::ServicePort {
+            name: "http".into(),
+            protocol: pb::Protocol::Tcp as i32,
+            port: 80,
+            node_port: 30080,
+        }],
+        ..Default::default()
+    }
+}
+
+fn get_lb(uid: &str) -> pb::GetLoadBalancerRequest {
+    pb::GetLoadBalancerRequest {
+        cluster_name: "policy".into(),
+        service: Some(service(uid)),
+    }
+}
+
+fn node(provider_id: &str) -> pb::InstanceRequest {
+    pb::InstanceRequest {
+        node: Some(pb::NodeRef {
+            name: "n".into(),
+            provider_id: provider_id.into(),
+        }),
+    }
+}
+
+/// Hammers GetLoadBalancer from `callers` tasks for `period`.
+async fn hammer(gateway: &RunningGateway, callers: usize, period: Duration) {
+    let deadline = Instant::now() + period;
+    let mut tasks = Vec::new();
+    for i in 0..callers {
+        let mut c = gateway.clients(&format!("hammer-{i}")).await;
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                let _ = c
+                    .load_balancers
+                    .get_load_balancer(get_lb("5e0a1c3e-0000-4000-8000-000000000001"))
+                    .await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_provider_never_sees_more_than_the_gateway_allows() {
+    // The cloud allows 60/s with bursts of 12; the gateway allows itself 40/s with bursts of 8.
+    let sim = simulator(Knobs {
+        rate_limit: Some(RateLimit::new(60.0, 12.0)),
+        ..Default::default()
+    });
+    let gateway = RunningGateway::start(config((40.0, 8.0), (40.0, 8.0)), sim.clone(), None).await;
+    let started = Instant::now();
+    hammer(&gateway, 10, Duration::from_secs(4)).await;
+    let elapsed = started.elapsed();
+    let stats = sim.stats();
+    assert_eq!(
+        stats.throttled_total, 0,
+        "the gateway must keep below the cloud's own limit"
+    );
+    let calls = &stats.accepted_at;
+    for window_ms in [50, 100, 250, 500, 1000, 2000, 4000] {
+        let window = Duration::from_millis(window_ms);
+        let seen = max_in_window(calls, window);
+        // The gateway's own bucket, plus one for scheduling jitter between admission and arrival.
+        let gateway_bound = (40.0 * window.as_secs_f64() + 8.0).floor() as usize + 1;
+        let cloud_bound = (60.0 * window.as_secs_f64() + 12.0).floor() as usize;
+        assert!(
+            seen <= gateway_bound,
+            "{seen} calls in {window_ms} ms; gateway allows {gateway_bound}"
+        );
+        assert!(
+            seen <= cloud_bound,
+            "{seen} calls in {window_ms} ms; cloud allows {cloud_bound}"
+        );
+    }
+    // ...and it used its allowance (the limiter is not simply slow).
+    let expected = 40.0 * elapsed.as_secs_f64() + 8.0;
+    assert!(
+        calls.len() as f64 > 0.8 * expected,
+        "{} calls in {elapsed:?}, expected ~{expected}",
+        calls.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttling_by_the_cloud_slows_the_gateway_down() {
+    // The gateway thinks it may do 200/s; the cloud allows 20/s.
+    let sim = simulator(Knobs {
+        rate_limit: Some(RateLimit::new(20.0, 5.0)),
+        ..Default::default()
+    });
+    let gateway = RunningGateway::start(config((200.0, 20.0), (200.0, 20.0)), sim.clone(), None).await;
+    hammer(&gateway, 10, Duration::from_secs(2)).await;
+    let rate = gateway.handles.scheduler.current_rate(Class::Read);
+    assert!(
+        rate < 60.0,
+        "the gateway should have cut its read rate well below 200/s, it is at {rate}"
+    );
+    assert!(
+        gateway
+            .handles
+            .metrics
+            .render()
+            .contains("cloudgateway_provider_throttled_total")
+    );
+    let throttled_early = sim.stats().throttled_total;
+    assert!(
+        throttled_early > 0,
+        "the cloud should have throttled the first burst"
+    );
+    // Once slowed down, the throttled answers become rare: fewer in the next 2 s than in the first.
+    sim.reset_stats();
+    hammer(&gateway, 10, Duration::from_secs(2)).await;
+    let throttled_late = sim.stats().throttled_total;
+    assert!(
+        throttled_late < throttled_early / 2,
+        "throttled answers should drop after the slowdown: {throttled_early} then {throttled_late}"
+    );
+}
+
+/// Runs `lookups` sequential instance lookups as caller B; returns how long they took.
+async fn caller_b_lookups(gateway: &RunningGateway, provider_ids: &[String]) -> Duration {
+    let mut b = gateway.clients("node-controller").await;
+    let started = Instant::now();
+    for id in provider_ids {
+        let found = b
+            .instances
+            .instance_exists(node(id))
+            .await
+            .expect("lookup")
+            .into_inner();
+        assert!(found.exists);
+    }
+    started.elapsed()
+}
+
+fn launch(sim: &Simulator, count: usize) -> Vec<String> {
+    (0..count)
+        .map(|i| {
+            sim.add_instance(NewInstance::named(format!("n-{i}")))
+                .unwrap()
+                .provider_id()
+        })
+        .collect()
+}
+
+fn no_cache() -> LookupConfig {
+    LookupConfig {
+        cache_ttl: Duration::ZERO,
+        ..LookupConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_load_balancer_updates_does_not_starve_node_lookups() {
+    let sim = simulator(Knobs::default());
+    let ids = launch(&sim, 20);
+    let mut cfg = config((50.0, 5.0), (20.0, 5.0));
+    cfg.lookups = no_cache();
+    let gateway = RunningGateway::start(cfg, sim.clone(), None).await;
+    // Caller A: 1000 UpdateLoadBalancer calls at once (50 s of write budget at 20/s).
+    let a = gateway.clients("service-controller").await;
+    let flood: Vec<_> = (0..1000)
+        .map(|i| {
+            let mut a: Clients = a.clone();
+            tokio::spawn(async move {
+                let req = pb::UpdateLoadBalancerRequest {
+                    cluster_name: "policy".into(),
+                    service: Some(service(&format!("5e0a1c3e-0000-4000-8000-{i:012}"))),
+                    nodes: vec![],
+                };
+                let _ = a.load_balancers.update_load_balancer(req).await;
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Caller B: 20 lookups one after another. Reads have their own bucket (50/s, burst 5), so
+    // B's fair share is the whole read rate: 20 lookups need at most 15 token waits of 20 ms.
+    let took = caller_b_lookups(&gateway, &ids).await;
+    let bound = Duration::from_secs_f64(20.0 / 50.0) + Duration::from_millis(700);
+    assert!(took < bound, "B's 20 lookups took {took:?}, bound {bound:?}");
+    let unfinished = flood.iter().filter(|t| !t.is_finished()).count();
+    assert!(
+        unfinished > 900,
+        "A's flood should still be queued ({unfinished} left)"
+    );
+    for t in flood {
+        t.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_reads_leaves_another_caller_its_fair_share() {
+    let sim = simulator(Knobs::default());
+    let ids = launch(&sim, 20);
+    let mut cfg = config((50.0, 1.0), (50.0, 1.0));
+    cfg.lookups = no_cache();
+    let gateway = RunningGateway::start(cfg, sim.clone(), None).await;
+    // Caller A: 1000 GetLoadBalancer calls at once, in the same read bucket as B (20 s at 50/s).
+    let a = gateway.clients("service-controller").await;
+    let flood: Vec<_> = (0..1000)
+        .map(|_| {
+            let mut a: Clients = a.clone();
+            tokio::spawn(async move {
+                let _ = a
+                    .load_balancers
+                    .get_load_balancer(get_lb("5e0a1c3e-0000-4000-8000-000000000002"))
+                    .await;
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // With two callers contending, B gets every other token: each of its 20 sequential lookups
+    // waits at most 2 token intervals (40 ms). FIFO would make B wait behind A's 20 s backlog.
+    let took = caller_b_lookups(&gateway, &ids).await;
+    let fair_share = Duration::from_secs_f64(20.0 * 2.0 / 50.0);
+    let bound = fair_share + Duration::from_millis(700);
+    assert!(
+        took < bound,
+        "B's 20 lookups took {took:?}; fair share {fair_share:?}, bound {bound:?}"
+    );
+    let unfinished = flood.iter().filter(|t| !t.is_finished()).count();
+    assert!(
+        unfinished > 800,
+        "A's flood should still be queued ({unfinished} left)"
+    );
+    for t in flood {
+        t.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_lookups_are_coalesced_into_few_provider_calls() {
+    let sim = simulator(Knobs::default());
+    let ids = launch(&sim, 200);
+    let batch = 50;
+    let mut cfg = config((1000.0, 1000.0), (1000.0, 1000.0));
+    cfg.lookups = LookupConfig {
+        batch_size: batch,
+        batch_window: Duration::from_millis(20),
+        cache_ttl: Duration::ZERO,
+    };
+    let gateway = RunningGateway::start(cfg, sim.clone(), None).await;
+    let c = gateway.clients("node-controller").await;
+    sim.reset_stats();
+    let lookups: Vec<_> = ids
+        .iter()
+        .cloned()
+        .map(|id| {
+            let mut c = c.clone();
+            tokio::spawn(async move {
+                let m = c
+                    .instances
+                    .instance_metadata(node(&id))
+                    .await
+                    .expect("metadata")
+                    .into_inner();
+                assert_eq!(
+                    m.metadata.expect("metadata").provider_id,
+                    id,
+                    "each lookup gets its own answer"
+                );
+            })
+        })
+        .collect();
+    for l in lookups {
+        l.await.unwrap();
+    }
+    let calls = sim
+        .stats()
+        .operations
+        .get("describe_instances")
+        .map_or(0, |o| o.calls);
+    let bound = 200_u64.div_ceil(batch as u64) + 1;
+    assert!(
+        calls >= 4 && calls <= bound,
+        "{calls} provider calls for 200 lookups; bound {bound}"
+    );
+    assert!(
+        gateway
+            .handles
+            .metrics
+            .render()
+            .contains("cloudgateway_coalesced_lookups_saved_total")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cache_answers_repeated_lookups_without_the_provider() {
+    let sim = simulator(Knobs::default());
+    let ids = launch(&sim, 1);
+    let gateway = RunningGateway::start(config((1000.0, 1000.0), (1000.0, 1000.0)), sim.clone(), None).await;
+    let mut c = gateway.clients("node-controller").await;
+    for _ in 0..5 {
+        c.instances.instance_exists(node(&ids[0])).await.expect("lookup");
+    }
+    let calls = sim
+        .stats()
+        .operations
+        .get("describe_instances")
+        .map_or(0, |o| o.calls);
+    assert_eq!(calls, 1);
+    assert!(
+        gateway
+            .handles
+            .metrics
+            .render()
+            .contains("cloudgateway_instance_cache_hits_total 4")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_ends_a_call_stuck_in_the_cloud_or_in_the_queue() {
+    let sim = simulator(Knobs {
+        latency: Duration::from_secs(3),
+        ..Default::default()
+    });
+    let gateway = RunningGateway::start(config((0.5, 1.0), (0.5, 1.0)), sim.clone(), None).await;
+    let mut c = gateway.clients("node-controller").await;
+    // Stuck in the cloud: the provider takes 3 s, the client gives 300 ms.
+    let mut req = tonic::Request::new(get_lb("5e0a1c3e-0000-4000-8000-000000000003"));
+    req.set_timeout(Duration::from_millis(300));
+    let started = Instant::now();
+    let err = GatewayError::from(c.load_balancers.get_load_balancer(req).await.unwrap_err());
+    assert!(matches!(err, GatewayError::DeadlineExceeded(_)), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // Stuck in the queue: the bucket is empty for 2 s, the client gives 300 ms.
+    let mut req = tonic::Request::new(get_lb("5e0a1c3e-0000-4000-8000-000000000004"));
+    req.set_timeout(Duration::from_millis(300));
+    let started = Instant::now();
+    let err = GatewayError::from(c.load_balancers.get_load_balancer(req).await.unwrap_err());
+    assert!(matches!(err, GatewayError::DeadlineExceeded(_)), "{err:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    // The abandoned call never reached the cloud.
+    assert_eq!(
+        sim.stats()
+            .operations
+            .get("get_load_balancer")
+            .map_or(0, |o| o.calls),
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_drains_calls_in_flight() {
+    let sim = simulator(Knobs {
+        latency: Duration::from_millis(800),
+        ..Default::default()
+    });
+    let gateway = RunningGateway::start(config((100.0, 10.0), (100.0, 10.0)), sim.clone(), None).await;
+    let mut c = gateway.clients("node-controller").await;
+    let in_flight = tokio::spawn(async move {
+        c.load_balancers
+            .get_load_balancer(get_lb("5e0a1c3e-0000-4000-8000-000000000005"))
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let endpoint = gateway.endpoint();
+    gateway.stop().await;
+    let answer = in_flight.await.unwrap();
+    assert!(answer.is_ok(), "the call in flight must finish: {answer:?}");
+    // After the drain nothing is served.
+    let channel = tonic::transport::Channel::from_shared(endpoint)
+        .unwrap()
+        .connect()
+        .await;
+    assert!(
+        channel.is_err(),
+        "the gateway still accepts connections after shutdown"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulated_cloud_survives_a_gateway_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("cloud.json");
+    let open = || {
+        Simulator::open(SimulatorConfig {
+            state_file: Some(state.clone()),
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let sim = open();
+    let id = sim
+        .add_instance(NewInstance::named("persisted-node"))
+        .unwrap()
+        .provider_id();
+    let gateway = RunningGateway::start(config((100.0, 10.0), (100.0, 10.0)), sim.clone(), None).await;
+    let mut c = gateway.clients("service-controller").await;
+    let ensure = pb::EnsureLoadBalancerRequest {
+        cluster_name: "policy".into(),
+        service: Some(service("5e0a1c3e-0000-4000-8000-000000000006")),
+        nodes: vec![],
+    };
+    let before = c
+        .load_balancers
+        .ensure_load_balancer(ensure.clone())
+        .await
+        .unwrap()
+        .into_inner()
+        .status;
+    gateway.stop().await;
+    drop(sim);
+
+    let sim = open();
+    let gateway = RunningGateway::start(config((100.0, 10.0), (100.0, 10.0)), sim.clone(), None).await;
+    let mut c = gateway.clients("service-controller").await;
+    let got = c
+        .load_balancers
+        .get_load_balancer(get_lb("5e0a1c3e-0000-4000-8000-000000000006"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(got.exists);
+    assert_eq!(
+        got.status, before,
+        "same load balancer, same IP after the restart"
+    );
+    assert!(
+        c.instances
+            .instance_exists(node(&id))
+            .await
+            .unwrap()
+            .into_inner()
+            .exists
+    );
+    assert_eq!(sim.load_balancers().len(), 1);
+}
