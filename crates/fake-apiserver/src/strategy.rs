@@ -41,6 +41,18 @@ pub fn name_rule(store: Store) -> NameRule {
 pub fn defaults(store: Store, obj: &mut Value) {
     match store {
         Store::Nodes => {
+            // NodeSpec and NodeStatus (and its nodeInfo / daemonEndpoints) are non-pointer
+            // structs in Go: the real server always serializes them, so JSON patches can
+            // `add /spec/taints` on a node created without a spec.
+            obj_mut(obj, "spec");
+            let status = obj_mut(obj, "status");
+            status.entry("daemonEndpoints").or_insert_with(|| json!({"kubeletEndpoint": {"Port": 0}}));
+            let info = status.entry("nodeInfo").or_insert_with(|| json!({}));
+            if let Value::Object(info) = info {
+                for f in ["architecture", "bootID", "containerRuntimeVersion", "kernelVersion", "kubeProxyVersion", "kubeletVersion", "machineID", "operatingSystem", "osImage", "systemUUID"] {
+                    info.entry(f).or_insert_with(|| json!(""));
+                }
+            }
             // podCIDR (singular, v1 only) and podCIDRs: podCIDR wins when they disagree.
             let single = s(obj, "/spec/podCIDR").to_string();
             let plural = obj.pointer("/spec/podCIDRs").and_then(Value::as_array).cloned().unwrap_or_default();
@@ -59,6 +71,8 @@ pub fn defaults(store: Store, obj: &mut Value) {
         }
         Store::Services => default_service(obj),
         Store::Namespaces => {
+            obj_mut(obj, "spec");
+            obj_mut(obj, "status");
             let name = s(obj, "/metadata/name").to_string();
             if !name.is_empty() {
                 let meta = obj_mut(obj, "metadata");
@@ -87,6 +101,7 @@ pub fn defaults(store: Store, obj: &mut Value) {
 }
 
 fn default_service(obj: &mut Value) {
+    obj_mut(obj, "status").entry("loadBalancer").or_insert_with(|| json!({}));
     let spec = obj_mut(obj, "spec");
     let ty = spec.get("type").and_then(Value::as_str).unwrap_or("").to_string();
     let ty = if ty.is_empty() {
