@@ -329,19 +329,15 @@ fn validate(raw: RawInventory, text: &str) -> Result<Inventory, InventoryError> 
                 ));
             }
         }
-        if let Some(t) = &inst.instance_type {
-            if t.trim().is_empty() {
-                return Err(entry_err(idx, Some("type"), "type: must not be empty".into()));
-            }
+        if inst.instance_type.as_ref().is_some_and(|t| t.trim().is_empty()) {
+            return Err(entry_err(idx, Some("type"), "type: must not be empty".into()));
         }
-        if let Some(z) = &inst.zone {
-            if !zones.contains(z) {
-                return Err(entry_err(
-                    idx,
-                    Some("zone"),
-                    format!("zone {z} is not a zone of this cloud ({})", zones.join(", ")),
-                ));
-            }
+        if let Some(z) = inst.zone.as_ref().filter(|z| !zones.contains(z)) {
+            return Err(entry_err(
+                idx,
+                Some("zone"),
+                format!("zone {z} is not a zone of this cloud ({})", zones.join(", ")),
+            ));
         }
         if let Some(ip) = inst.private_ip {
             if !subnet_pool.contains(ip) {
@@ -351,14 +347,14 @@ fn validate(raw: RawInventory, text: &str) -> Result<Inventory, InventoryError> 
                     format!("private_ip {ip} is not a usable address of instance_subnet {instance_subnet}"),
                 ));
             }
-            if inst.state != InstanceState::Terminated {
-                if let Some(prev) = private_ips.insert(ip, idx) {
-                    return Err(entry_err(
-                        idx,
-                        Some("private_ip"),
-                        format!("private_ip {ip} is already used by {}", first_at(prev)),
-                    ));
-                }
+            if inst.state != InstanceState::Terminated
+                && let Some(prev) = private_ips.insert(ip, idx)
+            {
+                return Err(entry_err(
+                    idx,
+                    Some("private_ip"),
+                    format!("private_ip {ip} is already used by {}", first_at(prev)),
+                ));
             }
         }
         if let Some(ip) = inst.public_ip {
@@ -369,14 +365,14 @@ fn validate(raw: RawInventory, text: &str) -> Result<Inventory, InventoryError> 
                     format!("public_ip {ip} is inside load_balancer_pool {load_balancer_pool}"),
                 ));
             }
-            if inst.state != InstanceState::Terminated {
-                if let Some(prev) = public_ips.insert(ip, idx) {
-                    return Err(entry_err(
-                        idx,
-                        Some("public_ip"),
-                        format!("public_ip {ip} is already used by {}", first_at(prev)),
-                    ));
-                }
+            if inst.state != InstanceState::Terminated
+                && let Some(prev) = public_ips.insert(ip, idx)
+            {
+                return Err(entry_err(
+                    idx,
+                    Some("public_ip"),
+                    format!("public_ip {ip} is already used by {}", first_at(prev)),
+                ));
             }
         }
         for (k, v) in &inst.labels {

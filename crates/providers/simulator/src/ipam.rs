@@ -77,7 +77,7 @@ impl Pool {
         // Each step either finds a free address or skips one in use, so this loop is bounded by
         // the pool size; it ends after one full turn.
         loop {
-            let ip = self.from_u128(n);
+            let ip = self.addr_at(n);
             if !in_use(ip) {
                 return Some(ip);
             }
@@ -94,8 +94,8 @@ impl Pool {
             return Err(format!(
                 "{ip} is not an address of the pool {} (usable: {} to {})",
                 self.cidr,
-                self.from_u128(self.first),
-                self.from_u128(self.last)
+                self.addr_at(self.first),
+                self.addr_at(self.last)
             ));
         }
         if in_use(ip) {
@@ -104,7 +104,7 @@ impl Pool {
         Ok(())
     }
 
-    fn from_u128(&self, n: u128) -> IpAddr {
+    fn addr_at(&self, n: u128) -> IpAddr {
         match self.cidr {
             // n is within an IPv4 network here, so it fits in u32.
             IpNet::V4(_) => IpAddr::V4(Ipv4Addr::from(u32::try_from(n).unwrap_or(u32::MAX))),

@@ -315,7 +315,8 @@ mod tests {
             ..Knobs::default()
         };
         // (patch, check)
-        let cases: Vec<(&str, Box<dyn Fn(&Knobs) -> bool>)> = vec![
+        type Check<'a> = Box<dyn Fn(&Knobs) -> bool + 'a>;
+        let cases: Vec<(&str, Check)> = vec![
             ("{}", Box::new(|k: &Knobs| *k == base)),
             (
                 r#"{"latency":"1s"}"#,

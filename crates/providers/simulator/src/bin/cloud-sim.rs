@@ -540,7 +540,7 @@ fn knobs_table(v: &Value) -> String {
                 l.get("burst").and_then(Value::as_f64),
             );
             match (rate, burst) {
-                (Some(r), _) if r == 0.0 => "closed (every call throttled)".into(),
+                (Some(0.0), _) => "closed (every call throttled)".into(),
                 (Some(r), Some(b)) => format!("{r}/s, burst {b}"),
                 _ => Value::Object(l.clone()).to_string(),
             }

@@ -338,7 +338,8 @@ mod tests {
     fn lookups_answer_each_node_in_order() {
         let s = state();
         // (node, expected: Ok(shutdown, instance id) | Err(metric label))
-        let cases: Vec<(NodeRef, Result<(bool, &str), &str>)> = vec![
+        type Want = Result<(bool, &'static str), &'static str>;
+        let cases: Vec<(NodeRef, Want)> = vec![
             (
                 NodeRef::new("x", "simulator://z-a/i-00000000000000001"),
                 Ok((false, "i-00000000000000001")),
