@@ -32,3 +32,6 @@ lint: ## formatting and clippy, warnings are errors
 .PHONY: bench-gateway
 bench-gateway: ## gateway throughput and added latency versus calling the provider in-process
 	$(CARGO) run --release -p cloud-gateway --example bench-gateway
+
+bench-apiserver: ## fake-apiserver benchmark: create/list 5000 nodes + 1000 services, watch latency
+	cargo run --release -p fake-apiserver --example bench-apiserver
