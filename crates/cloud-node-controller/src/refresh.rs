@@ -7,7 +7,7 @@ use controller_kit::{
     gateway::GatewayClient,
     names::{TAINT_UNINITIALIZED, controllers::CLOUD_NODE},
     node::{has_taint, node_ref},
-    patch::{Target, guarded_merge_patch, is_not_found},
+    patch::{Target, guarded_merge_patch},
 };
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
@@ -104,7 +104,7 @@ impl Refresher {
                 true
             }
             Ok(None) => false,
-            Err(err) if is_not_found(&err) => false,
+            Err(err) if err.is_not_found() => false,
             Err(err) => {
                 tracing::warn!(node = %name, error = %err, "error patching node with cloud addresses");
                 false

@@ -11,7 +11,7 @@ use controller_kit::{
     gateway::{GatewayClient, GatewayError},
     names::{TAINT_UNINITIALIZED, controllers::CLOUD_NODE},
     node::{has_taint, node_ref, object_ref},
-    patch::{Target, guarded_merge_patch, is_not_found},
+    patch::{Target, WriteError, guarded_merge_patch},
     runner::Context,
 };
 use k8s_openapi::{api::core::v1::Node, jiff::Timestamp};
@@ -67,9 +67,9 @@ pub enum SyncError {
     Write {
         /// Node name.
         node: String,
-        /// The API error.
+        /// The write error.
         #[source]
-        source: kube::Error,
+        source: WriteError,
     },
 }
 
@@ -106,7 +106,7 @@ async fn reconcile_labels(name: &str, state: &State) -> Result<(), SyncError> {
     .await;
     match written {
         Ok(_) => Ok(()),
-        Err(err) if is_not_found(&err) => Ok(()),
+        Err(err) if err.is_not_found() => Ok(()),
         Err(source) => Err(SyncError::Write {
             node: name.to_owned(),
             source,
@@ -189,10 +189,10 @@ async fn initialize(node: &Node, state: &State) -> Result<(), SyncError> {
 }
 
 /// A write's outcome: a node deleted meanwhile is no error (there is nothing left to sync).
-fn finish_write(name: &str, written: Result<Option<Node>, kube::Error>) -> Result<Option<Node>, SyncError> {
+fn finish_write(name: &str, written: Result<Option<Node>, WriteError>) -> Result<Option<Node>, SyncError> {
     match written {
         Ok(node) => Ok(node),
-        Err(err) if is_not_found(&err) => Ok(None),
+        Err(err) if err.is_not_found() => Ok(None),
         Err(source) => Err(SyncError::Write {
             node: name.to_owned(),
             source,

@@ -146,7 +146,7 @@ impl Monitor {
                         tracing::info!(node = %name, shutdown = add, "updated the shutdown taint");
                     }
                     Ok(None) => {}
-                    Err(err) if is_not_found(&err) => {}
+                    Err(err) if err.is_not_found() => {}
                     Err(err) => tracing::warn!(node = %name, error = %err, "error patching node taints"),
                 }
             }
@@ -166,6 +166,10 @@ impl Monitor {
             }
         };
         if fresh.uid() != node.uid() || ready(&fresh) == Some(true) {
+            return;
+        }
+        if !controller_kit::leader::may_act() {
+            tracing::warn!(node = %name, "not deleting: this replica does not hold the leader lease");
             return;
         }
         tracing::info!(node = %name, "deleting node since it is no longer present in cloud provider");

@@ -7,7 +7,14 @@
 //! over, so two replicas never act at once. Writes use the Lease's resourceVersion, so of two
 //! candidates racing for a free lease only one wins.
 
-use std::{future::Future, time::Duration};
+use std::{
+    future::Future,
+    sync::{
+        Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use k8s_openapi::{
     api::coordination::v1::{Lease, LeaseSpec},
@@ -16,6 +23,31 @@ use k8s_openapi::{
 };
 use kube::{Api, Client, api::PostParams};
 use tokio::time::Instant;
+
+/// Whether this process runs under leader election at all.
+static ELECTION: AtomicBool = AtomicBool::new(false);
+/// Until when this replica may act: the start of its last successful renewal plus the renew
+/// deadline. Others cannot take the lease before a whole lease duration (longer) has passed.
+static LEADING_UNTIL: Mutex<Option<std::time::Instant>> = Mutex::new(None);
+
+fn set_leading_until(until: Option<std::time::Instant>) {
+    *LEADING_UNTIL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = until;
+}
+
+/// Whether this replica may write now: always without leader election; with it, only while
+/// its lease is fresh. Checked right before every write, so a replica that was paused (and
+/// lost its lease meanwhile) never acts before noticing.
+pub fn may_act() -> bool {
+    if !ELECTION.load(Ordering::Relaxed) {
+        return true;
+    }
+    LEADING_UNTIL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .is_some_and(|until| std::time::Instant::now() < until)
+}
 
 /// Leader-election flags (upstream names and defaults).
 #[derive(Debug, Clone, clap::Args)]
@@ -158,6 +190,7 @@ where
         return Ok(());
     }
     args.validate().map_err(LeaderError::Invalid)?;
+    ELECTION.store(true, Ordering::Relaxed);
     let name = args
         .resource_name
         .clone()
@@ -175,12 +208,12 @@ where
 
     // Campaign.
     loop {
-        tokio::select! {
-            () = &mut shutdown => return Ok(()),
-            () = tokio::time::sleep(Duration::ZERO) => {}
-        }
+        let attempt = std::time::Instant::now();
         match elector.try_acquire_or_renew().await {
-            Ok(true) => break,
+            Ok(true) => {
+                set_leading_until(Some(attempt + args.renew_deadline));
+                break;
+            }
             Ok(false) => {}
             Err(err) => {
                 tracing::warn!(lease = %elector.name, error = %err, "cannot read or write the leader lease")
@@ -203,9 +236,13 @@ where
             () = &mut shutdown => break Ok(()),
             () = tokio::time::sleep(args.retry_period) => {}
         }
+        let attempt = std::time::Instant::now();
         let renew = tokio::time::timeout(args.renew_deadline, elector.try_acquire_or_renew()).await;
         match renew {
-            Ok(Ok(true)) => last_renewed = Instant::now(),
+            Ok(Ok(true)) => {
+                last_renewed = Instant::now();
+                set_leading_until(Some(attempt + args.renew_deadline));
+            }
             Ok(Ok(false)) => break Err(LeaderError::LostLease(elector.name.clone())),
             Ok(Err(err)) => {
                 tracing::warn!(lease = %elector.name, error = %err, "cannot renew the leader lease")
@@ -216,6 +253,7 @@ where
             break Err(LeaderError::LostLease(elector.name.clone()));
         }
     };
+    set_leading_until(None);
     abort.abort();
     crate::metrics::set_leader(false);
     if outcome.is_ok() {

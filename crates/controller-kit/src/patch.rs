@@ -25,21 +25,39 @@ pub enum Target {
     Status,
 }
 
+/// A guarded write failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// This replica does not hold a fresh leader lease; it must not write.
+    #[error("not writing: this replica does not hold the leader lease")]
+    NotLeading,
+    /// The API server refused or could not be reached.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+}
+
+impl WriteError {
+    /// Whether the object is gone (404).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Self::Api(err) if is_not_found(err))
+    }
+}
+
 /// Reads `name`, lets `compute` decide a merge patch from it (`None`: nothing to do), and writes
 /// the patch guarded by the resourceVersion read. Retries on conflict with a fresh read.
 ///
 /// Returns the patched object, or `None` when nothing needed doing.
 ///
 /// # Errors
-/// The API error of the read or the write (404 when the object is gone), or a 409 after
-/// [`CONFLICT_ATTEMPTS`] conflicting attempts.
+/// [`WriteError::NotLeading`] when the leader lease is not fresh; the API error of the read or
+/// the write (404 when the object is gone), or a 409 after [`CONFLICT_ATTEMPTS`] attempts.
 pub async fn guarded_merge_patch<K, F>(
     api: &Api<K>,
     name: &str,
     target: Target,
     field_manager: &str,
     mut compute: F,
-) -> Result<Option<K>, kube::Error>
+) -> Result<Option<K>, WriteError>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
     F: FnMut(&K) -> Option<Value>,
@@ -55,12 +73,15 @@ where
             return Ok(None);
         };
         let Some(version) = current.meta().resource_version.clone() else {
-            return Err(kube::Error::Api(
+            return Err(WriteError::Api(kube::Error::Api(
                 kube::core::Status::failure("object has no resourceVersion", "InternalError")
                     .with_code(500)
                     .boxed(),
-            ));
+            )));
         };
+        if !crate::leader::may_act() {
+            return Err(WriteError::NotLeading);
+        }
         with_resource_version(&mut body, &version);
         let written = match target {
             Target::Main => api.patch(name, &params, &Patch::Merge(&body)).await,
@@ -73,7 +94,7 @@ where
                 tokio::time::sleep(conflict_backoff()).await;
                 attempt += 1;
             }
-            Err(err) => return Err(err),
+            Err(err) => return Err(err.into()),
         }
     }
 }
