@@ -324,13 +324,24 @@ impl AwsProvider {
         values: &[String],
     ) -> Result<Vec<InstanceView>> {
         let mut views = Vec::new();
+        // Names and addresses repeat across VPCs with overlapping CIDRs: stay in the cluster's.
+        let vpc = match (&self.config.vpc_id, filter) {
+            (Some(vpc), "private-dns-name" | "private-ip-address") => {
+                Some(Filter::builder().name("vpc-id").values(vpc).build())
+            }
+            _ => None,
+        };
         for chunk in values.chunks(MAX_FILTER_VALUES) {
             let mut token: Option<String> = None;
             loop {
                 let out = self
                     .ec2
                     .describe_instances()
-                    .filters(Filter::builder().name(filter).set_values(Some(chunk.to_vec())).build())
+                    .set_filters(Some(
+                        std::iter::once(Filter::builder().name(filter).set_values(Some(chunk.to_vec())).build())
+                            .chain(vpc.clone())
+                            .collect(),
+                    ))
                     .set_next_token(token.take())
                     .send()
                     .await

@@ -290,7 +290,8 @@ impl AwsProvider {
                 .await
             {
                 Ok(resp) => resp,
-                Err(e) if code_of(&e) == Some("LoadBalancerNotFound") => return Ok(Vec::new()),
+                // moto answers TargetGroupNotFound when the load balancer has none.
+                Err(e) if matches!(code_of(&e), Some("LoadBalancerNotFound" | "TargetGroupNotFound")) => break,
                 Err(e) => return Err(sdk_error("DescribeTargetGroups", &e)),
             };
             groups.extend(resp.target_groups().iter().cloned());

@@ -1,0 +1,166 @@
+//! A fault-injecting HTTP proxy in front of moto: forwards every request, or answers AWS's
+//! throttling errors (EC2: `RequestLimitExceeded`, 503; ELBv2: `Throttling`, 400) while
+//! throttling is on. It also records the `Action` of each request, to count API calls.
+
+use std::{
+    convert::Infallible,
+    net::SocketAddr,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, Response, StatusCode, body::Incoming, service::service_fn};
+use hyper_util::{
+    client::legacy::{Client, connect::HttpConnector},
+    rt::{TokioExecutor, TokioIo},
+};
+use tokio::{net::TcpListener, task::JoinHandle};
+
+const EC2_THROTTLED: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>Request limit exceeded.</Message></Error></Errors><RequestID>fault-proxy</RequestID></Response>"#;
+const ELB_THROTTLED: &str = r#"<ErrorResponse xmlns="http://elasticloadbalancing.amazonaws.com/doc/2015-12-01/"><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate exceeded</Message></Error><RequestId>fault-proxy</RequestId></ErrorResponse>"#;
+
+#[derive(Default)]
+struct State {
+    throttle: AtomicBool,
+    actions: Mutex<Vec<String>>,
+}
+
+/// The proxy; stops when dropped.
+pub struct FaultProxy {
+    /// `http://127.0.0.1:PORT`, the endpoint URL to give the provider.
+    pub endpoint: String,
+    state: Arc<State>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FaultProxy {
+    /// Starts a proxy to `upstream` (`http://127.0.0.1:PORT`) on an ephemeral loopback port.
+    pub async fn start(upstream: &str) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the fault proxy");
+        let addr: SocketAddr = listener.local_addr().expect("proxy address");
+        let state = Arc::new(State::default());
+        let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+        let upstream: Arc<str> = upstream.trim_end_matches('/').into();
+        let task = {
+            let state = state.clone();
+            tokio::spawn(async move {
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        return;
+                    };
+                    let (state, client, upstream) = (state.clone(), client.clone(), upstream.clone());
+                    tokio::spawn(async move {
+                        let service = service_fn(move |req| {
+                            handle(req, state.clone(), client.clone(), upstream.clone())
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
+                    });
+                }
+            })
+        };
+        Self {
+            endpoint: format!("http://{addr}"),
+            state,
+            task,
+        }
+    }
+
+    /// Turns throttling of every request on or off.
+    pub fn throttle(&self, on: bool) {
+        self.state.throttle.store(on, Ordering::SeqCst);
+    }
+
+    /// How many requests carried `Action=<action>` so far.
+    pub fn count(&self, action: &str) -> usize {
+        self.state
+            .actions
+            .lock()
+            .expect("actions lock")
+            .iter()
+            .filter(|a| *a == action)
+            .count()
+    }
+
+    /// Forgets the recorded actions.
+    pub fn reset_counts(&self) {
+        self.state.actions.lock().expect("actions lock").clear();
+    }
+}
+
+/// The signing service in the SigV4 credential scope: `.../<region>/<service>/aws4_request`.
+fn service_of(req: &Request<Incoming>) -> String {
+    req.headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split("Credential=").nth(1))
+        .and_then(|c| c.split(['/', ',']).nth(3))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn action_of(body: &[u8]) -> String {
+    String::from_utf8_lossy(body)
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("Action="))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn reply(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(body.into()));
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(hyper::header::CONTENT_TYPE, "text/xml".parse().expect("header value"));
+    resp
+}
+
+async fn handle(
+    req: Request<Incoming>,
+    state: Arc<State>,
+    client: Client<HttpConnector, Full<Bytes>>,
+    upstream: Arc<str>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let service = service_of(&req);
+    let (parts, body) = req.into_parts();
+    let body = match body.collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => return Ok(reply(StatusCode::BAD_REQUEST, format!("unreadable body: {e}"))),
+    };
+    state.actions.lock().expect("actions lock").push(action_of(&body));
+    if state.throttle.load(Ordering::SeqCst) {
+        return Ok(if service == "ec2" {
+            reply(StatusCode::SERVICE_UNAVAILABLE, EC2_THROTTLED)
+        } else {
+            reply(StatusCode::BAD_REQUEST, ELB_THROTTLED)
+        });
+    }
+    let path = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
+    let mut forward = Request::builder().method(parts.method).uri(format!("{upstream}{path}"));
+    for (name, value) in &parts.headers {
+        forward = forward.header(name, value);
+    }
+    let Ok(forward) = forward.body(Full::new(body)) else {
+        return Ok(reply(StatusCode::BAD_REQUEST, "bad request"));
+    };
+    match client.request(forward).await {
+        Ok(resp) => {
+            let (parts, body) = resp.into_parts();
+            let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+            Ok(Response::from_parts(parts, Full::new(body)))
+        }
+        Err(e) => Ok(reply(StatusCode::BAD_GATEWAY, format!("moto unreachable: {e}"))),
+    }
+}
