@@ -285,6 +285,7 @@ impl Simulator {
                 Ok(()) => self.stats.accepted(op, now),
                 Err(retry_after) => {
                     self.stats.throttled(op);
+                    tracing::debug!(op, ?retry_after, "simulated API call throttled");
                     return Err(ProviderError::Throttled {
                         retry_after,
                         message: "Request limit exceeded".into(),
@@ -302,6 +303,7 @@ impl Simulator {
         let p = knobs.error_rate_for(op);
         if p >= 1.0 || (p > 0.0 && rand::rng().random::<f64>() < p) {
             self.stats.injected(op);
+            tracing::debug!(op, error_rate = p, "simulated API call failed on purpose");
             return Err(ProviderError::Unavailable(format!(
                 "injected failure of {op} (error_rate {p})"
             )));

@@ -346,7 +346,7 @@ impl State {
             let mut f = fs::File::create(&tmp)?;
             f.write_all(&bytes)?;
             if durable {
-                f.sync_all()?;
+                f.sync_data()?;
             }
             drop(f);
             fs::rename(&tmp, path)?;
