@@ -77,7 +77,9 @@ impl AwsConfig {
     pub fn validate(&self) -> Result<(), AwsSetupError> {
         let invalid = |m: String| Err(AwsSetupError::InvalidSetting(m));
         if let Some(url) = &self.endpoint_url {
-            let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"));
+            let rest = url
+                .strip_prefix("http://")
+                .or_else(|| url.strip_prefix("https://"));
             if rest.is_none_or(|r| r.is_empty() || r.starts_with('/')) {
                 return invalid(format!("endpoint URL {url:?} must be http(s)://host[:port]"));
             }
@@ -157,7 +159,9 @@ mod tests {
             ("endpoint URL", |c| c.endpoint_url = Some("http://".into())),
             ("route table", |c| c.route_table_id = Some("table-1".into())),
             ("VPC", |c| c.vpc_id = Some("v-1".into())),
-            ("subnet", |c| c.subnet_ids = vec!["subnet-1".into(), "sn-2".into()]),
+            ("subnet", |c| {
+                c.subnet_ids = vec!["subnet-1".into(), "sn-2".into()]
+            }),
             ("max instance batch", |c| c.max_instance_batch = 0),
             ("max attempts", |c| c.max_attempts = 0),
             ("operation timeout", |c| c.operation_timeout = Duration::ZERO),

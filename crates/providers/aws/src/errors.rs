@@ -251,7 +251,12 @@ mod tests {
 
     #[test]
     fn throttled_errors_carry_the_cloud_message() {
-        let err = classify("DescribeInstances", Some("RequestLimitExceeded"), "Request limit exceeded.", None);
+        let err = classify(
+            "DescribeInstances",
+            Some("RequestLimitExceeded"),
+            "Request limit exceeded.",
+            None,
+        );
         assert_eq!(
             err,
             ProviderError::Throttled {

@@ -85,7 +85,10 @@ impl InstanceView {
                 .and_then(|s| s.name())
                 .map(|n| n.as_str().to_owned())
                 .unwrap_or_default(),
-            instance_type: i.instance_type().map(|t| t.as_str().to_owned()).unwrap_or_default(),
+            instance_type: i
+                .instance_type()
+                .map(|t| t.as_str().to_owned())
+                .unwrap_or_default(),
             zone: i
                 .placement()
                 .and_then(|p| p.availability_zone())
@@ -145,10 +148,16 @@ pub fn node_addresses(i: &InstanceView) -> Vec<NodeAddress> {
 /// The answer for one node whose instance was found.
 pub fn instance_info(i: &InstanceView, region: &str) -> Result<InstanceInfo> {
     if !i.exists() {
-        return Err(ProviderError::InstanceNotFound(format!("instance {} is terminated", i.id)));
+        return Err(ProviderError::InstanceNotFound(format!(
+            "instance {} is terminated",
+            i.id
+        )));
     }
     if i.zone.is_empty() {
-        return Err(ProviderError::Internal(format!("instance {} has no availability zone", i.id)));
+        return Err(ProviderError::Internal(format!(
+            "instance {} has no availability zone",
+            i.id
+        )));
     }
     Ok(InstanceInfo {
         metadata: InstanceMetadata {
@@ -221,7 +230,9 @@ impl Described {
     /// The definite answer for `id`.
     pub fn answer(&self, id: &str) -> Result<&InstanceView> {
         if self.malformed.contains(id) {
-            return Err(ProviderError::InvalidArgument(format!("malformed instance ID {id:?}")));
+            return Err(ProviderError::InvalidArgument(format!(
+                "malformed instance ID {id:?}"
+            )));
         }
         self.found
             .get(id)
@@ -261,11 +272,13 @@ impl AwsProvider {
                     if code != "InvalidInstanceID.NotFound" && code != "InvalidInstanceID.Malformed" {
                         return Err(sdk_error("DescribeInstances", &err));
                     }
-                    let named: HashSet<String> = instance_ids_in_message(message_of(&err)).into_iter().collect();
+                    let named: HashSet<String> =
+                        instance_ids_in_message(message_of(&err)).into_iter().collect();
                     let before = pending.len();
                     pending.retain(|id| !named.contains(id));
                     if code == "InvalidInstanceID.Malformed" {
-                        out.malformed.extend(named.into_iter().filter(|id| chunk.contains(id)));
+                        out.malformed
+                            .extend(named.into_iter().filter(|id| chunk.contains(id)));
                     }
                     if pending.len() == before {
                         break;
@@ -338,9 +351,14 @@ impl AwsProvider {
                     .ec2
                     .describe_instances()
                     .set_filters(Some(
-                        std::iter::once(Filter::builder().name(filter).set_values(Some(chunk.to_vec())).build())
-                            .chain(vpc.clone())
-                            .collect(),
+                        std::iter::once(
+                            Filter::builder()
+                                .name(filter)
+                                .set_values(Some(chunk.to_vec()))
+                                .build(),
+                        )
+                        .chain(vpc.clone())
+                        .collect(),
                     ))
                     .set_next_token(token.take())
                     .send()
@@ -384,7 +402,10 @@ impl AwsProvider {
         };
         let mut by_name: HashMap<String, Vec<InstanceView>> = HashMap::new();
         if !names.is_empty() {
-            for i in self.describe_instances_filtered("private-dns-name", &names).await? {
+            for i in self
+                .describe_instances_filtered("private-dns-name", &names)
+                .await?
+            {
                 if let Some(dns) = i.private_dns.clone() {
                     by_name.entry(dns).or_default().push(i);
                 }
@@ -465,7 +486,8 @@ mod tests {
         assert_eq!(m.instance_type, "m5.large");
         assert_eq!(m.zone, "eu-west-1a");
         assert_eq!(m.region, "eu-west-1");
-        let kinds: Vec<(AddressType, &str)> = m.addresses.iter().map(|a| (a.kind, a.address.as_str())).collect();
+        let kinds: Vec<(AddressType, &str)> =
+            m.addresses.iter().map(|a| (a.kind, a.address.as_str())).collect();
         assert_eq!(
             kinds,
             vec![
@@ -474,12 +496,18 @@ mod tests {
                 (AddressType::ExternalIP, "54.1.2.3"),
                 (AddressType::InternalDNS, "ip-10-0-1-5.eu-west-1.compute.internal"),
                 (AddressType::Hostname, "ip-10-0-1-5.eu-west-1.compute.internal"),
-                (AddressType::ExternalDNS, "ec2-54-1-2-3.eu-west-1.compute.amazonaws.com"),
+                (
+                    AddressType::ExternalDNS,
+                    "ec2-54-1-2-3.eu-west-1.compute.amazonaws.com"
+                ),
             ]
         );
         let mut no_zone = view("i-1", "running");
         no_zone.zone.clear();
-        assert!(matches!(instance_info(&no_zone, "r"), Err(ProviderError::Internal(_))));
+        assert!(matches!(
+            instance_info(&no_zone, "r"),
+            Err(ProviderError::Internal(_))
+        ));
     }
 
     #[test]
@@ -488,7 +516,10 @@ mod tests {
             node_key(&NodeRef::new("n", "aws:///eu-west-1a/i-0abc")),
             NodeKey::Id("i-0abc".into())
         );
-        assert_eq!(node_key(&NodeRef::by_name("ip-10-0-1-5")), NodeKey::Name("ip-10-0-1-5".into()));
+        assert_eq!(
+            node_key(&NodeRef::by_name("ip-10-0-1-5")),
+            NodeKey::Name("ip-10-0-1-5".into())
+        );
         assert!(matches!(
             node_key(&NodeRef::new("n", "gce://p/z/n")),
             NodeKey::Invalid(ProviderError::InvalidArgument(_))
@@ -500,12 +531,18 @@ mod tests {
     fn a_name_picks_the_live_instance() {
         let dead = view("i-old", "terminated");
         let live = view("i-new", "running");
-        assert_eq!(pick_by_name("n", &[dead.clone(), live.clone()]).unwrap().id, "i-new");
+        assert_eq!(
+            pick_by_name("n", &[dead.clone(), live.clone()]).unwrap().id,
+            "i-new"
+        );
         assert!(matches!(
             pick_by_name("n", std::slice::from_ref(&dead)),
             Err(ProviderError::InstanceNotFound(_))
         ));
-        assert!(matches!(pick_by_name("n", &[]), Err(ProviderError::InstanceNotFound(_))));
+        assert!(matches!(
+            pick_by_name("n", &[]),
+            Err(ProviderError::InstanceNotFound(_))
+        ));
         assert!(matches!(
             pick_by_name("n", &[live.clone(), view("i-other", "stopped")]),
             Err(ProviderError::Internal(_))

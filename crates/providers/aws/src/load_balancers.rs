@@ -25,8 +25,9 @@ use crate::{
     instances::{NodeKey, node_key},
     naming::{cluster_tag_key, load_balancer_name, tagged_for_cluster},
     plan::{
-        LbPlan, ListenerChange, ListenerView, PortMapping, SubnetView, Target, TargetGroupView, choose_subnets,
-        diff_listeners, diff_targets, health_check_differs, plan_load_balancer, target_group_names,
+        LbPlan, ListenerChange, ListenerView, PortMapping, SubnetView, Target, TargetGroupView,
+        choose_subnets, diff_listeners, diff_targets, health_check_differs, plan_load_balancer,
+        target_group_names,
     },
 };
 
@@ -168,14 +169,19 @@ impl AwsProvider {
         if !self.config.subnet_ids.is_empty() {
             return Ok(self.config.subnet_ids.clone());
         }
-        let mut request = self
-            .ec2
-            .describe_subnets()
-            .filters(Filter::builder().name("tag-key").values(cluster_tag_key(cluster)).build());
+        let mut request = self.ec2.describe_subnets().filters(
+            Filter::builder()
+                .name("tag-key")
+                .values(cluster_tag_key(cluster))
+                .build(),
+        );
         if let Some(vpc) = &self.config.vpc_id {
             request = request.filters(Filter::builder().name("vpc-id").values(vpc).build());
         }
-        let resp = request.send().await.map_err(|e| sdk_error("DescribeSubnets", &e))?;
+        let resp = request
+            .send()
+            .await
+            .map_err(|e| sdk_error("DescribeSubnets", &e))?;
         let subnets: Vec<SubnetView> = resp
             .subnets()
             .iter()
@@ -222,7 +228,9 @@ impl AwsProvider {
                 .load_balancers()
                 .first()
                 .and_then(|lb| LbView::from_sdk(lb, plan.tags.clone()))
-                .ok_or_else(|| ProviderError::Internal("CreateLoadBalancer returned no load balancer".into())),
+                .ok_or_else(|| {
+                    ProviderError::Internal("CreateLoadBalancer returned no load balancer".into())
+                }),
             // Someone (an earlier attempt) created it meanwhile: use it if it is ours.
             Err(e) if code_of(&e) == Some("DuplicateLoadBalancerName") => {
                 match self.find_load_balancer(&plan.name).await? {
@@ -291,7 +299,9 @@ impl AwsProvider {
             {
                 Ok(resp) => resp,
                 // moto answers TargetGroupNotFound when the load balancer has none.
-                Err(e) if matches!(code_of(&e), Some("LoadBalancerNotFound" | "TargetGroupNotFound")) => break,
+                Err(e) if matches!(code_of(&e), Some("LoadBalancerNotFound" | "TargetGroupNotFound")) => {
+                    break;
+                }
                 Err(e) => return Err(sdk_error("DescribeTargetGroups", &e)),
             };
             groups.extend(resp.target_groups().iter().cloned());
@@ -316,7 +326,10 @@ impl AwsProvider {
         Ok(groups
             .iter()
             .filter_map(|g| {
-                let t = g.target_group_arn().and_then(|a| tags.remove(a)).unwrap_or_default();
+                let t = g
+                    .target_group_arn()
+                    .and_then(|a| tags.remove(a))
+                    .unwrap_or_default();
                 tg_view(g, t)
             })
             .collect())
@@ -423,7 +436,10 @@ impl AwsProvider {
                 .await
                 .map_err(|e| {
                     if code_of(&e) == Some("InvalidTarget") {
-                        ProviderError::InvalidArgument(format!("InvalidTarget: {}", crate::errors::message_of(&e)))
+                        ProviderError::InvalidArgument(format!(
+                            "InvalidTarget: {}",
+                            crate::errors::message_of(&e)
+                        ))
                     } else {
                         sdk_error("RegisterTargets", &e)
                     }
@@ -485,7 +501,9 @@ impl AwsProvider {
                     ids.insert(id);
                 }
                 NodeKey::Name(_) => by_name.push(NodeRef::by_name(node.name.clone())),
-                NodeKey::Invalid(e) => tracing::warn!(node = %node.name, error = %e, "node left out of the load balancer"),
+                NodeKey::Invalid(e) => {
+                    tracing::warn!(node = %node.name, error = %e, "node left out of the load balancer")
+                }
             }
         }
         if !by_name.is_empty() {
@@ -494,7 +512,9 @@ impl AwsProvider {
                     Ok(instance) => {
                         ids.insert(instance.id);
                     }
-                    Err(e) => tracing::warn!(node = %node.name, error = %e, "node left out of the load balancer"),
+                    Err(e) => {
+                        tracing::warn!(node = %node.name, error = %e, "node left out of the load balancer")
+                    }
                 }
             }
         }
@@ -568,7 +588,10 @@ impl AwsProvider {
         }
 
         let wanted_groups: BTreeSet<&str> = plan.mappings.iter().map(|m| m.target_group.as_str()).collect();
-        for group in attached.iter().filter(|g| !wanted_groups.contains(g.name.as_str())) {
+        for group in attached
+            .iter()
+            .filter(|g| !wanted_groups.contains(g.name.as_str()))
+        {
             if owned(&group.tags, cluster) {
                 self.delete_target_group(&group.arn).await?;
             }
@@ -637,7 +660,12 @@ impl AwsProvider {
     /// Deletes the load balancer's listeners, the cluster's target groups it used plus those
     /// named in `more_groups`, then the load balancer. Listeners first, so the groups are free;
     /// groups before the load balancer, so a retry still finds them through it.
-    async fn delete_everything(&self, cluster: &str, lb: &LbView, more_groups: &[TargetGroupView]) -> Result<()> {
+    async fn delete_everything(
+        &self,
+        cluster: &str,
+        lb: &LbView,
+        more_groups: &[TargetGroupView],
+    ) -> Result<()> {
         let groups = self.target_groups_of(&lb.arn).await?;
         for listener in self.listeners_of(&lb.arn).await? {
             self.delete_listener(&listener.arn).await?;
@@ -648,7 +676,13 @@ impl AwsProvider {
                 self.delete_target_group(&group.arn).await?;
             }
         }
-        match self.elb.delete_load_balancer().load_balancer_arn(&lb.arn).send().await {
+        match self
+            .elb
+            .delete_load_balancer()
+            .load_balancer_arn(&lb.arn)
+            .send()
+            .await
+        {
             Ok(_) => Ok(()),
             Err(e) if code_of(&e) == Some("LoadBalancerNotFound") => Ok(()),
             Err(e) => Err(sdk_error("DeleteLoadBalancer", &e)),
@@ -670,7 +704,11 @@ fn descriptions(targets: &[Target]) -> Vec<TargetDescription> {
 
 #[async_trait]
 impl LoadBalancers for AwsProvider {
-    async fn get_load_balancer(&self, cluster: &str, service: &ServiceSpec) -> Result<Option<LoadBalancerStatus>> {
+    async fn get_load_balancer(
+        &self,
+        cluster: &str,
+        service: &ServiceSpec,
+    ) -> Result<Option<LoadBalancerStatus>> {
         let Ok(name) = load_balancer_name(&service.uid) else {
             return Ok(None);
         };

@@ -59,8 +59,9 @@ pub fn tagged_for_other_cluster<'a>(
 /// Whether `id` looks like an EC2 instance ID (`i-` and 1 to 32 letters or digits; AWS uses 8 or
 /// 17 hex digits, AWS-compatible clouds may differ).
 pub fn is_instance_id(id: &str) -> bool {
-    id.strip_prefix("i-")
-        .is_some_and(|rest| !rest.is_empty() && rest.len() <= 32 && rest.bytes().all(|b| b.is_ascii_alphanumeric()))
+    id.strip_prefix("i-").is_some_and(|rest| {
+        !rest.is_empty() && rest.len() <= 32 && rest.bytes().all(|b| b.is_ascii_alphanumeric())
+    })
 }
 
 /// The provider ID of an instance: `aws:///<zone>/<instance-id>`.
@@ -197,7 +198,11 @@ mod tests {
             ("aws:///us-east-1a/i-12345678/", "i-12345678"),
         ];
         for (input, want) in ok {
-            assert_eq!(instance_id_from_provider_id(input).as_deref(), Ok(want), "{input}");
+            assert_eq!(
+                instance_id_from_provider_id(input).as_deref(),
+                Ok(want),
+                "{input}"
+            );
         }
         let bad = [
             "",
@@ -211,7 +216,10 @@ mod tests {
         ];
         for input in bad {
             let parsed = instance_id_from_provider_id(input);
-            assert!(matches!(parsed, Err(ProviderError::InvalidArgument(_))), "{input}: {parsed:?}");
+            assert!(
+                matches!(parsed, Err(ProviderError::InvalidArgument(_))),
+                "{input}: {parsed:?}"
+            );
         }
     }
 
@@ -235,7 +243,10 @@ mod tests {
     #[test]
     fn target_group_names_are_deterministic_and_fit() {
         let a = target_group_name("a8a7b3c2d11112222333344445555666", 80, LbProtocol::Tcp, 30080);
-        assert_eq!(a, target_group_name("a8a7b3c2d11112222333344445555666", 80, LbProtocol::Tcp, 30080));
+        assert_eq!(
+            a,
+            target_group_name("a8a7b3c2d11112222333344445555666", 80, LbProtocol::Tcp, 30080)
+        );
         assert_eq!(a.len(), 32);
         assert!(a.starts_with("k8s-"));
         let variants = [
@@ -271,13 +282,19 @@ mod tests {
     #[test]
     fn instance_ids_are_found_in_error_messages() {
         let cases = [
-            ("The instance ID 'i-0123456789abcdef0' does not exist", vec!["i-0123456789abcdef0"]),
+            (
+                "The instance ID 'i-0123456789abcdef0' does not exist",
+                vec!["i-0123456789abcdef0"],
+            ),
             (
                 "The instance IDs 'i-0123456789abcdef0, i-12345678' do not exist",
                 vec!["i-0123456789abcdef0", "i-12345678"],
             ),
             ("Invalid id: \"i-zz\" (expecting \"i-...\")", vec!["i-zz"]),
-            ("The instance ID '['i-1234abcd', 'i-5678abcd']' does not exist", vec!["i-1234abcd", "i-5678abcd"]),
+            (
+                "The instance ID '['i-1234abcd', 'i-5678abcd']' does not exist",
+                vec!["i-1234abcd", "i-5678abcd"],
+            ),
             ("nothing here", vec![]),
         ];
         for (message, want) in cases {

@@ -68,7 +68,11 @@ pub struct LbPlan {
 impl LbPlan {
     /// The ELBv2 scheme.
     pub fn scheme(&self) -> &'static str {
-        if self.internal { "internal" } else { "internet-facing" }
+        if self.internal {
+            "internal"
+        } else {
+            "internet-facing"
+        }
     }
 }
 
@@ -189,8 +193,11 @@ pub fn plan_load_balancer(cluster: &str, service: &ServiceSpec) -> Result<LbPlan
         None | Some("") => false,
         // The legacy value cloud-provider-aws still honours.
         Some("0.0.0.0/0") => true,
-        Some(v) => parse_bool(v)
-            .ok_or_else(|| invalid(format!("{ANNOTATION_INTERNAL}={v:?} is not a boolean (true or false)")))?,
+        Some(v) => parse_bool(v).ok_or_else(|| {
+            invalid(format!(
+                "{ANNOTATION_INTERNAL}={v:?} is not a boolean (true or false)"
+            ))
+        })?,
     };
     if !service.requested_ip.is_empty() {
         return Err(invalid(format!(
@@ -212,10 +219,18 @@ pub fn plan_load_balancer(cluster: &str, service: &ServiceSpec) -> Result<LbPlan
     }
     let subnets: Vec<String> = annotations
         .get(ANNOTATION_SUBNETS)
-        .map(|v| v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect())
+        .map(|v| {
+            v.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default();
     if let Some(bad) = subnets.iter().find(|s| !s.starts_with("subnet-")) {
-        return Err(invalid(format!("{ANNOTATION_SUBNETS}: {bad:?} is not a subnet ID")));
+        return Err(invalid(format!(
+            "{ANNOTATION_SUBNETS}: {bad:?} is not a subnet ID"
+        )));
     }
     let extra_tags = match annotations.get(ANNOTATION_ADDITIONAL_TAGS) {
         Some(v) => parse_tags(v)?,
@@ -241,7 +256,11 @@ pub fn plan_load_balancer(cluster: &str, service: &ServiceSpec) -> Result<LbPlan
             )));
         }
         if !seen.insert((p.port, protocol)) {
-            return Err(invalid(format!("port {} {} appears twice", p.port, protocol.as_str())));
+            return Err(invalid(format!(
+                "port {} {} appears twice",
+                p.port,
+                protocol.as_str()
+            )));
         }
         by_port.entry(p.port).or_default().push((protocol, p.node_port));
     }
@@ -258,7 +277,13 @@ pub fn plan_load_balancer(cluster: &str, service: &ServiceSpec) -> Result<LbPlan
     let name = load_balancer_name(&service.uid)?;
     let mappings = mappings_lenient(&name, service);
     Ok(LbPlan {
-        tags: resource_tags(cluster, &service.namespace, &service.name, &service.uid, &extra_tags),
+        tags: resource_tags(
+            cluster,
+            &service.namespace,
+            &service.name,
+            &service.uid,
+            &extra_tags,
+        ),
         health_check: health_check(service),
         name,
         internal,
@@ -286,7 +311,11 @@ pub const ROLE_INTERNAL_ELB_TAG: &str = "kubernetes.io/role/internal-elb";
 /// One subnet per zone for a new load balancer, among the cluster's subnets: those with the role
 /// tag of the scheme first, then the smallest ID (so the choice is stable).
 pub fn choose_subnets(subnets: &[SubnetView], internal: bool) -> Vec<String> {
-    let role = if internal { ROLE_INTERNAL_ELB_TAG } else { ROLE_ELB_TAG };
+    let role = if internal {
+        ROLE_INTERNAL_ELB_TAG
+    } else {
+        ROLE_ELB_TAG
+    };
     let mut best: BTreeMap<&str, &SubnetView> = BTreeMap::new();
     for s in subnets {
         let rank = |s: &SubnetView| (!s.tags.contains_key(role), s.id.clone());
@@ -455,14 +484,26 @@ mod tests {
         assert_eq!(plan.name, "a8a7b3c2d11112222333344445555666");
         assert!(!plan.internal);
         assert_eq!(plan.scheme(), "internet-facing");
-        let ports: Vec<(u16, LbProtocol, u16)> =
-            plan.mappings.iter().map(|m| (m.port, m.protocol, m.node_port)).collect();
-        assert_eq!(ports, vec![(53, LbProtocol::Udp, 30053), (80, LbProtocol::Tcp, 30080)]);
+        let ports: Vec<(u16, LbProtocol, u16)> = plan
+            .mappings
+            .iter()
+            .map(|m| (m.port, m.protocol, m.node_port))
+            .collect();
+        assert_eq!(
+            ports,
+            vec![(53, LbProtocol::Udp, 30053), (80, LbProtocol::Tcp, 30080)]
+        );
         assert_eq!(
             plan.mappings[1].target_group,
             target_group_name(&plan.name, 80, LbProtocol::Tcp, 30080)
         );
-        assert_eq!(plan.health_check, HealthCheck { port: 10256, path: "/healthz".into() });
+        assert_eq!(
+            plan.health_check,
+            HealthCheck {
+                port: 10256,
+                path: "/healthz".into()
+            }
+        );
         assert_eq!(plan.tags["kubernetes.io/cluster/blue"], "owned");
         assert_eq!(plan.tags["kubernetes.io/service-uid"], UID);
         assert_eq!(plan.tags["kubernetes.io/service-name"], "default/web");
@@ -473,7 +514,13 @@ mod tests {
         let mut s = svc();
         s.external_traffic_policy = ExternalTrafficPolicy::Local;
         s.health_check_node_port = 31999;
-        assert_eq!(health_check(&s), HealthCheck { port: 31999, path: "/healthz".into() });
+        assert_eq!(
+            health_check(&s),
+            HealthCheck {
+                port: 31999,
+                path: "/healthz".into()
+            }
+        );
         s.health_check_node_port = 0;
         assert_eq!(health_check(&s).port, 10256);
         s.external_traffic_policy = ExternalTrafficPolicy::Cluster;
@@ -509,7 +556,10 @@ mod tests {
     fn load_balancer_controller_services_are_implemented_elsewhere() {
         for t in ["external", "nlb-ip"] {
             let got = plan_load_balancer("blue", &with_annotation(ANNOTATION_TYPE, t));
-            assert!(matches!(got, Err(ProviderError::ImplementedElsewhere(_))), "{t}: {got:?}");
+            assert!(
+                matches!(got, Err(ProviderError::ImplementedElsewhere(_))),
+                "{t}: {got:?}"
+            );
         }
         assert!(plan_load_balancer("blue", &with_annotation(ANNOTATION_TYPE, "nlb")).is_ok());
         assert!(matches!(
@@ -523,18 +573,25 @@ mod tests {
         type Mutation = fn(&mut ServiceSpec);
         let cases: [(&str, Mutation); 9] = [
             ("loadBalancerIP", |s| s.requested_ip = "10.0.0.9".into()),
-            ("loadBalancerSourceRanges", |s| s.source_ranges = vec!["10.0.0.0/8".into()]),
+            ("loadBalancerSourceRanges", |s| {
+                s.source_ranges = vec!["10.0.0.0/8".into()]
+            }),
             ("SCTP", |s| s.ports.push(port("sctp", Protocol::Sctp, 9, 30009))),
             ("nodePort", |s| s.ports[0].node_port = 0),
             ("twice", |s| s.ports.push(port("again", Protocol::Tcp, 80, 30081))),
-            ("different nodePorts", |s| s.ports.push(port("u", Protocol::Udp, 80, 30081))),
+            ("different nodePorts", |s| {
+                s.ports.push(port("u", Protocol::Udp, 80, 30081))
+            }),
             ("no ports", |s| s.ports.clear()),
             ("subnet ID", |s| {
-                s.annotations.insert(ANNOTATION_SUBNETS.into(), "subnet-1,public-a".into());
+                s.annotations
+                    .insert(ANNOTATION_SUBNETS.into(), "subnet-1,public-a".into());
             }),
             ("reserved", |s| {
-                s.annotations
-                    .insert(ANNOTATION_ADDITIONAL_TAGS.into(), "kubernetes.io/cluster/x=owned".into());
+                s.annotations.insert(
+                    ANNOTATION_ADDITIONAL_TAGS.into(),
+                    "kubernetes.io/cluster/x=owned".into(),
+                );
             }),
         ];
         for (what, mutate) in cases {
@@ -555,7 +612,10 @@ mod tests {
     #[test]
     fn tcp_and_udp_on_one_port_share_a_tcp_udp_listener() {
         let mut s = svc();
-        s.ports = vec![port("dns-tcp", Protocol::Tcp, 53, 30053), port("dns", Protocol::Udp, 53, 30053)];
+        s.ports = vec![
+            port("dns-tcp", Protocol::Tcp, 53, 30053),
+            port("dns", Protocol::Udp, 53, 30053),
+        ];
         let plan = plan_load_balancer("blue", &s).unwrap();
         assert_eq!(plan.mappings.len(), 1);
         assert_eq!(plan.mappings[0].protocol, LbProtocol::TcpUdp);
@@ -565,8 +625,10 @@ mod tests {
     #[test]
     fn annotations_give_subnets_and_tags() {
         let mut s = with_annotation(ANNOTATION_SUBNETS, "subnet-a, subnet-b");
-        s.annotations
-            .insert(ANNOTATION_ADDITIONAL_TAGS.into(), "team=web, cost-center=42,empty=".into());
+        s.annotations.insert(
+            ANNOTATION_ADDITIONAL_TAGS.into(),
+            "team=web, cost-center=42,empty=".into(),
+        );
         let plan = plan_load_balancer("blue", &s).unwrap();
         assert_eq!(plan.subnets, vec!["subnet-a", "subnet-b"]);
         assert_eq!(plan.tags["team"], "web");
@@ -663,7 +725,10 @@ mod tests {
 
     #[test]
     fn health_check_diff() {
-        let hc = HealthCheck { port: 10256, path: "/healthz".into() };
+        let hc = HealthCheck {
+            port: 10256,
+            path: "/healthz".into(),
+        };
         let tg = TargetGroupView {
             health_check_protocol: "HTTP".into(),
             health_check_port: "10256".into(),
@@ -671,8 +736,26 @@ mod tests {
             ..Default::default()
         };
         assert!(!health_check_differs(&tg, &hc));
-        assert!(health_check_differs(&TargetGroupView { health_check_port: "traffic-port".into(), ..tg.clone() }, &hc));
-        assert!(health_check_differs(&TargetGroupView { health_check_protocol: "TCP".into(), ..tg.clone() }, &hc));
-        assert!(health_check_differs(&TargetGroupView { health_check_path: "/".into(), ..tg }, &hc));
+        assert!(health_check_differs(
+            &TargetGroupView {
+                health_check_port: "traffic-port".into(),
+                ..tg.clone()
+            },
+            &hc
+        ));
+        assert!(health_check_differs(
+            &TargetGroupView {
+                health_check_protocol: "TCP".into(),
+                ..tg.clone()
+            },
+            &hc
+        ));
+        assert!(health_check_differs(
+            &TargetGroupView {
+                health_check_path: "/".into(),
+                ..tg
+            },
+            &hc
+        ));
     }
 }

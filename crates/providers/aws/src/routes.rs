@@ -90,7 +90,11 @@ pub fn route_name(cluster: &str, cidr: &str) -> String {
 
 /// The cluster's routes in `table`: routes to instances not tagged for another cluster. A route
 /// whose instance is gone or terminated, or that AWS marks `blackhole`, is a blackhole.
-pub fn cluster_routes(cluster: &str, table: &RouteTableView, instances: &HashMap<String, InstanceView>) -> Vec<Route> {
+pub fn cluster_routes(
+    cluster: &str,
+    table: &RouteTableView,
+    instances: &HashMap<String, InstanceView>,
+) -> Vec<Route> {
     table
         .routes
         .iter()
@@ -135,7 +139,11 @@ pub fn route_action(
     };
     match &route.instance_id {
         Some(id) if id == instance_id && route.state != "blackhole" => Ok(RouteAction::Nothing),
-        Some(id) if instances.get(id).is_some_and(|i| tagged_for_other_cluster(i.tag_pairs(), cluster)) => {
+        Some(id)
+            if instances
+                .get(id)
+                .is_some_and(|i| tagged_for_other_cluster(i.tag_pairs(), cluster)) =>
+        {
             Err(ProviderError::InvalidArgument(format!(
                 "{} is routed to {id}, an instance of another cluster",
                 route.cidr
@@ -179,7 +187,9 @@ impl AwsProvider {
         let table = match (tables.as_slice(), &self.config.route_table_id) {
             ([one], _) => one.clone(),
             ([], Some(id)) => {
-                return Err(ProviderError::InvalidArgument(format!("route table {id} does not exist")));
+                return Err(ProviderError::InvalidArgument(format!(
+                    "route table {id} does not exist"
+                )));
             }
             ([], None) => {
                 return Err(ProviderError::InvalidArgument(format!(
@@ -204,7 +214,11 @@ impl AwsProvider {
 
     /// Instances that the table's routes point at.
     async fn route_instances(&self, table: &RouteTableView) -> Result<HashMap<String, InstanceView>> {
-        let ids: Vec<String> = table.routes.iter().filter_map(|r| r.instance_id.clone()).collect();
+        let ids: Vec<String> = table
+            .routes
+            .iter()
+            .filter_map(|r| r.instance_id.clone())
+            .collect();
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
@@ -372,7 +386,11 @@ mod tests {
         RouteView {
             cidr: cidr.into(),
             instance_id: instance.map(str::to_owned),
-            other_target: if instance.is_none() { Some("igw-1".into()) } else { None },
+            other_target: if instance.is_none() {
+                Some("igw-1".into())
+            } else {
+                None
+            },
             state: state.into(),
         }
     }
@@ -430,9 +448,18 @@ mod tests {
         let cases: [(Option<RouteView>, std::result::Result<RouteAction, &str>); 6] = [
             (None, Ok(RouteAction::Create)),
             (Some(route("c", Some("i-a"), "active")), Ok(RouteAction::Nothing)),
-            (Some(route("c", Some("i-a"), "blackhole")), Ok(RouteAction::Replace)),
-            (Some(route("c", Some("i-gone"), "blackhole")), Ok(RouteAction::Replace)),
-            (Some(route("c", Some("i-other"), "active")), Err("another cluster")),
+            (
+                Some(route("c", Some("i-a"), "blackhole")),
+                Ok(RouteAction::Replace),
+            ),
+            (
+                Some(route("c", Some("i-gone"), "blackhole")),
+                Ok(RouteAction::Replace),
+            ),
+            (
+                Some(route("c", Some("i-other"), "active")),
+                Err("another cluster"),
+            ),
             (Some(route("c", None, "active")), Err("igw-1")),
         ];
         for (current, want) in cases {

@@ -4,8 +4,8 @@
 mod support;
 
 use provider::{
-    AddressType, ExternalTrafficPolicy, Instances, LoadBalancerNode, LoadBalancers, NodeRef, Protocol, ProviderError,
-    Route, Routes, ServicePort, ServiceSpec,
+    AddressType, ExternalTrafficPolicy, Instances, LoadBalancerNode, LoadBalancers, NodeRef, Protocol,
+    ProviderError, Route, Routes, ServicePort, ServiceSpec,
 };
 use provider_aws::{
     naming::{LbProtocol, target_group_name},
@@ -72,13 +72,25 @@ async fn lookups_give_a_definite_answer_per_node() {
     ];
     let answers = h.provider.lookup_instances(&nodes).await.expect("lookup");
     assert_eq!(answers.len(), nodes.len());
-    assert!(matches!(answers[0], Err(ProviderError::InstanceNotFound(_))), "terminated: {:?}", answers[0]);
+    assert!(
+        matches!(answers[0], Err(ProviderError::InstanceNotFound(_))),
+        "terminated: {:?}",
+        answers[0]
+    );
     let found = answers[1].as_ref().expect("running");
     assert!(!found.shutdown);
     assert_eq!(found.metadata.provider_id, running.provider_id);
-    assert!(matches!(answers[2], Err(ProviderError::InstanceNotFound(_))), "unknown: {:?}", answers[2]);
+    assert!(
+        matches!(answers[2], Err(ProviderError::InstanceNotFound(_))),
+        "unknown: {:?}",
+        answers[2]
+    );
     assert!(answers[3].as_ref().expect("stopped exists").shutdown);
-    assert!(matches!(answers[4], Err(ProviderError::InvalidArgument(_))), "{:?}", answers[4]);
+    assert!(
+        matches!(answers[4], Err(ProviderError::InvalidArgument(_))),
+        "{:?}",
+        answers[4]
+    );
     assert_eq!(
         answers[5].as_ref().expect("by name").metadata.provider_id,
         running.provider_id
@@ -96,7 +108,8 @@ async fn metadata_describes_the_instance() {
     assert_eq!(m.instance_type, INSTANCE_TYPE);
     assert_eq!(m.zone, i.zone);
     assert_eq!(m.region, REGION);
-    let has = |kind: AddressType, value: &str| m.addresses.iter().any(|a| a.kind == kind && a.address == value);
+    let has =
+        |kind: AddressType, value: &str| m.addresses.iter().any(|a| a.kind == kind && a.address == value);
     assert!(has(AddressType::InternalIP, &i.internal_ip), "{:?}", m.addresses);
     assert!(has(AddressType::InternalDNS, &i.node_name), "{:?}", m.addresses);
     assert!(has(AddressType::Hostname, &i.node_name), "{:?}", m.addresses);
@@ -122,7 +135,11 @@ async fn lookups_are_batched_up_to_the_limit() {
     let answers = h2.provider.lookup_instances(&mixed).await.expect("lookup");
     assert!(answers[0].is_ok() && answers[2].is_ok(), "{answers:?}");
     assert!(matches!(answers[1], Err(ProviderError::InstanceNotFound(_))));
-    assert_eq!(h2.proxy.count("DescribeInstances"), 2, "one failed call, one without the unknown ID");
+    assert_eq!(
+        h2.proxy.count("DescribeInstances"),
+        2,
+        "one failed call, one without the unknown ID"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,7 +152,11 @@ async fn throttling_reaches_the_caller_without_sdk_retries() {
     let err = h.provider.lookup_instances(&[node(&i)]).await.unwrap_err();
     assert!(err.is_throttled(), "{err:?}");
     assert!(err.to_string().contains("RequestLimitExceeded"), "{err}");
-    assert_eq!(h.proxy.count("DescribeInstances"), 1, "the SDK must not retry throttling");
+    assert_eq!(
+        h.proxy.count("DescribeInstances"),
+        1,
+        "the SDK must not retry throttling"
+    );
 
     let err = h
         .provider
@@ -163,7 +184,10 @@ async fn load_balancer_ensure_is_idempotent_update_changes_what_differs_delete_l
     let name = h.provider.load_balancer_name(&cluster, &svc);
     assert_eq!(name.len(), 32);
 
-    assert_eq!(h.provider.get_load_balancer(&cluster, &svc).await.expect("get"), None);
+    assert_eq!(
+        h.provider.get_load_balancer(&cluster, &svc).await.expect("get"),
+        None
+    );
     let status = h
         .provider
         .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
@@ -210,7 +234,10 @@ async fn load_balancer_ensure_is_idempotent_update_changes_what_differs_delete_l
     assert_eq!(h.cloud.backends(&name).await, vec![b.id.clone()]);
     assert_eq!(h.proxy.count("RegisterTargets"), 2);
     assert_eq!(h.proxy.count("DeregisterTargets"), 2);
-    assert_eq!(h.proxy.count("CreateListener") + h.proxy.count("ModifyListener"), 0);
+    assert_eq!(
+        h.proxy.count("CreateListener") + h.proxy.count("ModifyListener"),
+        0
+    );
 
     // Local traffic policy: health checks move to the healthCheckNodePort.
     svc.external_traffic_policy = ExternalTrafficPolicy::Local;
@@ -248,7 +275,10 @@ async fn load_balancer_ensure_is_idempotent_update_changes_what_differs_delete_l
         .ensure_load_balancer_deleted(&cluster, &svc)
         .await
         .expect("delete");
-    assert_eq!(h.provider.get_load_balancer(&cluster, &svc).await.expect("get"), None);
+    assert_eq!(
+        h.provider.get_load_balancer(&cluster, &svc).await.expect("get"),
+        None
+    );
     h.provider
         .ensure_load_balancer_deleted(&cluster, &svc)
         .await
@@ -256,7 +286,9 @@ async fn load_balancer_ensure_is_idempotent_update_changes_what_differs_delete_l
     assert_eq!(h.cloud.tagged_resources(&cluster).await, (vec![], vec![]));
     // An update of a deleted load balancer is refused, not a silent re-creation.
     assert!(matches!(
-        h.provider.update_load_balancer(&cluster, &svc, &[lb_node(&b)]).await,
+        h.provider
+            .update_load_balancer(&cluster, &svc, &[lb_node(&b)])
+            .await,
         Err(ProviderError::InvalidArgument(_))
     ));
 }
@@ -304,7 +336,10 @@ async fn the_internal_annotation_gives_an_internal_nlb_and_a_change_replaces_it(
     let cluster = h.cluster().to_owned();
     let mut svc = service(&uid(4));
     svc.annotations.insert(ANNOTATION_INTERNAL.into(), "true".into());
-    h.provider.ensure_load_balancer(&cluster, &svc, &[]).await.expect("ensure");
+    h.provider
+        .ensure_load_balancer(&cluster, &svc, &[])
+        .await
+        .expect("ensure");
     let name = h.provider.load_balancer_name(&cluster, &svc);
     let scheme = |h: &Harness| {
         let elb = h.cloud.elb.clone();
@@ -322,7 +357,10 @@ async fn the_internal_annotation_gives_an_internal_nlb_and_a_change_replaces_it(
     };
     assert_eq!(scheme(&h).await.as_deref(), Some("internal"));
     svc.annotations.insert(ANNOTATION_INTERNAL.into(), "false".into());
-    h.provider.ensure_load_balancer(&cluster, &svc, &[]).await.expect("ensure");
+    h.provider
+        .ensure_load_balancer(&cluster, &svc, &[])
+        .await
+        .expect("ensure");
     assert_eq!(scheme(&h).await.as_deref(), Some("internet-facing"));
     assert_eq!(h.cloud.tagged_resources(&cluster).await.0.len(), 1);
     h.provider
@@ -337,7 +375,9 @@ async fn refusals_are_typed_and_touch_nothing() {
     let h = Harness::start("refusals", |_| {}).await;
     let cluster = h.cluster().to_owned();
     let mut elsewhere = service(&uid(5));
-    elsewhere.annotations.insert(ANNOTATION_TYPE.into(), "external".into());
+    elsewhere
+        .annotations
+        .insert(ANNOTATION_TYPE.into(), "external".into());
     let mut bad = service(&uid(6));
     bad.annotations.insert(ANNOTATION_INTERNAL.into(), "maybe".into());
     let mut with_ip = service(&uid(7));
@@ -381,7 +421,10 @@ async fn a_load_balancer_of_someone_else_is_never_touched() {
         .send()
         .await
         .expect("create a foreign load balancer");
-    assert_eq!(h.provider.get_load_balancer(&cluster, &svc).await.expect("get"), None);
+    assert_eq!(
+        h.provider.get_load_balancer(&cluster, &svc).await.expect("get"),
+        None
+    );
     assert!(matches!(
         h.provider.ensure_load_balancer(&cluster, &svc, &[]).await,
         Err(ProviderError::InvalidArgument(m)) if m.contains("not tagged")
@@ -391,7 +434,13 @@ async fn a_load_balancer_of_someone_else_is_never_touched() {
         .await
         .expect("delete leaves it alone");
     assert!(
-        h.cloud.elb.describe_load_balancers().names(&name).send().await.is_ok(),
+        h.cloud
+            .elb
+            .describe_load_balancers()
+            .names(&name)
+            .send()
+            .await
+            .is_ok(),
         "the foreign load balancer must survive"
     );
 }
@@ -422,7 +471,10 @@ async fn a_target_group_left_by_a_crash_is_reused() {
         .await
         .expect("a leftover target group");
     h.proxy.reset_counts();
-    h.provider.ensure_load_balancer(&cluster, &svc, &[]).await.expect("ensure");
+    h.provider
+        .ensure_load_balancer(&cluster, &svc, &[])
+        .await
+        .expect("ensure");
     assert_eq!(h.proxy.count("CreateTargetGroup"), 1, "only the UDP group is new");
     assert_eq!(h.cloud.tagged_resources(&cluster).await.1.len(), 2);
     h.provider
@@ -445,11 +497,21 @@ async fn routes_are_listed_created_and_deleted_in_the_clusters_table() {
         blackhole: false,
         target_node_addresses: Vec::new(),
     };
-    h.provider.create_route(&cluster, "uid", &route).await.expect("create");
+    h.provider
+        .create_route(&cluster, "uid", &route)
+        .await
+        .expect("create");
     h.proxy.reset_counts();
-    h.provider.create_route(&cluster, "uid", &route).await.expect("create again");
+    h.provider
+        .create_route(&cluster, "uid", &route)
+        .await
+        .expect("create again");
     assert_eq!(h.proxy.count("CreateRoute"), 0);
-    assert_eq!(h.proxy.count("ModifyInstanceAttribute"), 0, "source/dest check is already off");
+    assert_eq!(
+        h.proxy.count("ModifyInstanceAttribute"),
+        0,
+        "source/dest check is already off"
+    );
 
     let listed = h.provider.list_routes(&cluster).await.expect("list");
     assert_eq!(listed.len(), 1, "{listed:?}");
@@ -461,14 +523,23 @@ async fn routes_are_listed_created_and_deleted_in_the_clusters_table() {
     h.cloud.terminate(&target).await;
     let listed = h.provider.list_routes(&cluster).await.expect("list");
     assert!(listed[0].blackhole, "{listed:?}");
-    h.provider.delete_route(&cluster, &listed[0]).await.expect("delete");
-    h.provider.delete_route(&cluster, &listed[0]).await.expect("delete again");
+    h.provider
+        .delete_route(&cluster, &listed[0])
+        .await
+        .expect("delete");
+    h.provider
+        .delete_route(&cluster, &listed[0])
+        .await
+        .expect("delete again");
     assert!(h.provider.list_routes(&cluster).await.expect("list").is_empty());
 
     // A route table without the cluster's tag is refused.
     let other = h.cluster().replace("routes", "stranger");
     let err = h.provider.list_routes(&other).await.unwrap_err();
-    assert!(matches!(&err, ProviderError::InvalidArgument(m) if m.contains("not tagged")), "{err:?}");
+    assert!(
+        matches!(&err, ProviderError::InvalidArgument(m) if m.contains("not tagged")),
+        "{err:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

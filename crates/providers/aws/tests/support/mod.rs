@@ -81,7 +81,8 @@ fn free_port() -> u16 {
 
 /// Whether moto answers HTTP on `port`.
 fn answers(port: u16) -> bool {
-    let Ok(mut stream) = TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
+    let Ok(mut stream) =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(200))
     else {
         return false;
     };
@@ -141,7 +142,10 @@ fn start_moto() -> Result<Mutex<Moto>, String> {
             }
             if Instant::now() > deadline {
                 let _ = server.kill();
-                last_error = format!("moto_server did not answer within {MOTO_START_DEADLINE:?} (log: {})", log.display());
+                last_error = format!(
+                    "moto_server did not answer within {MOTO_START_DEADLINE:?} (log: {})",
+                    log.display()
+                );
                 break;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -165,7 +169,11 @@ pub fn moto_endpoint() -> String {
 /// A cluster name no other test of this process uses.
 pub fn unique_cluster(prefix: &str) -> String {
     static NEXT: AtomicU32 = AtomicU32::new(0);
-    format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// An SDK configuration for moto at `endpoint` with static credentials, built like the
@@ -386,7 +394,13 @@ impl Cloud {
         let Some(arn) = lbs.load_balancers().first().and_then(|l| l.load_balancer_arn()) else {
             return Vec::new();
         };
-        let Ok(groups) = self.elb.describe_target_groups().load_balancer_arn(arn).send().await else {
+        let Ok(groups) = self
+            .elb
+            .describe_target_groups()
+            .load_balancer_arn(arn)
+            .send()
+            .await
+        else {
             return Vec::new();
         };
         let mut ids = Vec::new();

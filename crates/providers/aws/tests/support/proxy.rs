@@ -47,7 +47,9 @@ impl Drop for FaultProxy {
 impl FaultProxy {
     /// Starts a proxy to `upstream` (`http://127.0.0.1:PORT`) on an ephemeral loopback port.
     pub async fn start(upstream: &str) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the fault proxy");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind the fault proxy");
         let addr: SocketAddr = listener.local_addr().expect("proxy address");
         let state = Arc::new(State::default());
         let client: Client<HttpConnector, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
@@ -122,8 +124,10 @@ fn action_of(body: &[u8]) -> String {
 fn reply(status: StatusCode, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
     let mut resp = Response::new(Full::new(body.into()));
     *resp.status_mut() = status;
-    resp.headers_mut()
-        .insert(hyper::header::CONTENT_TYPE, "text/xml".parse().expect("header value"));
+    resp.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        "text/xml".parse().expect("header value"),
+    );
     resp
 }
 
@@ -148,7 +152,9 @@ async fn handle(
         });
     }
     let path = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-    let mut forward = Request::builder().method(parts.method).uri(format!("{upstream}{path}"));
+    let mut forward = Request::builder()
+        .method(parts.method)
+        .uri(format!("{upstream}{path}"));
     for (name, value) in &parts.headers {
         forward = forward.header(name, value);
     }
