@@ -55,8 +55,16 @@ pub enum KubeSetupError {
     Client(#[from] kube::Error),
 }
 
+/// Selects rustls's crypto provider for the process (ring). Needed because another crate of
+/// the workspace build (the AWS SDK) enables a second provider, and rustls then refuses to
+/// choose. Harmless when already installed.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// Builds the client.
 pub async fn client(args: &KubeArgs) -> Result<Client, KubeSetupError> {
+    install_crypto_provider();
     let config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path).map_err(|source| KubeSetupError::Kubeconfig {

@@ -1,0 +1,420 @@
+//! Harness for end-to-end tests: starts the real binaries as processes on loopback and waits
+//! for conditions with deadlines (never blind sleeps).
+//!
+//! The binaries come from the workspace's target directory; `make test` builds them first
+//! (`cargo build --workspace --bins`). Each process logs to a file in the cluster's temporary
+//! directory; when a test fails, the tail of every log is printed.
+
+use std::{
+    future::Future,
+    net::{SocketAddr, TcpListener},
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::Duration,
+};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams, PostParams},
+    config::{KubeConfigOptions, Kubeconfig},
+};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    process::{Child, Command},
+    time::Instant,
+};
+
+/// Where `cargo build` put the workspace's binaries.
+pub fn bin_dir() -> PathBuf {
+    if let Ok(dir) = std::env::var("CCM_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
+    // The test executable lives in target/<profile>/deps/.
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>")
+        .to_path_buf()
+}
+
+/// Path of workspace binary `name`; fails with the command that builds it.
+pub fn binary(name: &str) -> PathBuf {
+    let path = bin_dir().join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the binaries first (`cargo build --workspace --bins`, which `make test` does)",
+        path.display()
+    );
+    path
+}
+
+/// A free port on 127.0.0.1 (bound and released; the process that gets it binds it at once).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A process of the cluster.
+pub struct Proc {
+    /// Its name in logs.
+    pub name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    /// Sends SIGKILL.
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+
+    /// Sends a signal (`STOP`, `CONT`, `TERM`) with the `kill` command.
+    pub async fn signal(&self, signal: &str) {
+        if let Some(pid) = self.child.id() {
+            let status = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(pid.to_string())
+                .status()
+                .await;
+            assert!(status.is_ok_and(|s| s.success()), "kill -{signal} {pid} failed");
+        }
+    }
+
+    /// Whether it exited, and how.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// Its log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// Starts `binary` with `args`, logging to `dir/name.log`.
+pub fn spawn(dir: &Path, name: &str, binary: &Path, args: &[String]) -> Proc {
+    let log = dir.join(format!("{name}.log"));
+    let file = std::fs::File::create(&log).expect("log file");
+    let err = file.try_clone().expect("log file");
+    let child = Command::new(binary)
+        .args(args)
+        .env(
+            "RUST_LOG",
+            std::env::var("E2E_RUST_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .stdin(Stdio::null())
+        .stdout(file)
+        .stderr(err)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
+    Proc {
+        name: name.into(),
+        child,
+        log,
+    }
+}
+
+/// Waits until `check` returns `Some`, polling every 100 ms, failing after `timeout`.
+pub async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A minimal HTTP/1.0 GET on loopback: (status code, body). `None` when nothing answers.
+pub async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    let mut stream = tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
+        .await
+        .ok()?
+        .ok()?;
+    stream
+        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut response = String::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut response))
+        .await
+        .ok()?
+        .ok()?;
+    let status = response.split_whitespace().nth(1)?.parse().ok()?;
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
+/// What to start.
+#[derive(Clone)]
+pub struct ClusterSpec {
+    /// Simulator inventory (YAML).
+    pub inventory: String,
+    /// Extra `cloud-gateway` flags.
+    pub gateway_args: Vec<String>,
+}
+
+impl ClusterSpec {
+    /// An inventory with running instances `names` in region `sim-east-1`.
+    pub fn with_instances(names: &[&str]) -> Self {
+        let mut inventory = String::from(
+            "region: sim-east-1\nzones: [sim-east-1a, sim-east-1b]\ninstance_subnet: 10.0.0.0/16\ninstances:\n",
+        );
+        for (i, name) in names.iter().enumerate() {
+            inventory.push_str(&format!(
+                "  - name: {name}\n    type: sim.medium\n    zone: sim-east-1{}\n    private_ip: 10.0.0.{}\n",
+                if i % 2 == 0 { 'a' } else { 'b' },
+                i + 10
+            ));
+        }
+        Self {
+            inventory,
+            gateway_args: Vec::new(),
+        }
+    }
+}
+
+/// fake-apiserver + cloud-gateway on the simulator, plus controllers started on demand.
+pub struct Cluster {
+    /// Temporary directory (logs, kubeconfig, simulator state).
+    pub dir: TempDir,
+    /// Kubeconfig of the fake API server.
+    pub kubeconfig: PathBuf,
+    /// Client of the fake API server.
+    pub client: Client,
+    /// Gateway gRPC address.
+    pub gateway_grpc: SocketAddr,
+    /// Gateway HTTP address (health, metrics, simulator admin API).
+    pub gateway_http: SocketAddr,
+    /// Every process started, in order.
+    pub procs: Procs,
+}
+
+/// The processes of a cluster; when a test fails, the tail of each log is printed.
+#[derive(Default)]
+pub struct Procs(pub Vec<Proc>);
+
+impl std::ops::Deref for Procs {
+    type Target = Vec<Proc>;
+    fn deref(&self) -> &Vec<Proc> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Procs {
+    fn deref_mut(&mut self) -> &mut Vec<Proc> {
+        &mut self.0
+    }
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        if std::thread::panicking() || std::env::var("E2E_SHOW_LOGS").is_ok() {
+            for proc in &self.0 {
+                let log = proc.log();
+                let lines: Vec<&str> = log.lines().collect();
+                let tail = &lines[lines.len().saturating_sub(60)..];
+                eprintln!(
+                    "----- {} (last {} lines) -----\n{}",
+                    proc.name,
+                    tail.len(),
+                    tail.join("\n")
+                );
+            }
+        }
+    }
+}
+
+impl Cluster {
+    /// Starts the API server and the gateway and waits until both answer.
+    pub async fn start(spec: ClusterSpec) -> Self {
+        // One TLS crypto provider for kube's client (the workspace build enables two).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let dir = tempfile::tempdir().expect("temp dir");
+        let kubeconfig = dir.path().join("kubeconfig");
+        let apiserver = spawn(
+            dir.path(),
+            "fake-apiserver",
+            &binary("fake-apiserver"),
+            &[
+                "--listen".into(),
+                "127.0.0.1:0".into(),
+                "--kubeconfig-out".into(),
+                kubeconfig.display().to_string(),
+            ],
+        );
+        let inventory = dir.path().join("inventory.yaml");
+        std::fs::write(&inventory, &spec.inventory).expect("inventory");
+        let gateway_grpc: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let gateway_http: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let mut args = vec![
+            "--grpc-listen".into(),
+            gateway_grpc.to_string(),
+            "--http-listen".into(),
+            gateway_http.to_string(),
+            "--simulator-inventory".into(),
+            inventory.display().to_string(),
+            "--simulator-state".into(),
+            dir.path().join("cloud-state.json").display().to_string(),
+            "--simulator-no-fsync".into(),
+            "--instance-cache-ttl".into(),
+            "0s".into(),
+        ];
+        args.extend(spec.gateway_args.iter().cloned());
+        let gateway = spawn(dir.path(), "cloud-gateway", &binary("cloud-gateway"), &args);
+        let procs = Procs(vec![apiserver, gateway]);
+        let kc = wait_for("the fake-apiserver kubeconfig", Duration::from_secs(20), || {
+            let path = kubeconfig.clone();
+            async move { Kubeconfig::read_from(&path).ok() }
+        })
+        .await;
+        let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .expect("kubeconfig");
+        let client = Client::try_from(config).expect("client");
+        let cluster = Self {
+            kubeconfig,
+            client: client.clone(),
+            gateway_grpc,
+            gateway_http,
+            procs,
+            dir,
+        };
+        wait_for("the fake-apiserver to answer", Duration::from_secs(20), || {
+            let client = client.clone();
+            async move { client.apiserver_version().await.ok() }
+        })
+        .await;
+        wait_for(
+            "the gateway to be ready",
+            Duration::from_secs(30),
+            || async move { matches!(http_get(gateway_http, "/readyz").await, Some((200, _))).then_some(()) },
+        )
+        .await;
+        cluster
+    }
+
+    /// Flags every controller needs to reach this cluster, serving health on `http_port`.
+    pub fn controller_args(&self, http_port: u16) -> Vec<String> {
+        vec![
+            "--kubeconfig".into(),
+            self.kubeconfig.display().to_string(),
+            "--gateway-address".into(),
+            format!("http://{}", self.gateway_grpc),
+            "--http-listen".into(),
+            format!("127.0.0.1:{http_port}"),
+            "--leader-elect=false".into(),
+        ]
+    }
+
+    /// Starts controller binary `name` with the cluster flags plus `extra`; returns its index.
+    pub fn start_controller(&mut self, name: &str, label: &str, extra: &[&str]) -> usize {
+        let mut args = self.controller_args(free_port());
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        let proc = spawn(self.dir.path(), label, &binary(name), &args);
+        self.procs.push(proc);
+        self.procs.len() - 1
+    }
+
+    /// Runs `cloud-sim` against the gateway's admin API; returns its JSON output.
+    pub async fn sim(&self, args: &[&str]) -> Value {
+        let output = Command::new(binary("cloud-sim"))
+            .arg("--admin-url")
+            .arg(format!("http://{}", self.gateway_http))
+            .arg("-o")
+            .arg("json")
+            .args(args)
+            .output()
+            .await
+            .expect("run cloud-sim");
+        assert!(
+            output.status.success(),
+            "cloud-sim {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap_or(Value::Null)
+    }
+
+    /// The simulator's id of the instance named `name`.
+    pub async fn instance_id(&self, name: &str) -> String {
+        let list = self.sim(&["instances", "list"]).await;
+        let instances = list.get("instances").cloned().unwrap_or(list);
+        instances
+            .as_array()
+            .and_then(|a| a.iter().find(|i| i["name"] == name && i["state"] != "terminated"))
+            .and_then(|i| i["id"].as_str())
+            .unwrap_or_else(|| panic!("no instance named {name} in {instances}"))
+            .to_owned()
+    }
+
+    /// Registers a Node the way kubelet `--cloud-provider=external` does: the uninitialized
+    /// taint, a Hostname and InternalIP address of its own, and a Ready condition.
+    pub async fn register_node(&self, name: &str, ready: bool) -> Node {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let node: Node = serde_json::from_value(json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": { "name": name, "labels": { "kubernetes.io/hostname": name } },
+            "spec": { "taints": [{
+                "key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"
+            }]},
+        }))
+        .expect("node");
+        nodes
+            .create(&PostParams::default(), &node)
+            .await
+            .expect("create node");
+        self.set_ready(name, ready).await
+    }
+
+    /// Sets the node's Ready condition (as kubelet or the node lifecycle of kube-controller-manager would).
+    pub async fn set_ready(&self, name: &str, ready: bool) -> Node {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let now = k8s_openapi::jiff::Timestamp::now().to_string();
+        let status = json!({ "status": {
+            "conditions": [{
+                "type": "Ready",
+                "status": if ready { "True" } else { "False" },
+                "reason": if ready { "KubeletReady" } else { "KubeletNotReady" },
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }],
+        }});
+        let mut node = nodes
+            .patch_status(name, &PatchParams::default(), &Patch::Strategic(&status))
+            .await
+            .expect("node status");
+        if node.status.as_ref().and_then(|s| s.addresses.as_ref()).is_none() {
+            let addresses = json!({ "status": { "addresses": [
+                { "type": "Hostname", "address": name },
+            ]}});
+            node = nodes
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(&addresses))
+                .await
+                .expect("addresses");
+        }
+        node
+    }
+
+    /// The nodes API.
+    pub fn nodes(&self) -> Api<Node> {
+        Api::all(self.client.clone())
+    }
+}
