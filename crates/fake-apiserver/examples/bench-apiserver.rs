@@ -17,7 +17,14 @@ const CONCURRENCY: usize = 16;
 
 async fn create_all<K, F>(api: Api<K>, n: usize, make: F) -> Duration
 where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug + Send + Sync + 'static,
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
     F: Fn(usize) -> K,
 {
     let objs: Vec<K> = (0..n).map(make).collect();
@@ -70,17 +77,30 @@ async fn main() -> anyhow::Result<()> {
 
     // Watch latency: each event carries its send time; every watcher records arrival.
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let rv = cms.list(&ListParams::default()).await?.metadata.resource_version.unwrap_or_default();
+    let rv = cms
+        .list(&ListParams::default())
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
     let start = Instant::now();
     let mut handles = Vec::new();
     for _ in 0..WATCHERS {
-        let mut stream = cms.watch(&WatchParams::default().timeout(120), &rv).await?.boxed();
+        let mut stream = cms
+            .watch(&WatchParams::default().timeout(120), &rv)
+            .await?
+            .boxed();
         handles.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(WATCH_EVENTS);
             while lat.len() < WATCH_EVENTS {
                 match tokio::time::timeout(Duration::from_secs(30), stream.next()).await {
                     Ok(Some(Ok(WatchEvent::Added(c)))) => {
-                        let sent: u64 = c.data.as_ref().and_then(|d| d.get("t")).and_then(|v| v.parse().ok()).unwrap_or(0);
+                        let sent: u64 = c
+                            .data
+                            .as_ref()
+                            .and_then(|d| d.get("t"))
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(0);
                         let now = start.elapsed().as_micros() as u64;
                         lat.push(Duration::from_micros(now.saturating_sub(sent)));
                     }
@@ -93,7 +113,9 @@ async fn main() -> anyhow::Result<()> {
     }
     for i in 0..WATCH_EVENTS {
         let sent = start.elapsed().as_micros() as u64;
-        let c: ConfigMap = serde_json::from_value(json!({"metadata": {"name": format!("lat-{i}")}, "data": {"t": sent.to_string()}}))?;
+        let c: ConfigMap = serde_json::from_value(
+            json!({"metadata": {"name": format!("lat-{i}")}, "data": {"t": sent.to_string()}}),
+        )?;
         cms.create(&PostParams::default(), &c).await?;
         // Spread the writes: about 500 events/s.
         tokio::time::sleep(Duration::from_millis(2)).await;
@@ -105,15 +127,38 @@ async fn main() -> anyhow::Result<()> {
     all.sort();
 
     let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1000.0);
-    println!("fake-apiserver benchmark ({} cores, {CONCURRENCY} concurrent writers, kube-rs over HTTP on 127.0.0.1)", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    println!(
+        "fake-apiserver benchmark ({} cores, {CONCURRENCY} concurrent writers, kube-rs over HTTP on 127.0.0.1)",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    );
     println!("{:<48} {:>12}", "measurement", "value");
     println!("{:<48} {:>12}", format!("create {NODES} nodes"), ms(create_nodes));
-    println!("{:<48} {:>12}", format!("create {SERVICES} LoadBalancer services"), ms(create_svcs));
-    println!("{:<48} {:>12}", format!("full list of {NODES} nodes"), ms(list_nodes));
-    println!("{:<48} {:>12}", format!("full list of {} services", sl.items.len()), ms(list_svcs));
-    println!("{:<48} {:>12}", format!("watch delivery p50 ({WATCHERS} watchers x {WATCH_EVENTS} events)"), ms(pct(&all, 0.50)));
+    println!(
+        "{:<48} {:>12}",
+        format!("create {SERVICES} LoadBalancer services"),
+        ms(create_svcs)
+    );
+    println!(
+        "{:<48} {:>12}",
+        format!("full list of {NODES} nodes"),
+        ms(list_nodes)
+    );
+    println!(
+        "{:<48} {:>12}",
+        format!("full list of {} services", sl.items.len()),
+        ms(list_svcs)
+    );
+    println!(
+        "{:<48} {:>12}",
+        format!("watch delivery p50 ({WATCHERS} watchers x {WATCH_EVENTS} events)"),
+        ms(pct(&all, 0.50))
+    );
     println!("{:<48} {:>12}", "watch delivery p99", ms(pct(&all, 0.99)));
-    println!("{:<48} {:>12}", "watch delivery max", ms(*all.last().unwrap_or(&Duration::ZERO)));
+    println!(
+        "{:<48} {:>12}",
+        "watch delivery max",
+        ms(*all.last().unwrap_or(&Duration::ZERO))
+    );
     println!("targets: full node list < 1000 ms; watch p99 < 50 ms");
     server.shutdown().await;
     Ok(())

@@ -34,7 +34,14 @@ fn u128_to_ip(net: &IpNet, n: u128) -> Option<IpAddr> {
 impl Allocators {
     pub fn new(cidr: IpNet, ports: RangeInclusive<u16>) -> Self {
         let next_port = *ports.start();
-        Allocators { cidr, used_ips: HashSet::new(), next_ip: 1, ports, used_ports: HashSet::new(), next_port }
+        Allocators {
+            cidr,
+            used_ips: HashSet::new(),
+            next_ip: 1,
+            ports,
+            used_ports: HashSet::new(),
+            next_port,
+        }
     }
 
     /// Usable offsets exclude the network address (and, for IPv4, the broadcast address).
@@ -42,7 +49,11 @@ impl Allocators {
         let base = ip_to_u128(self.cidr.network());
         let last = ip_to_u128(self.cidr.broadcast());
         let size = last - base + 1;
-        let hi = if matches!(self.cidr, IpNet::V4(_)) { size.saturating_sub(2) } else { size.saturating_sub(1) };
+        let hi = if matches!(self.cidr, IpNet::V4(_)) {
+            size.saturating_sub(2)
+        } else {
+            size.saturating_sub(1)
+        };
         (1, hi)
     }
 
@@ -136,11 +147,21 @@ mod tests {
     fn ips_skip_network_and_broadcast() {
         let mut a = Allocators::new("10.0.0.0/30".parse().unwrap(), 30000..=30001);
         let got: Vec<_> = std::iter::from_fn(|| a.allocate_ip()).collect();
-        assert_eq!(got, vec!["10.0.0.1".parse::<IpAddr>().unwrap(), "10.0.0.2".parse().unwrap()]);
-        assert!(a.reserve_ip("10.0.0.3".parse().unwrap()).unwrap_err().contains("not in the valid range"));
+        assert_eq!(
+            got,
+            vec!["10.0.0.1".parse::<IpAddr>().unwrap(), "10.0.0.2".parse().unwrap()]
+        );
+        assert!(
+            a.reserve_ip("10.0.0.3".parse().unwrap())
+                .unwrap_err()
+                .contains("not in the valid range")
+        );
         a.release_ip("10.0.0.1".parse().unwrap());
         assert!(a.reserve_ip("10.0.0.1".parse().unwrap()).is_ok());
-        assert_eq!(a.reserve_ip("10.0.0.1".parse().unwrap()).unwrap_err(), "provided IP is already allocated");
+        assert_eq!(
+            a.reserve_ip("10.0.0.1".parse().unwrap()).unwrap_err(),
+            "provided IP is already allocated"
+        );
     }
 
     #[test]
@@ -150,6 +171,9 @@ mod tests {
         let got: Vec<_> = std::iter::from_fn(|| a.allocate_port()).collect();
         assert_eq!(got, vec![30000, 30002]);
         assert!(a.reserve_port(80).unwrap_err().contains("30000-30002"));
-        assert_eq!(a.reserve_port(30000).unwrap_err(), "provided port is already allocated");
+        assert_eq!(
+            a.reserve_port(30000).unwrap_err(),
+            "provided port is already allocated"
+        );
     }
 }

@@ -84,12 +84,20 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
     if resources.is_empty() {
         return None;
     }
-    let gv = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
     Some(json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}))
 }
 
 fn gv_path(group: &str, version: &str) -> String {
-    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
 }
 
 /// `/openapi/v3`: the index of per-group-version documents.
@@ -99,7 +107,10 @@ pub fn openapi_v3_index() -> Value {
     gvs.extend(GROUPS.iter().map(|g| ((*g).to_string(), "v1")));
     for (g, v) in gvs {
         let p = gv_path(&g, v);
-        paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash=FAKE0001")}));
+        paths.insert(
+            p.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash=FAKE0001")}),
+        );
     }
     json!({"paths": paths})
 }

@@ -33,13 +33,24 @@ impl Cause {
             message.push_str(": ");
             message.push_str(detail);
         }
-        Cause { reason: "FieldValueInvalid", message, field: field.into() }
+        Cause {
+            reason: "FieldValueInvalid",
+            message,
+            field: field.into(),
+        }
     }
     pub fn required(field: impl Into<String>, detail: impl AsRef<str>) -> Self {
         let detail = detail.as_ref();
-        let message =
-            if detail.is_empty() { "Required value".to_string() } else { format!("Required value: {detail}") };
-        Cause { reason: "FieldValueRequired", message, field: field.into() }
+        let message = if detail.is_empty() {
+            "Required value".to_string()
+        } else {
+            format!("Required value: {detail}")
+        };
+        Cause {
+            reason: "FieldValueRequired",
+            message,
+            field: field.into(),
+        }
     }
     pub fn duplicate(field: impl Into<String>, value: &Value) -> Self {
         Cause {
@@ -59,7 +70,11 @@ impl Cause {
         let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
         Cause {
             reason: "FieldValueNotSupported",
-            message: format!("Unsupported value: {}: supported values: {}", fmt_value(value), list.join(", ")),
+            message: format!(
+                "Unsupported value: {}: supported values: {}",
+                fmt_value(value),
+                list.join(", ")
+            ),
             field: field.into(),
         }
     }
@@ -114,7 +129,13 @@ fn details(group: &str, kind: &str, name: &str) -> Map<String, Value> {
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        ApiError { code, reason, message: message.into(), details: None, list_continue: None }
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+            list_continue: None,
+        }
     }
 
     /// `errors.NewNotFound(qualifiedResource, name)`.
@@ -122,18 +143,30 @@ impl ApiError {
         Self::not_found_gr(def.group, def.plural, name)
     }
     pub fn not_found_gr(group: &str, resource: &str, name: &str) -> Self {
-        let mut e = Self::new(404, "NotFound", format!("{} {name:?} not found", qualified(group, resource)));
+        let mut e = Self::new(
+            404,
+            "NotFound",
+            format!("{} {name:?} not found", qualified(group, resource)),
+        );
         e.details = Some(details(group, resource, name));
         e
     }
     /// The 404 for a path the server does not serve at all.
     pub fn path_not_found() -> Self {
-        let mut e = Self::new(404, "NotFound", "the server could not find the requested resource");
+        let mut e = Self::new(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
         e.details = Some(Map::new());
         e
     }
     pub fn already_exists(def: &ResourceDef, name: &str) -> Self {
-        let mut e = Self::new(409, "AlreadyExists", format!("{} {name:?} already exists", def.qualified()));
+        let mut e = Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} {name:?} already exists", def.qualified()),
+        );
         e.details = Some(details(def.group, def.plural, name));
         e
     }
@@ -142,7 +175,10 @@ impl ApiError {
         let mut e = Self::new(
             409,
             "Conflict",
-            format!("Operation cannot be fulfilled on {} {name:?}: {why}", def.qualified()),
+            format!(
+                "Operation cannot be fulfilled on {} {name:?}: {why}",
+                def.qualified()
+            ),
         );
         e.details = Some(details(def.group, def.plural, name));
         e
@@ -156,10 +192,20 @@ impl ApiError {
     }
     /// `errors.NewInvalid(groupKind, name, errs)`.
     pub fn invalid(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
-        let gk = if group.is_empty() { kind.to_string() } else { format!("{kind}.{group}") };
+        let gk = if group.is_empty() {
+            kind.to_string()
+        } else {
+            format!("{kind}.{group}")
+        };
         let body: Vec<String> = causes
             .iter()
-            .map(|c| if c.field.is_empty() { c.message.clone() } else { format!("{}: {}", c.field, c.message) })
+            .map(|c| {
+                if c.field.is_empty() {
+                    c.message.clone()
+                } else {
+                    format!("{}: {}", c.field, c.message)
+                }
+            })
             .collect();
         let message = match body.len() {
             0 => format!("{gk} {name:?} is invalid"),
@@ -186,8 +232,11 @@ impl ApiError {
     /// `NewGenericServerResponse(422, ...)`: what a failed JSON patch (e.g. a `test` op) answers.
     /// The real server drops the patch library's message here.
     pub fn generic_unprocessable() -> Self {
-        let mut e =
-            Self::new(422, "Invalid", "the server rejected our request due to an error in our request");
+        let mut e = Self::new(
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request",
+        );
         e.details = Some(Map::new());
         e
     }
@@ -209,7 +258,10 @@ impl ApiError {
         let mut e = Self::new(
             405,
             "MethodNotAllowed",
-            format!("{action} is not supported on resources of kind {:?}", def.qualified()),
+            format!(
+                "{action} is not supported on resources of kind {:?}",
+                def.qualified()
+            ),
         );
         e.details = Some(details(def.group, def.plural, ""));
         e
@@ -243,7 +295,11 @@ impl ApiError {
         Self::new(500, "", message)
     }
     pub fn internal(message: impl std::fmt::Display) -> Self {
-        let mut e = Self::new(500, "InternalError", format!("Internal error occurred: {message}"));
+        let mut e = Self::new(
+            500,
+            "InternalError",
+            format!("Internal error occurred: {message}"),
+        );
         let mut d = Map::new();
         d.insert("causes".into(), json!([{"message": message.to_string()}]));
         e.details = Some(d);
@@ -291,7 +347,11 @@ impl ApiError {
 
 /// `schema.GroupResource.String()`: `nodes`, `leases.coordination.k8s.io`.
 pub fn qualified(group: &str, resource: &str) -> String {
-    if group.is_empty() { resource.to_string() } else { format!("{resource}.{group}") }
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
+    }
 }
 
 /// A successful delete's `Status` (what `finalizeDelete` returns when the store does not

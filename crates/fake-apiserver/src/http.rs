@@ -111,12 +111,18 @@ impl Query {
             None => Ok(None),
             Some("true" | "1" | "True" | "TRUE") => Ok(Some(true)),
             Some("false" | "0" | "False" | "FALSE" | "") => Ok(Some(false)),
-            Some(v) => Err(ApiError::bad_request(format!("strconv.ParseBool: parsing {v:?}: invalid syntax"))),
+            Some(v) => Err(ApiError::bad_request(format!(
+                "strconv.ParseBool: parsing {v:?}: invalid syntax"
+            ))),
         }
     }
     fn int(&self, k: &str) -> Result<Option<i64>, ApiError> {
         self.get(k)
-            .map(|v| v.parse::<i64>().map_err(|_| ApiError::bad_request(format!("strconv.ParseInt: parsing {v:?}: invalid syntax"))))
+            .map(|v| {
+                v.parse::<i64>().map_err(|_| {
+                    ApiError::bad_request(format!("strconv.ParseInt: parsing {v:?}: invalid syntax"))
+                })
+            })
             .transpose()
     }
     fn field_validation(&self) -> Result<FieldValidation, ApiError> {
@@ -128,7 +134,11 @@ impl Query {
                 "meta.k8s.io",
                 "CreateOptions",
                 "",
-                vec![crate::errors::Cause::not_supported("fieldValidation", &json!(v), &["Ignore", "Strict", "Warn"])],
+                vec![crate::errors::Cause::not_supported(
+                    "fieldValidation",
+                    &json!(v),
+                    &["Ignore", "Strict", "Warn"],
+                )],
             )),
         }
     }
@@ -136,7 +146,16 @@ impl Query {
         match self.get("dryRun") {
             None | Some("") => Ok(false),
             Some("All") => Ok(true),
-            Some(v) => Err(ApiError::invalid("meta.k8s.io", "CreateOptions", "", vec![crate::errors::Cause::not_supported("dryRun", &json!([v]), &["All"])])),
+            Some(v) => Err(ApiError::invalid(
+                "meta.k8s.io",
+                "CreateOptions",
+                "",
+                vec![crate::errors::Cause::not_supported(
+                    "dryRun",
+                    &json!([v]),
+                    &["All"],
+                )],
+            )),
         }
     }
 }
@@ -198,18 +217,38 @@ fn parse_target(group: &str, version: &str, segs: &[&str]) -> Result<Target, Api
     let nf = ApiError::path_not_found;
     let find = |r: &str| resources::find(group, version, r).ok_or_else(nf);
     let t = match segs {
-        [res] => Target { def: find(res)?, ns: None, name: None, sub: None, watch_path },
+        [res] => Target {
+            def: find(res)?,
+            ns: None,
+            name: None,
+            sub: None,
+            watch_path,
+        },
         ["namespaces", ns, res] if resources::find(group, version, res).is_some_and(|d| d.namespaced) => {
-            Target { def: find(res)?, ns: Some((*ns).to_string()), name: None, sub: None, watch_path }
+            Target {
+                def: find(res)?,
+                ns: Some((*ns).to_string()),
+                name: None,
+                sub: None,
+                watch_path,
+            }
         }
-        [res, name] => Target { def: find(res)?, ns: None, name: Some((*name).to_string()), sub: None, watch_path },
-        [res, name, sub] if !(*res == "namespaces" && resources::find(group, version, sub).is_some()) => Target {
+        [res, name] => Target {
             def: find(res)?,
             ns: None,
             name: Some((*name).to_string()),
-            sub: Some((*sub).to_string()),
+            sub: None,
             watch_path,
         },
+        [res, name, sub] if !(*res == "namespaces" && resources::find(group, version, sub).is_some()) => {
+            Target {
+                def: find(res)?,
+                ns: None,
+                name: Some((*name).to_string()),
+                sub: Some((*sub).to_string()),
+                watch_path,
+            }
+        }
         ["namespaces", ns, res, name] => Target {
             def: find(res)?,
             ns: Some((*ns).to_string()),
@@ -242,7 +281,13 @@ fn parse_target(group: &str, version: &str, segs: &[&str]) -> Result<Target, Api
     Ok(t)
 }
 
-async fn handle(State(app): State<AppState>, method: Method, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+async fn handle(
+    State(app): State<AppState>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let path = uri.path().trim_end_matches('/');
     let q = Query::parse(uri.query());
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
@@ -311,12 +356,14 @@ fn selection(def: &ResourceDef, q: &Query) -> Result<Selection, ApiError> {
 }
 
 fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
-    let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("application/json");
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/json");
     let base = ct.split(';').next().unwrap_or("").trim();
     match base {
-        "application/json" | "" | "*/*" => serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))
-        }),
+        "application/json" | "" | "*/*" => serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))),
         "application/yaml" => serde_yaml_ng::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}"))),
         _ => Err(ApiError::unsupported_media_type(&[
@@ -327,7 +374,14 @@ fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     }
 }
 
-async fn serve(app: &AppState, method: &Method, headers: &HeaderMap, q: &Query, t: &Target, body: Bytes) -> Result<Response, ApiError> {
+async fn serve(
+    app: &AppState,
+    method: &Method,
+    headers: &HeaderMap,
+    q: &Query,
+    t: &Target,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let reg = &app.reg;
     let def = t.def;
     let ns = t.ns.as_deref();
@@ -339,7 +393,10 @@ async fn serve(app: &AppState, method: &Method, headers: &HeaderMap, q: &Query, 
             let sel = selection(def, q)?;
             let watching = t.watch_path || q.flag("watch")?.unwrap_or(false);
             if watching {
-                let timeout = q.int("timeoutSeconds")?.filter(|t| *t > 0).map_or(Duration::from_secs(1800), |t| Duration::from_secs(t as u64));
+                let timeout = q
+                    .int("timeoutSeconds")?
+                    .filter(|t| *t > 0)
+                    .map_or(Duration::from_secs(1800), |t| Duration::from_secs(t as u64));
                 let opts = WatchOpts {
                     sel,
                     rv: q.get("resourceVersion").map(str::to_string),
@@ -351,7 +408,10 @@ async fn serve(app: &AppState, method: &Method, headers: &HeaderMap, q: &Query, 
                 watch::validate(&opts, q.get("resourceVersionMatch"), q.get("continue"))?;
                 let rx = watch::start(reg.clone(), def, t.ns.clone(), opts);
                 let stream = tokio_stream::wrappers::ReceiverStream::new(rx);
-                let body = Body::from_stream(futures::StreamExt::map(stream, Ok::<Bytes, std::convert::Infallible>));
+                let body = Body::from_stream(futures::StreamExt::map(
+                    stream,
+                    Ok::<Bytes, std::convert::Infallible>,
+                ));
                 return Response::builder()
                     .status(200)
                     .header(header::CONTENT_TYPE, "application/json")
@@ -360,7 +420,15 @@ async fn serve(app: &AppState, method: &Method, headers: &HeaderMap, q: &Query, 
                     .map_err(ApiError::internal);
             }
             if q.get("sendInitialEvents").is_some() {
-                return Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", vec![crate::errors::Cause::forbidden("sendInitialEvents", "sendInitialEvents is forbidden for list")]));
+                return Err(ApiError::invalid(
+                    "meta.k8s.io",
+                    "ListOptions",
+                    "",
+                    vec![crate::errors::Cause::forbidden(
+                        "sendInitialEvents",
+                        "sendInitialEvents is forbidden for list",
+                    )],
+                ));
             }
             let limit = q.int("limit")?.filter(|l| *l > 0).map(|l| l as usize);
             let opts = ListOpts {
@@ -368,7 +436,10 @@ async fn serve(app: &AppState, method: &Method, headers: &HeaderMap, q: &Query, 
                 limit,
                 cont: q.get("continue").filter(|c| !c.is_empty()).map(str::to_string),
                 rv: q.get("resourceVersion").map(str::to_string),
-                rv_match: q.get("resourceVersionMatch").filter(|m| !m.is_empty()).map(str::to_string),
+                rv_match: q
+                    .get("resourceVersionMatch")
+                    .filter(|m| !m.is_empty())
+                    .map(str::to_string),
             };
             let page = reg.list(def, ns, &opts).await?;
             let mut meta = serde_json::Map::new();
@@ -380,12 +451,18 @@ async fn serve(app: &AppState, method: &Method, headers: &HeaderMap, q: &Query, 
                 meta.insert("remainingItemCount".into(), json!(r));
             }
             let presented: Vec<std::sync::Arc<Value>> = if def.events_v1 {
-                page.items.iter().map(|v| std::sync::Arc::new(typed::present(def, v))).collect()
+                page.items
+                    .iter()
+                    .map(|v| std::sync::Arc::new(typed::present(def, v)))
+                    .collect()
             } else {
                 page.items
             };
             if as_table {
-                return Ok(json_response(200, &table::to_table(def, &presented, Some(Value::Object(meta)), include_object)));
+                return Ok(json_response(
+                    200,
+                    &table::to_table(def, &presented, Some(Value::Object(meta)), include_object),
+                ));
             }
             let body = ListBody {
                 kind: def.list_kind(),
@@ -398,7 +475,10 @@ async fn serve(app: &AppState, method: &Method, headers: &HeaderMap, q: &Query, 
         (&Method::GET, Some(name)) => {
             let obj = reg.get(def, ns, name)?;
             if as_table {
-                return Ok(json_response(200, &table::to_table(def, &[std::sync::Arc::new(obj)], None, include_object)));
+                return Ok(json_response(
+                    200,
+                    &table::to_table(def, &[std::sync::Arc::new(obj)], None, include_object),
+                ));
             }
             Ok(json_response(200, &obj))
         }
@@ -416,7 +496,10 @@ async fn serve(app: &AppState, method: &Method, headers: &HeaderMap, q: &Query, 
             Ok(written_response(200, &updated))
         }
         (&Method::PATCH, Some(name)) => {
-            let ct = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+            let ct = headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
             let ct = ct.split(';').next().unwrap_or("").trim();
             let ptype = match ct {
                 "application/json-patch+json" => PatchType::Json,
@@ -431,18 +514,37 @@ async fn serve(app: &AppState, method: &Method, headers: &HeaderMap, q: &Query, 
                     ]));
                 }
             };
-            let patched = reg.patch_with(def, ns, name, ptype, &body, status, q.dry_run()?, q.field_validation()?)?;
+            let patched = reg.patch_with(
+                def,
+                ns,
+                name,
+                ptype,
+                &body,
+                status,
+                q.dry_run()?,
+                q.field_validation()?,
+            )?;
             Ok(written_response(200, &patched))
         }
         (&Method::DELETE, Some(name)) if !status => {
-            let mut opts = DeleteOpts { dry_run: q.dry_run()?, ..Default::default() };
+            let mut opts = DeleteOpts {
+                dry_run: q.dry_run()?,
+                ..Default::default()
+            };
             if !body.is_empty() {
-                let v: Value = serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+                let v: Value =
+                    serde_json::from_slice(&body).map_err(|e| ApiError::bad_request(e.to_string()))?;
                 if let Some(p) = v.get("preconditions") {
                     opts.uid = p.get("uid").and_then(Value::as_str).map(str::to_string);
-                    opts.rv = p.get("resourceVersion").and_then(Value::as_str).map(str::to_string);
+                    opts.rv = p
+                        .get("resourceVersion")
+                        .and_then(Value::as_str)
+                        .map(str::to_string);
                 }
-                if v.get("dryRun").and_then(Value::as_array).is_some_and(|d| d.iter().any(|x| x == "All")) {
+                if v.get("dryRun")
+                    .and_then(Value::as_array)
+                    .is_some_and(|d| d.iter().any(|x| x == "All"))
+                {
                     opts.dry_run = true;
                 }
             }
@@ -479,13 +581,22 @@ mod tests {
 
     #[test]
     fn paths() {
-        let t = parse_target("", "v1", &["namespaces", "default", "services", "a", "status"]).ok().unwrap();
-        assert_eq!((t.def.plural, t.ns.as_deref(), t.name.as_deref(), t.sub.as_deref()), ("services", Some("default"), Some("a"), Some("status")));
+        let t = parse_target("", "v1", &["namespaces", "default", "services", "a", "status"])
+            .ok()
+            .unwrap();
+        assert_eq!(
+            (t.def.plural, t.ns.as_deref(), t.name.as_deref(), t.sub.as_deref()),
+            ("services", Some("default"), Some("a"), Some("status"))
+        );
         let t = parse_target("", "v1", &["namespaces", "x"]).ok().unwrap();
         assert_eq!((t.def.plural, t.name.as_deref()), ("namespaces", Some("x")));
-        let t = parse_target("", "v1", &["namespaces", "x", "status"]).ok().unwrap();
+        let t = parse_target("", "v1", &["namespaces", "x", "status"])
+            .ok()
+            .unwrap();
         assert_eq!(t.sub.as_deref(), Some("status"));
-        let t = parse_target("", "v1", &["namespaces", "x", "services"]).ok().unwrap();
+        let t = parse_target("", "v1", &["namespaces", "x", "services"])
+            .ok()
+            .unwrap();
         assert_eq!((t.def.plural, t.ns.as_deref()), ("services", Some("x")));
         assert!(parse_target("", "v1", &["pods"]).is_err());
         assert!(parse_target("", "v1", &["configmaps", "a", "status"]).is_err());

@@ -60,7 +60,9 @@ impl Default for Config {
         Config {
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
             watch_history_size: 10_000,
-            service_cluster_ip_range: IpNet::V4(ipnet::Ipv4Net::new([10, 96, 0, 0].into(), 12).unwrap_or_default()),
+            service_cluster_ip_range: IpNet::V4(
+                ipnet::Ipv4Net::new([10, 96, 0, 0].into(), 12).unwrap_or_default(),
+            ),
             node_port_range: 30000..=32767,
             bookmark_interval: Duration::from_secs(60),
             watch_channel_capacity: 16_384,
@@ -86,7 +88,10 @@ impl FakeApiServer {
         let listener = tokio::net::TcpListener::bind(config.bind).await?;
         let addr = listener.local_addr()?;
         let registry = Arc::new(Registry::new(Arc::new(config)));
-        let state = http::AppState { reg: registry.clone(), server_address: Arc::from(addr.to_string()) };
+        let state = http::AppState {
+            reg: registry.clone(),
+            server_address: Arc::from(addr.to_string()),
+        };
         let app = http::router(state);
         let (tx, rx) = oneshot::channel::<()>();
         let server = tokio::spawn(async move {
@@ -99,7 +104,13 @@ impl FakeApiServer {
         });
         let controller = tokio::spawn(namespace_controller(registry.clone()));
         tracing::info!(%addr, "fake-apiserver listening");
-        Ok(RunningServer { addr, registry, shutdown: Some(tx), server: Some(server), controller })
+        Ok(RunningServer {
+            addr,
+            registry,
+            shutdown: Some(tx),
+            server: Some(server),
+            controller,
+        })
     }
 }
 
@@ -144,7 +155,8 @@ impl RunningServer {
     pub fn client(&self) -> anyhow::Result<kube::Client> {
         use kube::client::ConfigExt;
         let config = self.kube_config()?;
-        let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+        let http =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
         let service = tower::ServiceBuilder::new()
             .layer(config.base_uri_layer())
             .map_err(tower::BoxError::from)
@@ -168,7 +180,10 @@ impl RunningServer {
         }
         if let Some(server) = self.server.take() {
             let abort = server.abort_handle();
-            if tokio::time::timeout(Duration::from_secs(1), server).await.is_err() {
+            if tokio::time::timeout(Duration::from_secs(1), server)
+                .await
+                .is_err()
+            {
                 abort.abort();
             }
         }

@@ -5,7 +5,10 @@ use std::net::SocketAddr;
 use clap::Parser;
 
 #[derive(Parser, Debug)]
-#[command(name = "fake-apiserver", about = "An in-memory Kubernetes API server for tests and demos")]
+#[command(
+    name = "fake-apiserver",
+    about = "An in-memory Kubernetes API server for tests and demos"
+)]
 struct Args {
     /// Address to listen on (plain HTTP).
     #[arg(long, default_value = "127.0.0.1:6443")]
@@ -25,7 +28,9 @@ struct Args {
 }
 
 fn parse_range(s: &str) -> anyhow::Result<std::ops::RangeInclusive<u16>> {
-    let (a, b) = s.split_once('-').ok_or_else(|| anyhow::anyhow!("expected LOW-HIGH, got {s:?}"))?;
+    let (a, b) = s
+        .split_once('-')
+        .ok_or_else(|| anyhow::anyhow!("expected LOW-HIGH, got {s:?}"))?;
     let (a, b): (u16, u16) = (a.trim().parse()?, b.trim().parse()?);
     anyhow::ensure!(a <= b, "empty node port range {s:?}");
     Ok(a..=b)

@@ -145,12 +145,16 @@ fn merge_map(
         let merged = match (orig.remove(k), v) {
             (Some(Value::Object(o)), Value::Object(pv)) => Value::Object(merge_map(store, o, pv, path)?),
             (Some(Value::Array(o)), Value::Array(pv)) => {
-                let order = patch.get(&format!("{SET_ORDER_PREFIX}{k}")).and_then(Value::as_array);
+                let order = patch
+                    .get(&format!("{SET_ORDER_PREFIX}{k}"))
+                    .and_then(Value::as_array);
                 Value::Array(merge_list(store, o, pv, order, path)?)
             }
             (_, Value::Object(pv)) => Value::Object(merge_map(store, Map::new(), pv, path)?),
             (_, Value::Array(pv)) => {
-                let order = patch.get(&format!("{SET_ORDER_PREFIX}{k}")).and_then(Value::as_array);
+                let order = patch
+                    .get(&format!("{SET_ORDER_PREFIX}{k}"))
+                    .and_then(Value::as_array);
                 Value::Array(merge_list(store, Vec::new(), pv, order, path)?)
             }
             (_, other) => other.clone(),
@@ -203,9 +207,15 @@ fn position(list: &[Value], item: &Value, key: Option<&str>) -> Option<usize> {
 /// The real server's `normalizeElementOrder` + `mergeSortedSlice`: items named in the patch
 /// (or `$setElementOrder`) keep that order, the others keep the live order, and the two are
 /// interleaved by their positions in the live list.
-fn normalize_order(merged: Vec<Value>, patch_order: &[Value], live: &[Value], key: Option<&str>) -> Vec<Value> {
-    let (mut patch_items, mut server_only): (Vec<Value>, Vec<Value>) =
-        merged.into_iter().partition(|x| position(patch_order, x, key).is_some());
+fn normalize_order(
+    merged: Vec<Value>,
+    patch_order: &[Value],
+    live: &[Value],
+    key: Option<&str>,
+) -> Vec<Value> {
+    let (mut patch_items, mut server_only): (Vec<Value>, Vec<Value>) = merged
+        .into_iter()
+        .partition(|x| position(patch_order, x, key).is_some());
     patch_items.sort_by_key(|x| position(patch_order, x, key).unwrap_or(usize::MAX));
     server_only.sort_by_key(|x| position(live, x, key).unwrap_or(usize::MAX));
     let (mut i, mut j) = (0, 0);
@@ -270,7 +280,10 @@ fn merge_list(
         }
         ListStrategy::MergeKey(key) => {
             // `{"$patch": "replace"}` as an element replaces the whole list with the others.
-            if patch.iter().any(|i| i.get(DIRECTIVE).and_then(Value::as_str) == Some("replace")) {
+            if patch
+                .iter()
+                .any(|i| i.get(DIRECTIVE).and_then(Value::as_str) == Some("replace"))
+            {
                 let mut out = Vec::new();
                 for item in patch {
                     if item.get(DIRECTIVE).is_some() {
@@ -287,7 +300,9 @@ fn merge_list(
             let mut plain: Vec<Value> = Vec::new();
             for item in patch {
                 let Value::Object(m) = item else {
-                    return Err(smp_bad("invalid patch: a list with a merge key must contain maps"));
+                    return Err(smp_bad(
+                        "invalid patch: a list with a merge key must contain maps",
+                    ));
                 };
                 let Some(kv) = m.get(key) else {
                     // mergepatch.ErrNoMergeKey is not mapped by the real server: it surfaces as a 500.
@@ -332,7 +347,11 @@ mod tests {
             (json!({"a": "b"}), json!({"b": "c"}), json!({"a": "b", "b": "c"})),
             (json!({"a": "b"}), json!({"a": null}), json!({})),
             (json!({"a": [1, 2]}), json!({"a": [3]}), json!({"a": [3]})),
-            (json!({"a": {"b": "c"}}), json!({"a": {"b": "d", "c": null}}), json!({"a": {"b": "d"}})),
+            (
+                json!({"a": {"b": "c"}}),
+                json!({"a": {"b": "d", "c": null}}),
+                json!({"a": {"b": "d"}}),
+            ),
             (json!({"a": "x"}), json!({"a": {"b": 1}}), json!({"a": {"b": 1}})),
         ];
         for (mut doc, p, want) in cases {
@@ -384,8 +403,15 @@ mod tests {
     #[test]
     fn strategic_merge_new_item_goes_first_like_upstream() {
         let orig = json!({"status": {"conditions": [{"type": "A"}, {"type": "B"}]}});
-        let got = smp(Store::Nodes, orig, json!({"status": {"conditions": [{"type": "C"}]}}));
-        assert_eq!(got["status"]["conditions"], json!([{"type": "C"}, {"type": "A"}, {"type": "B"}]));
+        let got = smp(
+            Store::Nodes,
+            orig,
+            json!({"status": {"conditions": [{"type": "C"}]}}),
+        );
+        assert_eq!(
+            got["status"]["conditions"],
+            json!([{"type": "C"}, {"type": "A"}, {"type": "B"}])
+        );
     }
 
     #[test]
@@ -423,8 +449,15 @@ mod tests {
     #[test]
     fn strategic_merge_taints_are_atomic() {
         let orig = json!({"spec": {"taints": [{"key": "a", "effect": "NoSchedule"}]}});
-        let got = smp(Store::Nodes, orig, json!({"spec": {"taints": [{"key": "b", "effect": "NoExecute"}]}}));
-        assert_eq!(got["spec"]["taints"], json!([{"key": "b", "effect": "NoExecute"}]));
+        let got = smp(
+            Store::Nodes,
+            orig,
+            json!({"spec": {"taints": [{"key": "b", "effect": "NoExecute"}]}}),
+        );
+        assert_eq!(
+            got["spec"]["taints"],
+            json!([{"key": "b", "effect": "NoExecute"}])
+        );
     }
 
     #[test]
@@ -433,16 +466,31 @@ mod tests {
             {"name": "http", "port": 80, "nodePort": 30080},
             {"name": "https", "port": 443, "nodePort": 30443}
         ]}});
-        let got = smp(Store::Services, orig, json!({"spec": {"ports": [{"port": 443, "name": "tls"}, {"port": 80, "$patch": "delete"}]}}));
-        assert_eq!(got["spec"]["ports"], json!([{"name": "tls", "port": 443, "nodePort": 30443}]));
+        let got = smp(
+            Store::Services,
+            orig,
+            json!({"spec": {"ports": [{"port": 443, "name": "tls"}, {"port": 80, "$patch": "delete"}]}}),
+        );
+        assert_eq!(
+            got["spec"]["ports"],
+            json!([{"name": "tls", "port": 443, "nodePort": 30443}])
+        );
     }
 
     #[test]
     fn strategic_merge_finalizers_union_and_delete_from_primitive_list() {
         let orig = json!({"metadata": {"finalizers": ["a", "b"]}});
-        let got = smp(Store::Services, orig.clone(), json!({"metadata": {"finalizers": ["c", "a"]}}));
+        let got = smp(
+            Store::Services,
+            orig.clone(),
+            json!({"metadata": {"finalizers": ["c", "a"]}}),
+        );
         assert_eq!(got["metadata"]["finalizers"], json!(["c", "a", "b"]));
-        let got = smp(Store::Services, orig, json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}));
+        let got = smp(
+            Store::Services,
+            orig,
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"]}}),
+        );
         assert_eq!(got["metadata"]["finalizers"], json!(["b"]));
     }
 
@@ -454,21 +502,46 @@ mod tests {
             orig,
             json!({"status": {"$setElementOrder/conditions": [{"type": "C"}, {"type": "B"}, {"type": "A"}]}}),
         );
-        assert_eq!(got["status"]["conditions"], json!([{"type": "C"}, {"type": "B"}, {"type": "A"}]));
-        let got = smp(Store::Nodes, json!({"spec": {"a": 1, "b": 2}}), json!({"spec": {"$retainKeys": ["b"], "b": 3}}));
+        assert_eq!(
+            got["status"]["conditions"],
+            json!([{"type": "C"}, {"type": "B"}, {"type": "A"}])
+        );
+        let got = smp(
+            Store::Nodes,
+            json!({"spec": {"a": 1, "b": 2}}),
+            json!({"spec": {"$retainKeys": ["b"], "b": 3}}),
+        );
         assert_eq!(got, json!({"spec": {"b": 3}}));
     }
 
     #[test]
     fn strategic_merge_map_directives_and_errors() {
-        let got = smp(Store::Nodes, json!({"metadata": {"labels": {"a": "1", "b": "2"}}}), json!({"metadata": {"labels": {"$patch": "replace", "c": "3"}}}));
+        let got = smp(
+            Store::Nodes,
+            json!({"metadata": {"labels": {"a": "1", "b": "2"}}}),
+            json!({"metadata": {"labels": {"$patch": "replace", "c": "3"}}}),
+        );
         assert_eq!(got["metadata"]["labels"], json!({"c": "3"}));
-        let got = smp(Store::Nodes, json!({"metadata": {"labels": {"a": "1"}}}), json!({"metadata": {"labels": {"a": null}}}));
+        let got = smp(
+            Store::Nodes,
+            json!({"metadata": {"labels": {"a": "1"}}}),
+            json!({"metadata": {"labels": {"a": null}}}),
+        );
         assert_eq!(got["metadata"]["labels"], json!({}));
-        let e = strategic_merge(Store::Nodes, &json!({}), &json!({"status": {"conditions": [{"status": "x"}]}})).unwrap_err();
+        let e = strategic_merge(
+            Store::Nodes,
+            &json!({}),
+            &json!({"status": {"conditions": [{"status": "x"}]}}),
+        )
+        .unwrap_err();
         assert_eq!(e.code, 500);
         let e = strategic_merge(Store::Nodes, &json!({}), &json!({"spec": {"$patch": "bogus"}})).unwrap_err();
         assert_eq!(e.code, 400);
-        assert_eq!(strategic_merge(Store::Nodes, &json!({}), &json!([1])).unwrap_err().code, 400);
+        assert_eq!(
+            strategic_merge(Store::Nodes, &json!({}), &json!([1]))
+                .unwrap_err()
+                .code,
+            400
+        );
     }
 }

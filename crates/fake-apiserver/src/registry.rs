@@ -78,7 +78,9 @@ fn has_deletion_timestamp(v: &Value) -> bool {
 }
 
 fn finalizers_empty(v: &Value) -> bool {
-    v.pointer("/metadata/finalizers").and_then(Value::as_array).is_none_or(Vec::is_empty)
+    v.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .is_none_or(Vec::is_empty)
 }
 
 fn key_for(def: &ResourceDef, ns: Option<&str>, name: &str) -> ObjKey {
@@ -88,7 +90,9 @@ fn key_for(def: &ResourceDef, ns: Option<&str>, name: &str) -> ObjKey {
 const GENERATE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 fn random_suffix() -> String {
-    (0..5).map(|_| GENERATE_ALPHABET[rand::random_range(0..GENERATE_ALPHABET.len())] as char).collect()
+    (0..5)
+        .map(|_| GENERATE_ALPHABET[rand::random_range(0..GENERATE_ALPHABET.len())] as char)
+        .collect()
 }
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -100,7 +104,12 @@ struct ContinueToken {
 }
 
 fn encode_continue(rv: u64, key: &ObjKey) -> String {
-    let t = ContinueToken { v: "meta.k8s.io/v1".into(), rv, ns: key.ns.clone(), name: key.name.clone() };
+    let t = ContinueToken {
+        v: "meta.k8s.io/v1".into(),
+        rv,
+        ns: key.ns.clone(),
+        name: key.name.clone(),
+    };
     crate::b64::encode(serde_json::to_string(&t).unwrap_or_default().as_bytes())
 }
 
@@ -108,7 +117,11 @@ fn decode_continue(s: &str) -> ApiResult<ContinueToken> {
     crate::b64::decode(s)
         .and_then(|b| serde_json::from_slice::<ContinueToken>(&b).ok())
         .filter(|t| t.v == "meta.k8s.io/v1")
-        .ok_or_else(|| ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+            )
+        })
 }
 
 pub fn parse_rv(s: &str) -> ApiResult<u64> {
@@ -118,7 +131,9 @@ pub fn parse_rv(s: &str) -> ApiResult<u64> {
     s.parse::<u64>().map_err(|e| {
         // The real server answers this with a 500 (kubernetes#101350); clients treat either as
         // a request error, and 400 is what upstream is moving to.
-        ApiError::bad_request(format!("resourceVersion: Invalid value: {s:?}: strconv.ParseUint: parsing {s:?}: {e}"))
+        ApiError::bad_request(format!(
+            "resourceVersion: Invalid value: {s:?}: strconv.ParseUint: parsing {s:?}: {e}"
+        ))
     })
 }
 
@@ -149,7 +164,13 @@ impl Registry {
             }
         }
         if self.cfg.kubernetes_service {
-            let ip = self.db.read().alloc.first_ip().map(|ip| ip.to_string()).unwrap_or_default();
+            let ip = self
+                .db
+                .read()
+                .alloc
+                .first_ip()
+                .map(|ip| ip.to_string())
+                .unwrap_or_default();
             let body = json!({
                 "metadata": {"name": "kubernetes", "labels": {"component": "apiserver", "provider": "kubernetes"}},
                 "spec": {"clusterIP": ip, "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]}
@@ -173,23 +194,38 @@ impl Registry {
         let mut causes = Vec::new();
         if let Some(m) = &opts.rv_match {
             if rv_str.is_empty() {
-                causes.push(Cause::forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden unless resourceVersion is provided"));
+                causes.push(Cause::forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
             }
             if opts.cont.is_some() {
-                causes.push(Cause::forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+                causes.push(Cause::forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
             }
             if m != "Exact" && m != "NotOlderThan" {
-                causes.push(Cause::not_supported("resourceVersionMatch", &json!(m), &["Exact", "NotOlderThan", ""]));
+                causes.push(Cause::not_supported(
+                    "resourceVersionMatch",
+                    &json!(m),
+                    &["Exact", "NotOlderThan", ""],
+                ));
             }
             if m == "Exact" && rv_str == "0" {
-                causes.push(Cause::forbidden("resourceVersionMatch", "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\""));
+                causes.push(Cause::forbidden(
+                    "resourceVersionMatch",
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
             }
         }
         if !causes.is_empty() {
             return Err(list_options_invalid(causes));
         }
         if opts.cont.is_some() && !rv_str.is_empty() && rv_str != "0" {
-            return Err(ApiError::bad_request("specifying resource version is not allowed when using continue"));
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
         }
         let rv = parse_rv(&rv_str)?;
         let exact = opts.rv_match.as_deref() == Some("Exact");
@@ -232,8 +268,11 @@ impl Registry {
                     .map(|(k, v)| (k.clone(), v.clone())),
             )
         } else {
-            let mut merged: std::collections::BTreeMap<ObjKey, Arc<Value>> =
-                table.iter().filter(|(k, _)| in_scope(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+            let mut merged: std::collections::BTreeMap<ObjKey, Arc<Value>> = table
+                .iter()
+                .filter(|(k, _)| in_scope(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
             for (k, v) in &overlay {
                 if !in_scope(k) {
                     continue;
@@ -272,7 +311,12 @@ impl Registry {
                 cont = Some(encode_continue(at, k));
             }
         }
-        Ok(ListPage { items, rv: at, cont, remaining })
+        Ok(ListPage {
+            items,
+            rv: at,
+            cont,
+            remaining,
+        })
     }
 
     fn check_namespace_admission(st: &State, def: &ResourceDef, ns: &str) -> ApiResult<()> {
@@ -298,10 +342,20 @@ impl Registry {
     }
 
     /// Decodes a request body for `def` and reconciles its namespace with the URL's.
-    fn decode_body(def: &ResourceDef, ns: Option<&str>, body: Value, fv: FieldValidation, warnings: &mut Vec<String>) -> ApiResult<Value> {
+    fn decode_body(
+        def: &ResourceDef,
+        ns: Option<&str>,
+        body: Value,
+        fv: FieldValidation,
+        warnings: &mut Vec<String>,
+    ) -> ApiResult<Value> {
         let input = body.clone();
         let mut obj = typed::decode(def, body)?;
-        let unknown = if fv == FieldValidation::Ignore { Vec::new() } else { typed::unknown_fields(&input, &obj) };
+        let unknown = if fv == FieldValidation::Ignore {
+            Vec::new()
+        } else {
+            typed::unknown_fields(&input, &obj)
+        };
         if !unknown.is_empty() {
             let msgs: Vec<String> = unknown.iter().map(|u| format!("unknown field {u:?}")).collect();
             if fv == FieldValidation::Strict {
@@ -315,7 +369,11 @@ impl Registry {
             warnings.extend(msgs);
         }
         let meta = meta_mut(&mut obj);
-        let body_ns = meta.get("namespace").and_then(Value::as_str).unwrap_or("").to_string();
+        let body_ns = meta
+            .get("namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         if def.namespaced {
             let url_ns = ns.unwrap_or("");
             if body_ns.is_empty() {
@@ -331,61 +389,85 @@ impl Registry {
         Ok(typed::to_storage(def, obj))
     }
 
-    pub fn create(&self, def: &ResourceDef, ns: Option<&str>, body: Value, dry_run: bool) -> ApiResult<Value> {
-        self.create_with(def, ns, body, dry_run, FieldValidation::Ignore).map(|w| w.object)
+    pub fn create(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        body: Value,
+        dry_run: bool,
+    ) -> ApiResult<Value> {
+        self.create_with(def, ns, body, dry_run, FieldValidation::Ignore)
+            .map(|w| w.object)
     }
 
-    pub fn create_with(&self, def: &ResourceDef, ns: Option<&str>, body: Value, dry_run: bool, fv: FieldValidation) -> ApiResult<Written> {
+    pub fn create_with(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        body: Value,
+        dry_run: bool,
+        fv: FieldValidation,
+    ) -> ApiResult<Written> {
         let mut warnings = Vec::new();
         let mut obj = Self::decode_body(def, ns, body, fv, &mut warnings)?;
         strategy::defaults(def.store, &mut obj);
         let store = def.store;
-        self.db.write(|st| {
-            if def.namespaced {
-                Self::check_namespace_admission(st, def, ns.unwrap_or(""))?;
-            }
-            let meta = meta_mut(&mut obj);
-            if meta.get("name").and_then(Value::as_str).unwrap_or("").is_empty()
-                && let Some(g) = meta.get("generateName").and_then(Value::as_str).filter(|g| !g.is_empty())
-            {
-                let mut base = g.to_string();
-                base.truncate(58);
-                meta.insert("name".into(), json!(format!("{base}{}", random_suffix())));
-            }
-            if meta.get("resourceVersion").and_then(Value::as_str).is_some_and(|r| !r.is_empty()) {
-                return Err(ApiError::internal_unknown("resourceVersion should not be set on objects to be created"));
-            }
-            meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
-            meta.insert("creationTimestamp".into(), json!(now()));
-            meta.remove("deletionTimestamp");
-            meta.remove("deletionGracePeriodSeconds");
-            meta.remove("managedFields");
-            meta.remove("selfLink");
-            let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
-            strategy::prepare_create(store, &mut obj);
-            // Namespaces get their name label from defaulting, which needs the generated name.
-            strategy::defaults(store, &mut obj);
-            let causes = strategy::validate(store, def.namespaced, &obj, def.events_v1);
-            if !causes.is_empty() {
-                return Err(ApiError::invalid_for(def, &name, causes));
-            }
-            let key = key_for(def, ns, &name);
-            if st.get(store, &key).is_some() {
-                return Err(ApiError::already_exists(def, &name));
-            }
-            if store == Store::Services {
-                let taken = strategy::allocate_service(&mut st.alloc, &mut obj, None)?;
-                if dry_run {
-                    strategy::release(&mut st.alloc, &taken);
+        self.db
+            .write(|st| {
+                if def.namespaced {
+                    Self::check_namespace_admission(st, def, ns.unwrap_or(""))?;
                 }
-            }
-            if dry_run {
-                return Ok(typed::present(def, &obj));
-            }
-            let stored = st.put(store, key, obj);
-            Ok(typed::present(def, &stored))
-        })
-        .map(|object| Written { object, warnings })
+                let meta = meta_mut(&mut obj);
+                if meta.get("name").and_then(Value::as_str).unwrap_or("").is_empty()
+                    && let Some(g) = meta
+                        .get("generateName")
+                        .and_then(Value::as_str)
+                        .filter(|g| !g.is_empty())
+                {
+                    let mut base = g.to_string();
+                    base.truncate(58);
+                    meta.insert("name".into(), json!(format!("{base}{}", random_suffix())));
+                }
+                if meta
+                    .get("resourceVersion")
+                    .and_then(Value::as_str)
+                    .is_some_and(|r| !r.is_empty())
+                {
+                    return Err(ApiError::internal_unknown(
+                        "resourceVersion should not be set on objects to be created",
+                    ));
+                }
+                meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+                meta.insert("creationTimestamp".into(), json!(now()));
+                meta.remove("deletionTimestamp");
+                meta.remove("deletionGracePeriodSeconds");
+                meta.remove("managedFields");
+                meta.remove("selfLink");
+                let name = meta.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+                strategy::prepare_create(store, &mut obj);
+                // Namespaces get their name label from defaulting, which needs the generated name.
+                strategy::defaults(store, &mut obj);
+                let causes = strategy::validate(store, def.namespaced, &obj, def.events_v1);
+                if !causes.is_empty() {
+                    return Err(ApiError::invalid_for(def, &name, causes));
+                }
+                let key = key_for(def, ns, &name);
+                if st.get(store, &key).is_some() {
+                    return Err(ApiError::already_exists(def, &name));
+                }
+                if store == Store::Services {
+                    let taken = strategy::allocate_service(&mut st.alloc, &mut obj, None)?;
+                    if dry_run {
+                        strategy::release(&mut st.alloc, &taken);
+                    }
+                }
+                if dry_run {
+                    return Ok(typed::present(def, &obj));
+                }
+                let stored = st.put(store, key, obj);
+                Ok(typed::present(def, &stored))
+            })
+            .map(|object| Written { object, warnings })
     }
 
     /// Update (PUT) of the main resource or `/status`.
@@ -398,7 +480,8 @@ impl Registry {
         status: bool,
         dry_run: bool,
     ) -> ApiResult<Value> {
-        self.update_with(def, ns, name, body, status, dry_run, FieldValidation::Ignore).map(|w| w.object)
+        self.update_with(def, ns, name, body, status, dry_run, FieldValidation::Ignore)
+            .map(|w| w.object)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -443,7 +526,15 @@ impl Registry {
         let new_rv = s(&new, "/metadata/resourceVersion").to_string();
         if !new_rv.is_empty() {
             let parsed = new_rv.parse::<u64>().map_err(|_| {
-                ApiError::invalid_for(def, name, vec![Cause::invalid("metadata.resourceVersion", &json!(new_rv), "must be a valid resource version")])
+                ApiError::invalid_for(
+                    def,
+                    name,
+                    vec![Cause::invalid(
+                        "metadata.resourceVersion",
+                        &json!(new_rv),
+                        "must be a valid resource version",
+                    )],
+                )
             })?;
             if parsed != rv_of(&old) {
                 return Err(ApiError::stale(def, name));
@@ -496,7 +587,10 @@ impl Registry {
         }
         if store == Store::Services {
             let keep = strategy::held(&new);
-            let gone: Vec<Taken> = strategy::held(&old).into_iter().filter(|t| !keep.contains(t)).collect();
+            let gone: Vec<Taken> = strategy::held(&old)
+                .into_iter()
+                .filter(|t| !keep.contains(t))
+                .collect();
             strategy::release(&mut st.alloc, &gone);
         }
         // An update that empties the finalizers of an object being deleted deletes it.
@@ -519,7 +613,17 @@ impl Registry {
         status: bool,
         dry_run: bool,
     ) -> ApiResult<Value> {
-        self.patch_with(def, ns, name, ptype, bytes, status, dry_run, FieldValidation::Ignore).map(|w| w.object)
+        self.patch_with(
+            def,
+            ns,
+            name,
+            ptype,
+            bytes,
+            status,
+            dry_run,
+            FieldValidation::Ignore,
+        )
+        .map(|w| w.object)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -537,7 +641,9 @@ impl Registry {
         let mut warnings = Vec::new();
         let patch_doc = match ptype {
             PatchType::Json => None,
-            _ => Some(serde_json::from_slice::<Value>(bytes).map_err(|e| ApiError::bad_request(e.to_string()))?),
+            _ => Some(
+                serde_json::from_slice::<Value>(bytes).map_err(|e| ApiError::bad_request(e.to_string()))?,
+            ),
         };
         self.db.write(|st| {
             let key = key_for(def, ns, name);
@@ -609,11 +715,23 @@ impl Registry {
 
     /// Delete: honours preconditions; with finalizers, marks the object and keeps it.
     /// Returns the response body.
-    pub fn delete(&self, def: &ResourceDef, ns: Option<&str>, name: &str, opts: &DeleteOpts) -> ApiResult<Value> {
+    pub fn delete(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOpts,
+    ) -> ApiResult<Value> {
         self.db.write(|st| Self::delete_locked(st, def, ns, name, opts))
     }
 
-    fn delete_locked(st: &mut State, def: &ResourceDef, ns: Option<&str>, name: &str, opts: &DeleteOpts) -> ApiResult<Value> {
+    fn delete_locked(
+        st: &mut State,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        name: &str,
+        opts: &DeleteOpts,
+    ) -> ApiResult<Value> {
         let store = def.store;
         let key = key_for(def, ns, name);
         let Some(old) = st.get(store, &key).cloned() else {
@@ -635,13 +753,20 @@ impl Registry {
                 return Err(ApiError::conflict(
                     def,
                     name,
-                    format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have}"),
+                    format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {have}"
+                    ),
                 ));
             }
         }
         if store == Store::Namespaces {
             if IMMORTAL_NAMESPACES.contains(&name) {
-                return Err(ApiError::forbidden("", "namespaces", name, "this namespace may not be deleted"));
+                return Err(ApiError::forbidden(
+                    "",
+                    "namespaces",
+                    name,
+                    "this namespace may not be deleted",
+                ));
             }
             // The namespace stays, Terminating, until the namespace controller empties it.
             if has_deletion_timestamp(&old) || opts.dry_run {
@@ -690,14 +815,37 @@ impl Registry {
     }
 
     /// DELETE on a collection: deletes every selected object; answers the list of them.
-    pub async fn delete_collection(&self, def: &ResourceDef, ns: Option<&str>, sel: &Selection, dry_run: bool) -> ApiResult<Vec<Value>> {
-        let page = self.list(def, ns, &ListOpts { sel: sel.clone(), ..Default::default() }).await?;
+    pub async fn delete_collection(
+        &self,
+        def: &ResourceDef,
+        ns: Option<&str>,
+        sel: &Selection,
+        dry_run: bool,
+    ) -> ApiResult<Vec<Value>> {
+        let page = self
+            .list(
+                def,
+                ns,
+                &ListOpts {
+                    sel: sel.clone(),
+                    ..Default::default()
+                },
+            )
+            .await?;
         let mut out = Vec::new();
         for item in page.items {
             let name = s(&item, "/metadata/name").to_string();
             let ins = s(&item, "/metadata/namespace").to_string();
             let ns2 = if def.namespaced { Some(ins.as_str()) } else { None };
-            match self.delete(def, ns2, &name, &DeleteOpts { dry_run, ..Default::default() }) {
+            match self.delete(
+                def,
+                ns2,
+                &name,
+                &DeleteOpts {
+                    dry_run,
+                    ..Default::default()
+                },
+            ) {
                 Ok(_) => out.push(typed::present(def, &item)),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
@@ -720,7 +868,10 @@ impl Registry {
         };
         for ns in terminating {
             self.db.write(|st| {
-                for def in crate::resources::RESOURCES.iter().filter(|d| d.namespaced && !d.events_v1) {
+                for def in crate::resources::RESOURCES
+                    .iter()
+                    .filter(|d| d.namespaced && !d.events_v1)
+                {
                     let keys: Vec<ObjKey> = st
                         .table(def.store)
                         .objects
@@ -736,13 +887,21 @@ impl Registry {
                 let left: usize = crate::resources::RESOURCES
                     .iter()
                     .filter(|d| d.namespaced && !d.events_v1)
-                    .map(|d| st.table(d.store).objects.range(ObjKey::new(&ns, "")..).take_while(|(k, _)| k.ns == ns).count())
+                    .map(|d| {
+                        st.table(d.store)
+                            .objects
+                            .range(ObjKey::new(&ns, "")..)
+                            .take_while(|(k, _)| k.ns == ns)
+                            .count()
+                    })
                     .sum();
                 if left > 0 {
                     return;
                 }
                 let key = ObjKey::new("", &ns);
-                let Some(cur) = st.get(Store::Namespaces, &key).cloned() else { return };
+                let Some(cur) = st.get(Store::Namespaces, &key).cloned() else {
+                    return;
+                };
                 let has_kube_finalizer = cur
                     .pointer("/spec/finalizers")
                     .and_then(Value::as_array)
@@ -757,7 +916,10 @@ impl Registry {
                 let cur = st.get(Store::Namespaces, &key).cloned();
                 if let Some(cur) = cur
                     && finalizers_empty(&cur)
-                    && cur.pointer("/spec/finalizers").and_then(Value::as_array).is_none_or(Vec::is_empty)
+                    && cur
+                        .pointer("/spec/finalizers")
+                        .and_then(Value::as_array)
+                        .is_none_or(Vec::is_empty)
                 {
                     st.remove(Store::Namespaces, &key);
                 }
@@ -767,6 +929,12 @@ impl Registry {
 
     /// Names of all namespaces, for quick admission checks from tests.
     pub fn namespaces(&self) -> HashSet<String> {
-        self.db.read().table(Store::Namespaces).objects.keys().map(|k| k.name.clone()).collect()
+        self.db
+            .read()
+            .table(Store::Namespaces)
+            .objects
+            .keys()
+            .map(|k| k.name.clone())
+            .collect()
     }
 }

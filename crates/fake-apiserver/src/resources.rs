@@ -41,12 +41,25 @@ pub struct ResourceDef {
     pub events_v1: bool,
 }
 
-pub const VERBS: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+pub const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 pub const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
 
 impl ResourceDef {
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.to_string() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
     pub fn list_kind(&self) -> String {
         format!("{}List", self.kind)
@@ -168,14 +181,24 @@ pub static RESOURCES: &[ResourceDef] = &[
 pub const GROUPS: &[&str] = &["coordination.k8s.io", "events.k8s.io"];
 
 pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static ResourceDef> {
-    RESOURCES.iter().find(|r| r.group == group && r.version == version && r.plural == plural)
+    RESOURCES
+        .iter()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
 }
 
-pub fn in_group_version<'a>(group: &'a str, version: &'a str) -> impl Iterator<Item = &'static ResourceDef> + use<'a> {
-    RESOURCES.iter().filter(move |r| r.group == group && r.version == version)
+pub fn in_group_version<'a>(
+    group: &'a str,
+    version: &'a str,
+) -> impl Iterator<Item = &'static ResourceDef> + use<'a> {
+    RESOURCES
+        .iter()
+        .filter(move |r| r.group == group && r.version == version)
 }
 
 /// The canonical (core/v1 for events) definition of a store.
 pub fn primary(store: Store) -> &'static ResourceDef {
-    RESOURCES.iter().find(|r| r.store == store && !r.events_v1).unwrap_or(&RESOURCES[0])
+    RESOURCES
+        .iter()
+        .find(|r| r.store == store && !r.events_v1)
+        .unwrap_or(&RESOURCES[0])
 }

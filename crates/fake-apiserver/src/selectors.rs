@@ -119,7 +119,14 @@ fn lex(s: &str) -> Result<Vec<Tok>, String> {
 
 fn check_key(key: &str) -> Result<(), String> {
     let errs = validation::qualified_name(key);
-    if errs.is_empty() { Ok(()) } else { Err(format!("unable to parse requirement: invalid label key {key:?}: {}", errs.join("; "))) }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "unable to parse requirement: invalid label key {key:?}: {}",
+            errs.join("; ")
+        ))
+    }
 }
 
 fn check_value(v: &str) -> Result<(), String> {
@@ -127,7 +134,10 @@ fn check_value(v: &str) -> Result<(), String> {
     if errs.is_empty() {
         Ok(())
     } else {
-        Err(format!("unable to parse requirement: invalid label value: {v:?}: at key: {}", errs.join("; ")))
+        Err(format!(
+            "unable to parse requirement: invalid label value: {v:?}: at key: {}",
+            errs.join("; ")
+        ))
     }
 }
 
@@ -182,7 +192,9 @@ impl LabelSelector {
                                     return Err(format!("found '{other:?}', expected: identifier"));
                                 }
                             }
-                            if matches!(op, Op::GreaterThan | Op::LessThan) && values[0].parse::<i64>().is_err() {
+                            if matches!(op, Op::GreaterThan | Op::LessThan)
+                                && values[0].parse::<i64>().is_err()
+                            {
                                 return Err(format!(
                                     "unable to parse requirement: for 'Gt', 'Lt' operators, the value must be an integer: {:?}",
                                     values[0]
@@ -205,7 +217,8 @@ impl LabelSelector {
                                     }
                                     Some(Tok::Comma) => {
                                         // an empty element between commas is the empty string
-                                        if matches!(toks.get(i.wrapping_sub(1)), Some(Tok::Comma | Tok::Open)) {
+                                        if matches!(toks.get(i.wrapping_sub(1)), Some(Tok::Comma | Tok::Open))
+                                        {
                                             vals.push(String::new());
                                         }
                                         i += 1;
@@ -218,7 +231,11 @@ impl LabelSelector {
                                         i += 1;
                                         break;
                                     }
-                                    _ => return Err("found unexpected token, expected: ',', ')' or identifier".into()),
+                                    _ => {
+                                        return Err(
+                                            "found unexpected token, expected: ',', ')' or identifier".into(),
+                                        );
+                                    }
                                 }
                                 match toks.get(i) {
                                     Some(Tok::Comma) => i += 1,
@@ -241,7 +258,11 @@ impl LabelSelector {
                         }
                     }
                 }
-                other => return Err(format!("found '{other:?}', expected: !, identifier, or 'end of string'")),
+                other => {
+                    return Err(format!(
+                        "found '{other:?}', expected: !, identifier, or 'end of string'"
+                    ));
+                }
             }
             check_key(&key)?;
             for v in &values {
@@ -278,11 +299,17 @@ impl LabelSelector {
                 Op::Exists => v.is_some(),
                 Op::DoesNotExist => v.is_none(),
                 Op::GreaterThan | Op::LessThan => {
-                    let (Some(v), Some(want)) = (v.and_then(|v| v.parse::<i64>().ok()), r.values[0].parse::<i64>().ok())
-                    else {
+                    let (Some(v), Some(want)) = (
+                        v.and_then(|v| v.parse::<i64>().ok()),
+                        r.values[0].parse::<i64>().ok(),
+                    ) else {
                         return false;
                     };
-                    if r.op == Op::GreaterThan { v > want } else { v < want }
+                    if r.op == Op::GreaterThan {
+                        v > want
+                    } else {
+                        v < want
+                    }
                 }
             }
         })
@@ -379,7 +406,11 @@ impl FieldSelector {
             };
             let field: String = bytes[..at].iter().collect();
             let value: String = bytes[at + len..].iter().collect();
-            terms.push(FieldTerm { field: unescape(&field)?, value: unescape(&value)?, negated });
+            terms.push(FieldTerm {
+                field: unescape(&field)?,
+                value: unescape(&value)?,
+                negated,
+            });
         }
         Ok(FieldSelector { terms })
     }
@@ -390,7 +421,10 @@ impl FieldSelector {
 
     /// The value a `metadata.name=x` term pins, if any (used to narrow watches and lists).
     pub fn pinned_name(&self) -> Option<&str> {
-        self.terms.iter().find(|t| t.field == "metadata.name" && !t.negated).map(|t| t.value.as_str())
+        self.terms
+            .iter()
+            .find(|t| t.field == "metadata.name" && !t.negated)
+            .map(|t| t.value.as_str())
     }
 
     pub fn matches(&self, fields: &BTreeMap<&'static str, String>) -> bool {
@@ -406,17 +440,25 @@ impl FieldSelector {
 /// names differ from core/v1 but read the same stored fields.
 fn supported_fields(def: &ResourceDef) -> &'static [(&'static str, &'static str)] {
     match (def.store, def.events_v1) {
-        (Store::Nodes, _) => &[("metadata.name", "metadata.name"), ("spec.unschedulable", "spec.unschedulable")],
-        (Store::Namespaces, _) => &[("metadata.name", "metadata.name"), ("status.phase", "status.phase")],
+        (Store::Nodes, _) => &[
+            ("metadata.name", "metadata.name"),
+            ("spec.unschedulable", "spec.unschedulable"),
+        ],
+        (Store::Namespaces, _) => &[
+            ("metadata.name", "metadata.name"),
+            ("status.phase", "status.phase"),
+        ],
         (Store::Services, _) => &[
             ("metadata.name", "metadata.name"),
             ("metadata.namespace", "metadata.namespace"),
             ("spec.clusterIP", "spec.clusterIP"),
             ("spec.type", "spec.type"),
         ],
-        (Store::Secrets, _) => {
-            &[("metadata.name", "metadata.name"), ("metadata.namespace", "metadata.namespace"), ("type", "type")]
-        }
+        (Store::Secrets, _) => &[
+            ("metadata.name", "metadata.name"),
+            ("metadata.namespace", "metadata.namespace"),
+            ("type", "type"),
+        ],
         (Store::Events, false) => &[
             ("metadata.name", "metadata.name"),
             ("metadata.namespace", "metadata.namespace"),
@@ -446,9 +488,10 @@ fn supported_fields(def: &ResourceDef) -> &'static [(&'static str, &'static str)
             ("reportingController", "reportingComponent"),
             ("type", "type"),
         ],
-        (Store::ConfigMaps | Store::Leases, _) => {
-            &[("metadata.name", "metadata.name"), ("metadata.namespace", "metadata.namespace")]
-        }
+        (Store::ConfigMaps | Store::Leases, _) => &[
+            ("metadata.name", "metadata.name"),
+            ("metadata.namespace", "metadata.namespace"),
+        ],
     }
 }
 
@@ -459,7 +502,10 @@ pub fn convert_field_selector(def: &ResourceDef, sel: FieldSelector) -> Result<F
     let mut terms = Vec::with_capacity(sel.terms.len());
     for t in sel.terms {
         match supported.iter().find(|(label, _)| *label == t.field) {
-            Some((_, stored)) => terms.push(FieldTerm { field: (*stored).to_string(), ..t }),
+            Some((_, stored)) => terms.push(FieldTerm {
+                field: (*stored).to_string(),
+                ..t
+            }),
             None => return Err(format!("field label not supported: {}", t.field)),
         }
     }
@@ -481,10 +527,16 @@ fn str_at<'a>(obj: &'a Value, path: &[&str]) -> &'a str {
 pub fn object_fields(store: Store, obj: &Value) -> BTreeMap<&'static str, String> {
     let mut m = BTreeMap::new();
     m.insert("metadata.name", str_at(obj, &["metadata", "name"]).to_string());
-    m.insert("metadata.namespace", str_at(obj, &["metadata", "namespace"]).to_string());
+    m.insert(
+        "metadata.namespace",
+        str_at(obj, &["metadata", "namespace"]).to_string(),
+    );
     match store {
         Store::Nodes => {
-            let u = obj.pointer("/spec/unschedulable").and_then(Value::as_bool).unwrap_or(false);
+            let u = obj
+                .pointer("/spec/unschedulable")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
             m.insert("spec.unschedulable", u.to_string());
         }
         Store::Namespaces => {
@@ -510,7 +562,10 @@ pub fn object_fields(store: Store, obj: &Value) -> BTreeMap<&'static str, String
                 m.insert(f, str_at(obj, &["involvedObject", k]).to_string());
             }
             m.insert("reason", str_at(obj, &["reason"]).to_string());
-            m.insert("reportingComponent", str_at(obj, &["reportingComponent"]).to_string());
+            m.insert(
+                "reportingComponent",
+                str_at(obj, &["reportingComponent"]).to_string(),
+            );
             let mut source = str_at(obj, &["source", "component"]).to_string();
             if source.is_empty() {
                 source = str_at(obj, &["reportingComponent"]).to_string();
@@ -589,7 +644,16 @@ mod tests {
 
     #[test]
     fn label_selector_rejects_garbage() {
-        for bad in ["env in prod", "=x", "env=a b", "a,", "env in ()", "bad key!=x y", "n>x", "env=prod)"] {
+        for bad in [
+            "env in prod",
+            "=x",
+            "env=a b",
+            "a,",
+            "env in ()",
+            "bad key!=x y",
+            "n>x",
+            "env=prod)",
+        ] {
             assert!(LabelSelector::parse(bad).is_err(), "{bad:?} should not parse");
         }
     }
@@ -606,7 +670,10 @@ mod tests {
         f.insert("spec.type", "ClusterIP".to_string());
         assert!(!s.matches(&f));
         assert!(FieldSelector::parse("nonsense").is_err());
-        assert_eq!(FieldSelector::parse("metadata.name==x").unwrap().terms[0].value, "x");
+        assert_eq!(
+            FieldSelector::parse("metadata.name==x").unwrap().terms[0].value,
+            "x"
+        );
     }
 
     #[test]

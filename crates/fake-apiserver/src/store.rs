@@ -22,7 +22,10 @@ pub struct ObjKey {
 
 impl ObjKey {
     pub fn new(ns: &str, name: &str) -> Self {
-        ObjKey { ns: ns.to_string(), name: name.to_string() }
+        ObjKey {
+            ns: ns.to_string(),
+            name: name.to_string(),
+        }
     }
 }
 
@@ -70,7 +73,10 @@ pub struct State {
 }
 
 pub fn rv_of(v: &Value) -> u64 {
-    v.pointer("/metadata/resourceVersion").and_then(Value::as_str).and_then(|s| s.parse().ok()).unwrap_or(0)
+    v.pointer("/metadata/resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
 }
 
 pub fn set_rv(v: &mut Value, rv: u64) {
@@ -121,8 +127,21 @@ impl State {
         set_rv(&mut obj, rv);
         let obj = Arc::new(obj);
         let prev = self.table_mut(store).objects.insert(key.clone(), obj.clone());
-        let ty = if prev.is_some() { EventType::Modified } else { EventType::Added };
-        self.record(store, Change { rv, ty, key, object: obj.clone(), prev });
+        let ty = if prev.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
+        self.record(
+            store,
+            Change {
+                rv,
+                ty,
+                key,
+                object: obj.clone(),
+                prev,
+            },
+        );
         obj
     }
 
@@ -134,7 +153,16 @@ impl State {
         let mut last = (*prev).clone();
         set_rv(&mut last, rv);
         let last = Arc::new(last);
-        self.record(store, Change { rv, ty: EventType::Deleted, key: key.clone(), object: last.clone(), prev: Some(prev) });
+        self.record(
+            store,
+            Change {
+                rv,
+                ty: EventType::Deleted,
+                key: key.clone(),
+                object: last.clone(),
+                prev: Some(prev),
+            },
+        );
         Some(last)
     }
 
@@ -187,7 +215,12 @@ impl Db {
             );
         }
         Db {
-            state: RwLock::new(State { rv: 1, tables, alloc, history_cap: history_cap.max(1) }),
+            state: RwLock::new(State {
+                rv: 1,
+                tables,
+                alloc,
+                history_cap: history_cap.max(1),
+            }),
             rv_tx: watch::channel(1).0,
             changed: Notify::new(),
             channel_capacity,
@@ -234,18 +267,38 @@ mod tests {
     use super::*;
 
     fn db(cap: usize) -> Db {
-        Db::new(Allocators::new("10.0.0.0/24".parse().unwrap(), 30000..=30010), cap, 16)
+        Db::new(
+            Allocators::new("10.0.0.0/24".parse().unwrap(), 30000..=30010),
+            cap,
+            16,
+        )
     }
 
     #[test]
     fn one_counter_across_kinds_and_history_expiry() {
         let db = db(2);
         db.write(|s| {
-            let a = s.put(Store::Nodes, ObjKey::new("", "a"), json!({"metadata": {"name": "a"}}));
-            let b = s.put(Store::Services, ObjKey::new("d", "b"), json!({"metadata": {"name": "b"}}));
+            let a = s.put(
+                Store::Nodes,
+                ObjKey::new("", "a"),
+                json!({"metadata": {"name": "a"}}),
+            );
+            let b = s.put(
+                Store::Services,
+                ObjKey::new("d", "b"),
+                json!({"metadata": {"name": "b"}}),
+            );
             assert_eq!(rv_of(&b), rv_of(&a) + 1);
-            s.put(Store::Nodes, ObjKey::new("", "a"), json!({"metadata": {"name": "a"}}));
-            s.put(Store::Nodes, ObjKey::new("", "a"), json!({"metadata": {"name": "a", "labels": {"x": "y"}}}));
+            s.put(
+                Store::Nodes,
+                ObjKey::new("", "a"),
+                json!({"metadata": {"name": "a"}}),
+            );
+            s.put(
+                Store::Nodes,
+                ObjKey::new("", "a"),
+                json!({"metadata": {"name": "a", "labels": {"x": "y"}}}),
+            );
             // 3 node changes, history of 2: the first is gone.
             assert!(s.changes_since(Store::Nodes, rv_of(&a) - 1).is_err());
             assert_eq!(s.changes_since(Store::Nodes, rv_of(&a)).map(|c| c.len()), Ok(2));
@@ -256,10 +309,22 @@ mod tests {
     fn overlay_reconstructs_past_state() {
         let db = db(10);
         db.write(|s| {
-            let a1 = s.put(Store::Nodes, ObjKey::new("", "a"), json!({"metadata": {"name": "a"}, "v": 1}));
+            let a1 = s.put(
+                Store::Nodes,
+                ObjKey::new("", "a"),
+                json!({"metadata": {"name": "a"}, "v": 1}),
+            );
             let at = s.rv;
-            s.put(Store::Nodes, ObjKey::new("", "a"), json!({"metadata": {"name": "a"}, "v": 2}));
-            s.put(Store::Nodes, ObjKey::new("", "b"), json!({"metadata": {"name": "b"}}));
+            s.put(
+                Store::Nodes,
+                ObjKey::new("", "a"),
+                json!({"metadata": {"name": "a"}, "v": 2}),
+            );
+            s.put(
+                Store::Nodes,
+                ObjKey::new("", "b"),
+                json!({"metadata": {"name": "b"}}),
+            );
             s.remove(Store::Nodes, &ObjKey::new("", "a"));
             let o = s.overlay_at(Store::Nodes, at).unwrap();
             assert_eq!(o[&ObjKey::new("", "a")].as_deref(), Some(&*a1));

@@ -20,12 +20,18 @@ pub fn obj_mut<'a>(v: &'a mut Value, key: &str) -> &'a mut Map<String, Value> {
     if !v.is_object() {
         *v = Value::Object(Map::new());
     }
-    let Value::Object(m) = v else { unreachable!("made an object above") };
-    let e = m.entry(key.to_string()).or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(m) = v else {
+        unreachable!("made an object above")
+    };
+    let e = m
+        .entry(key.to_string())
+        .or_insert_with(|| Value::Object(Map::new()));
     if !e.is_object() {
         *e = Value::Object(Map::new());
     }
-    let Value::Object(inner) = e else { unreachable!("made an object above") };
+    let Value::Object(inner) = e else {
+        unreachable!("made an object above")
+    };
     inner
 }
 
@@ -46,16 +52,33 @@ pub fn defaults(store: Store, obj: &mut Value) {
             // `add /spec/taints` on a node created without a spec.
             obj_mut(obj, "spec");
             let status = obj_mut(obj, "status");
-            status.entry("daemonEndpoints").or_insert_with(|| json!({"kubeletEndpoint": {"Port": 0}}));
+            status
+                .entry("daemonEndpoints")
+                .or_insert_with(|| json!({"kubeletEndpoint": {"Port": 0}}));
             let info = status.entry("nodeInfo").or_insert_with(|| json!({}));
             if let Value::Object(info) = info {
-                for f in ["architecture", "bootID", "containerRuntimeVersion", "kernelVersion", "kubeProxyVersion", "kubeletVersion", "machineID", "operatingSystem", "osImage", "systemUUID"] {
+                for f in [
+                    "architecture",
+                    "bootID",
+                    "containerRuntimeVersion",
+                    "kernelVersion",
+                    "kubeProxyVersion",
+                    "kubeletVersion",
+                    "machineID",
+                    "operatingSystem",
+                    "osImage",
+                    "systemUUID",
+                ] {
                     info.entry(f).or_insert_with(|| json!(""));
                 }
             }
             // podCIDR (singular, v1 only) and podCIDRs: podCIDR wins when they disagree.
             let single = s(obj, "/spec/podCIDR").to_string();
-            let plural = obj.pointer("/spec/podCIDRs").and_then(Value::as_array).cloned().unwrap_or_default();
+            let plural = obj
+                .pointer("/spec/podCIDRs")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
             if !single.is_empty() && (plural.is_empty() || plural[0].as_str() != Some(single.as_str())) {
                 obj_mut(obj, "spec").insert("podCIDRs".into(), json!([single]));
             } else if single.is_empty()
@@ -101,7 +124,9 @@ pub fn defaults(store: Store, obj: &mut Value) {
 }
 
 fn default_service(obj: &mut Value) {
-    obj_mut(obj, "status").entry("loadBalancer").or_insert_with(|| json!({}));
+    obj_mut(obj, "status")
+        .entry("loadBalancer")
+        .or_insert_with(|| json!({}));
     let spec = obj_mut(obj, "spec");
     let ty = spec.get("type").and_then(Value::as_str).unwrap_or("").to_string();
     let ty = if ty.is_empty() {
@@ -110,7 +135,12 @@ fn default_service(obj: &mut Value) {
     } else {
         ty
     };
-    if spec.get("sessionAffinity").and_then(Value::as_str).unwrap_or("").is_empty() {
+    if spec
+        .get("sessionAffinity")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
         spec.insert("sessionAffinity".into(), json!("None"));
     }
     if spec.get("sessionAffinity").and_then(Value::as_str) == Some("ClientIP") {
@@ -144,11 +174,21 @@ fn default_service(obj: &mut Value) {
         }
     }
     if (ty == "NodePort" || ty == "LoadBalancer")
-        && spec.get("externalTrafficPolicy").and_then(Value::as_str).unwrap_or("").is_empty()
+        && spec
+            .get("externalTrafficPolicy")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .is_empty()
     {
         spec.insert("externalTrafficPolicy".into(), json!("Cluster"));
     }
-    if ty != "ExternalName" && spec.get("internalTrafficPolicy").and_then(Value::as_str).unwrap_or("").is_empty() {
+    if ty != "ExternalName"
+        && spec
+            .get("internalTrafficPolicy")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .is_empty()
+    {
         spec.insert("internalTrafficPolicy".into(), json!("Cluster"));
     }
     if ty == "LoadBalancer" && spec.get("allocateLoadBalancerNodePorts").is_none() {
@@ -223,7 +263,11 @@ fn needs_cluster_ip(v: &Value) -> bool {
 fn needs_node_port(v: &Value) -> bool {
     match svc_type(v) {
         "NodePort" => true,
-        "LoadBalancer" => v.pointer("/spec/allocateLoadBalancerNodePorts").and_then(Value::as_bool) != Some(false),
+        "LoadBalancer" => {
+            v.pointer("/spec/allocateLoadBalancerNodePorts")
+                .and_then(Value::as_bool)
+                != Some(false)
+        }
         _ => false,
     }
 }
@@ -232,7 +276,10 @@ fn needs_hc_node_port(v: &Value) -> bool {
 }
 
 fn ports(v: &Value) -> Vec<Value> {
-    v.pointer("/spec/ports").and_then(Value::as_array).cloned().unwrap_or_default()
+    v.pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn node_port_of(p: &Value) -> i64 {
@@ -246,7 +293,10 @@ fn patch_allocated_values(new: &mut Value, old: &Value) {
             let v = json!(s(old, "/spec/clusterIP"));
             obj_mut(new, "spec").insert("clusterIP".into(), v);
         }
-        let new_ips_empty = new.pointer("/spec/clusterIPs").and_then(Value::as_array).is_none_or(Vec::is_empty);
+        let new_ips_empty = new
+            .pointer("/spec/clusterIPs")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty);
         if new_ips_empty && let Some(ips) = old.pointer("/spec/clusterIPs").cloned() {
             obj_mut(new, "spec").insert("clusterIPs".into(), ips);
         }
@@ -255,7 +305,11 @@ fn patch_allocated_values(new: &mut Value, old: &Value) {
         let old_ports = ports(old);
         let used: Vec<i64> = {
             let newp: Vec<i64> = ports(new).iter().map(node_port_of).collect();
-            old_ports.iter().map(node_port_of).filter(|p| newp.contains(p)).collect()
+            old_ports
+                .iter()
+                .map(node_port_of)
+                .filter(|p| newp.contains(p))
+                .collect()
         };
         if let Some(Value::Array(np)) = new.pointer_mut("/spec/ports") {
             for p in np.iter_mut() {
@@ -277,8 +331,13 @@ fn patch_allocated_values(new: &mut Value, old: &Value) {
         }
     }
     if needs_hc_node_port(old) && needs_hc_node_port(new) {
-        let n = new.pointer("/spec/healthCheckNodePort").and_then(Value::as_i64).unwrap_or(0);
-        if n == 0 && let Some(o) = old.pointer("/spec/healthCheckNodePort").cloned() {
+        let n = new
+            .pointer("/spec/healthCheckNodePort")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        if n == 0
+            && let Some(o) = old.pointer("/spec/healthCheckNodePort").cloned()
+        {
             obj_mut(new, "spec").insert("healthCheckNodePort".into(), o);
         }
     }
@@ -303,7 +362,9 @@ fn drop_type_dependent_fields(new: &mut Value, old: &Value) {
     }
     let same_node_ports = ports(new).iter().map(node_port_of).collect::<Vec<_>>()
         == ports(old).iter().map(node_port_of).collect::<Vec<_>>();
-    if needs_node_port(old) && !needs_node_port(new) && same_node_ports
+    if needs_node_port(old)
+        && !needs_node_port(new)
+        && same_node_ports
         && let Some(Value::Array(np)) = new.pointer_mut("/spec/ports")
     {
         for p in np {
@@ -354,7 +415,11 @@ pub fn release(alloc: &mut Allocators, taken: &[Taken]) {
 pub fn held(svc: &Value) -> Vec<Taken> {
     let mut out = Vec::new();
     if let Some(ips) = svc.pointer("/spec/clusterIPs").and_then(Value::as_array) {
-        for ip in ips.iter().filter_map(Value::as_str).filter_map(|s| s.parse::<IpAddr>().ok()) {
+        for ip in ips
+            .iter()
+            .filter_map(Value::as_str)
+            .filter_map(|s| s.parse::<IpAddr>().ok())
+        {
             out.push(Taken::Ip(ip));
         }
     }
@@ -379,7 +444,11 @@ pub fn held(svc: &Value) -> Vec<Taken> {
 
 /// Allocates the cluster IP, node ports and health check node port a service needs, keeping
 /// what `old` already holds. Returns what was newly taken.
-pub fn allocate_service(alloc: &mut Allocators, svc: &mut Value, old: Option<&Value>) -> Result<Vec<Taken>, ApiError> {
+pub fn allocate_service(
+    alloc: &mut Allocators,
+    svc: &mut Value,
+    old: Option<&Value>,
+) -> Result<Vec<Taken>, ApiError> {
     let old_held = old.map(held).unwrap_or_default();
     let name = s(svc, "/metadata/name").to_string();
     let mut taken: Vec<Taken> = Vec::new();
@@ -388,7 +457,11 @@ pub fn allocate_service(alloc: &mut Allocators, svc: &mut Value, old: Option<&Va
     if needs_cluster_ip(svc) {
         let mut ip = s(svc, "/spec/clusterIP").to_string();
         if ip.is_empty() {
-            ip = svc.pointer("/spec/clusterIPs/0").and_then(Value::as_str).unwrap_or("").to_string();
+            ip = svc
+                .pointer("/spec/clusterIPs/0")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
         }
         if ip.is_empty() {
             match alloc.allocate_ip() {
@@ -398,7 +471,9 @@ pub fn allocate_service(alloc: &mut Allocators, svc: &mut Value, old: Option<&Va
                 }
                 None => {
                     release(alloc, &taken);
-                    return Err(ApiError::internal("failed to allocate a serviceIP: range is full"));
+                    return Err(ApiError::internal(
+                        "failed to allocate a serviceIP: range is full",
+                    ));
                 }
             }
         } else if ip != "None" {
@@ -420,10 +495,19 @@ pub fn allocate_service(alloc: &mut Allocators, svc: &mut Value, old: Option<&Va
         let spec = obj_mut(svc, "spec");
         spec.insert("clusterIP".into(), json!(ip));
         spec.insert("clusterIPs".into(), json!([ip]));
-        if spec.get("ipFamilies").and_then(Value::as_array).is_none_or(Vec::is_empty) {
+        if spec
+            .get("ipFamilies")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty)
+        {
             spec.insert("ipFamilies".into(), json!([family]));
         }
-        if spec.get("ipFamilyPolicy").and_then(Value::as_str).unwrap_or("").is_empty() {
+        if spec
+            .get("ipFamilyPolicy")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .is_empty()
+        {
             spec.insert("ipFamilyPolicy".into(), json!("SingleStack"));
         }
     }
@@ -460,14 +544,21 @@ pub fn allocate_service(alloc: &mut Allocators, svc: &mut Value, old: Option<&Va
     }
 
     if needs_hc_node_port(svc) {
-        let hc = svc.pointer("/spec/healthCheckNodePort").and_then(Value::as_i64).unwrap_or(0);
+        let hc = svc
+            .pointer("/spec/healthCheckNodePort")
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
         if hc == 0 {
             match alloc.allocate_port() {
                 Some(a) => {
                     taken.push(Taken::Port(a));
                     obj_mut(svc, "spec").insert("healthCheckNodePort".into(), json!(a));
                 }
-                None => causes.push(Cause::invalid("spec.healthCheckNodePort", &json!(0), "range is full")),
+                None => causes.push(Cause::invalid(
+                    "spec.healthCheckNodePort",
+                    &json!(0),
+                    "range is full",
+                )),
             }
         } else if let Ok(hc16) = u16::try_from(hc)
             && !old_held.contains(&Taken::Port(hc16))
@@ -506,7 +597,10 @@ fn validate_service(svc: &Value, causes: &mut Vec<Cause>) {
     }
     if ty == "ExternalName" {
         if !cluster_ip.is_empty() {
-            causes.push(Cause::forbidden("spec.clusterIPs", "may not be set for ExternalName services"));
+            causes.push(Cause::forbidden(
+                "spec.clusterIPs",
+                "may not be set for ExternalName services",
+            ));
         }
         let en = s(svc, "/spec/externalName");
         if en.is_empty() {
@@ -547,34 +641,54 @@ fn validate_service(svc: &Value, causes: &mut Vec<Cause>) {
         }
         let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
         if !(1..=65535).contains(&port) {
-            causes.push(Cause::invalid(format!("{f}.port"), &json!(port), "must be between 1 and 65535, inclusive"));
+            causes.push(Cause::invalid(
+                format!("{f}.port"),
+                &json!(port),
+                "must be between 1 and 65535, inclusive",
+            ));
         }
         let proto = p.get("protocol").and_then(Value::as_str).unwrap_or("");
         const PROTOS: &[&str] = &["SCTP", "TCP", "UDP"];
         if !PROTOS.contains(&proto) {
-            causes.push(Cause::not_supported(format!("{f}.protocol"), &json!(proto), PROTOS));
+            causes.push(Cause::not_supported(
+                format!("{f}.protocol"),
+                &json!(proto),
+                PROTOS,
+            ));
         }
         if keys.contains(&(port, proto)) {
-            causes.push(Cause::duplicate(f.clone(), &json!({"port": port, "protocol": proto})));
+            causes.push(Cause::duplicate(
+                f.clone(),
+                &json!({"port": port, "protocol": proto}),
+            ));
         }
         keys.push((port, proto));
         match p.get("targetPort") {
             Some(Value::Number(n)) => {
                 let t = n.as_i64().unwrap_or(0);
                 if !(1..=65535).contains(&t) {
-                    causes.push(Cause::invalid(format!("{f}.targetPort"), &json!(t), "must be between 1 and 65535, inclusive"));
+                    causes.push(Cause::invalid(
+                        format!("{f}.targetPort"),
+                        &json!(t),
+                        "must be between 1 and 65535, inclusive",
+                    ));
                 }
             }
             Some(Value::String(t)) => {
                 let ok = !t.is_empty()
                     && t.len() <= 15
-                    && t.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+                    && t.bytes()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
                     && t.bytes().any(|c| c.is_ascii_lowercase())
                     && !t.starts_with('-')
                     && !t.ends_with('-')
                     && !t.contains("--");
                 if !ok {
-                    causes.push(Cause::invalid(format!("{f}.targetPort"), &json!(t), "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)"));
+                    causes.push(Cause::invalid(
+                        format!("{f}.targetPort"),
+                        &json!(t),
+                        "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+                    ));
                 }
             }
             _ => {}
@@ -582,10 +696,17 @@ fn validate_service(svc: &Value, causes: &mut Vec<Cause>) {
         let np = node_port_of(p);
         if np != 0 {
             if !(0..=65535).contains(&np) {
-                causes.push(Cause::invalid(format!("{f}.nodePort"), &json!(np), "must be between 1 and 65535, inclusive"));
+                causes.push(Cause::invalid(
+                    format!("{f}.nodePort"),
+                    &json!(np),
+                    "must be between 1 and 65535, inclusive",
+                ));
             }
             if ty == "ClusterIP" || ty == "ExternalName" {
-                causes.push(Cause::forbidden(format!("{f}.nodePort"), format!("may not be used when `type` is '{ty}'")));
+                causes.push(Cause::forbidden(
+                    format!("{f}.nodePort"),
+                    format!("may not be used when `type` is '{ty}'"),
+                ));
             }
             if node_ports.contains(&(np, proto)) {
                 causes.push(Cause::duplicate(format!("{f}.nodePort"), &json!(np)));
@@ -602,12 +723,19 @@ fn validate_service(svc: &Value, causes: &mut Vec<Cause>) {
                 "may only be set when `type` is 'NodePort' or 'LoadBalancer'",
             ));
         } else if !matches!(etp, "Cluster" | "Local") {
-            causes.push(Cause::not_supported("spec.externalTrafficPolicy", &json!(etp), &["Cluster", "Local"]));
+            causes.push(Cause::not_supported(
+                "spec.externalTrafficPolicy",
+                &json!(etp),
+                &["Cluster", "Local"],
+            ));
         }
     } else if matches!(ty, "NodePort" | "LoadBalancer") {
         causes.push(Cause::required("spec.externalTrafficPolicy", ""));
     }
-    let hc = svc.pointer("/spec/healthCheckNodePort").and_then(Value::as_i64).unwrap_or(0);
+    let hc = svc
+        .pointer("/spec/healthCheckNodePort")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
     if hc != 0 && !(ty == "LoadBalancer" && etp == "Local") {
         causes.push(Cause::invalid(
             "spec.healthCheckNodePort",
@@ -617,42 +745,74 @@ fn validate_service(svc: &Value, causes: &mut Vec<Cause>) {
     }
     let sa = s(svc, "/spec/sessionAffinity");
     if !matches!(sa, "None" | "ClientIP") {
-        causes.push(Cause::not_supported("spec.sessionAffinity", &json!(sa), &["ClientIP", "None"]));
+        causes.push(Cause::not_supported(
+            "spec.sessionAffinity",
+            &json!(sa),
+            &["ClientIP", "None"],
+        ));
     }
     let itp = s(svc, "/spec/internalTrafficPolicy");
     if !itp.is_empty() && !matches!(itp, "Cluster" | "Local") {
-        causes.push(Cause::not_supported("spec.internalTrafficPolicy", &json!(itp), &["Cluster", "Local"]));
+        causes.push(Cause::not_supported(
+            "spec.internalTrafficPolicy",
+            &json!(itp),
+            &["Cluster", "Local"],
+        ));
     }
     if let Some(sel) = svc.pointer("/spec/selector") {
         validation::validate_labels(Some(sel), "spec.selector", causes);
     }
     if svc.pointer("/spec/loadBalancerClass").is_some() && ty != "LoadBalancer" {
-        causes.push(Cause::forbidden("spec.loadBalancerClass", "may only be used when `type` is 'LoadBalancer'"));
+        causes.push(Cause::forbidden(
+            "spec.loadBalancerClass",
+            "may only be used when `type` is 'LoadBalancer'",
+        ));
     }
     if svc.pointer("/spec/allocateLoadBalancerNodePorts").is_some() && ty != "LoadBalancer" {
-        causes.push(Cause::forbidden("spec.allocateLoadBalancerNodePorts", "may only be used when `type` is 'LoadBalancer'"));
+        causes.push(Cause::forbidden(
+            "spec.allocateLoadBalancerNodePorts",
+            "may only be used when `type` is 'LoadBalancer'",
+        ));
     }
     validate_lb_status(svc, causes);
 }
 
 fn validate_lb_status(svc: &Value, causes: &mut Vec<Cause>) {
-    if let Some(ing) = svc.pointer("/status/loadBalancer/ingress").and_then(Value::as_array) {
+    if let Some(ing) = svc
+        .pointer("/status/loadBalancer/ingress")
+        .and_then(Value::as_array)
+    {
         for (i, e) in ing.iter().enumerate() {
             let ip = s(e, "/ip");
             if !ip.is_empty() && !validation::is_ip(ip) {
-                causes.push(Cause::invalid(format!("status.loadBalancer.ingress[{i}].ip"), &json!(ip), "must be a valid IP address"));
+                causes.push(Cause::invalid(
+                    format!("status.loadBalancer.ingress[{i}].ip"),
+                    &json!(ip),
+                    "must be a valid IP address",
+                ));
             }
             let host = s(e, "/hostname");
             if !host.is_empty() {
                 for m in validation::dns1123_subdomain(host) {
-                    causes.push(Cause::invalid(format!("status.loadBalancer.ingress[{i}].hostname"), &json!(host), m));
+                    causes.push(Cause::invalid(
+                        format!("status.loadBalancer.ingress[{i}].hostname"),
+                        &json!(host),
+                        m,
+                    ));
                 }
                 if validation::is_ip(host) {
-                    causes.push(Cause::invalid(format!("status.loadBalancer.ingress[{i}].hostname"), &json!(host), "must be a DNS name, not an IP address"));
+                    causes.push(Cause::invalid(
+                        format!("status.loadBalancer.ingress[{i}].hostname"),
+                        &json!(host),
+                        "must be a DNS name, not an IP address",
+                    ));
                 }
             }
             if e.get("ipMode").is_some() && ip.is_empty() {
-                causes.push(Cause::forbidden(format!("status.loadBalancer.ingress[{i}].ipMode"), "may not be specified when `ip` is not set"));
+                causes.push(Cause::forbidden(
+                    format!("status.loadBalancer.ingress[{i}].ipMode"),
+                    "may not be specified when `ip` is not set",
+                ));
             }
         }
     }
@@ -681,7 +841,11 @@ fn validate_node(node: &Value, causes: &mut Vec<Cause>) {
             if effect.is_empty() {
                 causes.push(Cause::required(format!("{f}.effect"), ""));
             } else if !EFFECTS.contains(&effect) {
-                causes.push(Cause::not_supported(format!("{f}.effect"), &json!(effect), EFFECTS));
+                causes.push(Cause::not_supported(
+                    format!("{f}.effect"),
+                    &json!(effect),
+                    EFFECTS,
+                ));
             }
             let k = (key.to_string(), effect.to_string());
             if seen.contains(&k) {
@@ -697,11 +861,19 @@ fn validate_node(node: &Value, causes: &mut Vec<Cause>) {
         for (i, c) in cidrs.iter().enumerate() {
             let c = c.as_str().unwrap_or("");
             if !validation::is_cidr(c) {
-                causes.push(Cause::invalid(format!("spec.podCIDRs[{i}]"), &json!(c), "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"));
+                causes.push(Cause::invalid(
+                    format!("spec.podCIDRs[{i}]"),
+                    &json!(c),
+                    "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+                ));
             }
         }
         if cidrs.len() > 2 {
-            causes.push(Cause::invalid("spec.podCIDRs", &json!(cidrs), "may specify no more than one CIDR for each IP family"));
+            causes.push(Cause::invalid(
+                "spec.podCIDRs",
+                &json!(cidrs),
+                "may specify no more than one CIDR for each IP family",
+            ));
         }
     }
     if let Some(addrs) = node.pointer("/status/addresses").and_then(Value::as_array) {
@@ -716,11 +888,17 @@ fn validate_node(node: &Value, causes: &mut Vec<Cause>) {
 fn validate_node_update(new: &Value, old: &Value, causes: &mut Vec<Cause>) {
     let old_cidr = s(old, "/spec/podCIDR");
     if !old_cidr.is_empty() && old_cidr != s(new, "/spec/podCIDR") {
-        causes.push(Cause::forbidden("spec.podCIDR", "node updates may not change podCIDR except from \"\" to valid"));
+        causes.push(Cause::forbidden(
+            "spec.podCIDR",
+            "node updates may not change podCIDR except from \"\" to valid",
+        ));
     }
     let old_pid = s(old, "/spec/providerID");
     if !old_pid.is_empty() && old_pid != s(new, "/spec/providerID") {
-        causes.push(Cause::forbidden("spec.providerID", "node updates may not change providerID except from \"\" to valid"));
+        causes.push(Cause::forbidden(
+            "spec.providerID",
+            "node updates may not change providerID except from \"\" to valid",
+        ));
     }
 }
 
@@ -730,7 +908,8 @@ fn is_config_key(k: &str) -> bool {
         && k != "."
         && k != ".."
         && !k.starts_with("..")
-        && k.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && k.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
 fn validate_data_keys(obj: &Value, causes: &mut Vec<Cause>) {
@@ -742,7 +921,11 @@ fn validate_data_keys(obj: &Value, causes: &mut Vec<Cause>) {
                     causes.push(Cause::invalid(field, &json!(k), "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"));
                 }
                 if seen.contains(k) {
-                    causes.push(Cause::invalid("data", &json!(k), "duplicate of key present in binaryData"));
+                    causes.push(Cause::invalid(
+                        "data",
+                        &json!(k),
+                        "duplicate of key present in binaryData",
+                    ));
                 }
                 seen.push(k.clone());
             }
@@ -753,7 +936,10 @@ fn validate_data_keys(obj: &Value, causes: &mut Vec<Cause>) {
 fn validate_immutable_data(new: &Value, old: &Value, causes: &mut Vec<Cause>) {
     if old.get("immutable").and_then(Value::as_bool) == Some(true) {
         if new.get("immutable").and_then(Value::as_bool) != Some(true) {
-            causes.push(Cause::forbidden("immutable", "field is immutable when `immutable` is set"));
+            causes.push(Cause::forbidden(
+                "immutable",
+                "field is immutable when `immutable` is set",
+            ));
         }
         for f in ["data", "binaryData"] {
             if new.get(f) != old.get(f) {
@@ -767,19 +953,35 @@ fn validate_event(ev: &Value, events_v1: bool, causes: &mut Vec<Cause>) {
     let ns = s(ev, "/metadata/namespace");
     let inv_ns = s(ev, "/involvedObject/namespace");
     let has_event_time = !s(ev, "/eventTime").is_empty();
-    let (regarding, reporting) = if events_v1 { ("regarding", "reportingController") } else { ("involvedObject", "reportingComponent") };
+    let (regarding, reporting) = if events_v1 {
+        ("regarding", "reportingController")
+    } else {
+        ("involvedObject", "reportingComponent")
+    };
     if !has_event_time {
         // Legacy events: the namespace must agree with the involved object's.
         if inv_ns.is_empty() {
             if !ns.is_empty() && ns != "default" {
-                causes.push(Cause::invalid(format!("{regarding}.namespace"), &json!(inv_ns), "does not match event.namespace"));
+                causes.push(Cause::invalid(
+                    format!("{regarding}.namespace"),
+                    &json!(inv_ns),
+                    "does not match event.namespace",
+                ));
             }
         } else if ns != inv_ns {
-            causes.push(Cause::invalid(format!("{regarding}.namespace"), &json!(inv_ns), "does not match event.namespace"));
+            causes.push(Cause::invalid(
+                format!("{regarding}.namespace"),
+                &json!(inv_ns),
+                "does not match event.namespace",
+            ));
         }
     } else {
         if inv_ns.is_empty() && ns != "default" && ns != "kube-system" {
-            causes.push(Cause::invalid(format!("{regarding}.namespace"), &json!(inv_ns), "does not match event.namespace"));
+            causes.push(Cause::invalid(
+                format!("{regarding}.namespace"),
+                &json!(inv_ns),
+                "does not match event.namespace",
+            ));
         }
         let rc = s(ev, "/reportingComponent");
         if rc.is_empty() {
@@ -790,17 +992,29 @@ fn validate_event(ev: &Value, events_v1: bool, causes: &mut Vec<Cause>) {
                 causes.push(Cause::invalid(reporting, &json!(rc), e));
             }
         }
-        for (field, ptr, limit) in [("reportingInstance", "/reportingInstance", 128), ("action", "/action", 128), ("reason", "/reason", 128)] {
+        for (field, ptr, limit) in [
+            ("reportingInstance", "/reportingInstance", 128),
+            ("action", "/action", 128),
+            ("reason", "/reason", 128),
+        ] {
             let v = s(ev, ptr);
             if v.is_empty() {
                 causes.push(Cause::required(field, ""));
             }
             if v.len() > limit {
-                causes.push(Cause::invalid(field, &json!(""), format!("can have at most {limit} characters")));
+                causes.push(Cause::invalid(
+                    field,
+                    &json!(""),
+                    format!("can have at most {limit} characters"),
+                ));
             }
         }
         if s(ev, "/message").len() > 1024 {
-            causes.push(Cause::invalid(if events_v1 { "note" } else { "message" }, &json!(""), "can have at most 1024 characters"));
+            causes.push(Cause::invalid(
+                if events_v1 { "note" } else { "message" },
+                &json!(""),
+                "can have at most 1024 characters",
+            ));
         }
     }
     if events_v1 {
@@ -810,9 +1024,16 @@ fn validate_event(ev: &Value, events_v1: bool, causes: &mut Vec<Cause>) {
         }
         let ty = s(ev, "/type");
         if ty != "Normal" && ty != "Warning" {
-            causes.push(Cause::invalid("type", &json!(""), format!("has invalid value: {ty}")));
+            causes.push(Cause::invalid(
+                "type",
+                &json!(""),
+                format!("has invalid value: {ty}"),
+            ));
         }
-        for (f, p) in [("deprecatedFirstTimestamp", "/firstTimestamp"), ("deprecatedLastTimestamp", "/lastTimestamp")] {
+        for (f, p) in [
+            ("deprecatedFirstTimestamp", "/firstTimestamp"),
+            ("deprecatedLastTimestamp", "/lastTimestamp"),
+        ] {
             if !s(ev, p).is_empty() {
                 causes.push(Cause::invalid(f, &json!(""), "needs to be unset"));
             }
@@ -821,7 +1042,11 @@ fn validate_event(ev: &Value, events_v1: bool, causes: &mut Vec<Cause>) {
             causes.push(Cause::invalid("deprecatedCount", &json!(""), "needs to be unset"));
         }
         if !s(ev, "/source/component").is_empty() || !s(ev, "/source/host").is_empty() {
-            causes.push(Cause::invalid("deprecatedSource", &json!(""), "needs to be unset"));
+            causes.push(Cause::invalid(
+                "deprecatedSource",
+                &json!(""),
+                "needs to be unset",
+            ));
         }
         validate_event_series(ev, causes);
     }
@@ -846,12 +1071,20 @@ fn validate_lease(l: &Value, causes: &mut Vec<Cause>) {
     if let Some(d) = l.pointer("/spec/leaseDurationSeconds").and_then(Value::as_i64)
         && d <= 0
     {
-        causes.push(Cause::invalid("spec.leaseDurationSeconds", &json!(d), "must be greater than 0"));
+        causes.push(Cause::invalid(
+            "spec.leaseDurationSeconds",
+            &json!(d),
+            "must be greater than 0",
+        ));
     }
     if let Some(t) = l.pointer("/spec/leaseTransitions").and_then(Value::as_i64)
         && t < 0
     {
-        causes.push(Cause::invalid("spec.leaseTransitions", &json!(t), "must be greater than or equal to 0"));
+        causes.push(Cause::invalid(
+            "spec.leaseTransitions",
+            &json!(t),
+            "must be greater than or equal to 0",
+        ));
     }
 }
 
@@ -875,14 +1108,28 @@ pub fn validate(store: Store, namespaced: bool, obj: &Value, events_v1: bool) ->
             }
         }
     }
-    causes.extend(validation::validate_object_meta(obj, namespaced, name_rule(store)));
+    causes.extend(validation::validate_object_meta(
+        obj,
+        namespaced,
+        name_rule(store),
+    ));
     causes
 }
 
 /// `ValidateUpdate` for the main resource or `/status`.
-pub fn validate_update(store: Store, namespaced: bool, new: &Value, old: &Value, events_v1: bool) -> Vec<Cause> {
+pub fn validate_update(
+    store: Store,
+    namespaced: bool,
+    new: &Value,
+    old: &Value,
+    events_v1: bool,
+) -> Vec<Cause> {
     let mut causes = validation::validate_object_meta_update(new, old);
-    causes.extend(validate(store, namespaced, new, events_v1).into_iter().filter(|c| c.field != "metadata.name" || c.reason != "FieldValueRequired"));
+    causes.extend(
+        validate(store, namespaced, new, events_v1)
+            .into_iter()
+            .filter(|c| c.field != "metadata.name" || c.reason != "FieldValueRequired"),
+    );
     match store {
         Store::Nodes => validate_node_update(new, old, &mut causes),
         Store::Services => {
@@ -957,27 +1204,58 @@ mod tests {
         let cases: Vec<(Value, &str)> = vec![
             (json!({"ports": [{"port": 0}]}), "spec.ports[0].port"),
             (json!({"ports": [{"port": 70000}]}), "spec.ports[0].port"),
-            (json!({"ports": [{"port": 80}, {"port": 81}]}), "spec.ports[0].name"),
-            (json!({"ports": [{"port": 80, "protocol": "ICMP"}]}), "spec.ports[0].protocol"),
-            (json!({"ports": [{"port": 80, "nodePort": 30000}]}), "spec.ports[0].nodePort"),
+            (
+                json!({"ports": [{"port": 80}, {"port": 81}]}),
+                "spec.ports[0].name",
+            ),
+            (
+                json!({"ports": [{"port": 80, "protocol": "ICMP"}]}),
+                "spec.ports[0].protocol",
+            ),
+            (
+                json!({"ports": [{"port": 80, "nodePort": 30000}]}),
+                "spec.ports[0].nodePort",
+            ),
             (json!({"type": "Bogus", "ports": [{"port": 80}]}), "spec.type"),
             (json!({}), "spec.ports"),
-            (json!({"ports": [{"port": 80}], "externalTrafficPolicy": "Local"}), "spec.externalTrafficPolicy"),
-            (json!({"type": "NodePort", "ports": [{"port": 80}], "healthCheckNodePort": 30001}), "spec.healthCheckNodePort"),
-            (json!({"ports": [{"port": 80}], "clusterIP": "bogus"}), "spec.clusterIPs[0]"),
+            (
+                json!({"ports": [{"port": 80}], "externalTrafficPolicy": "Local"}),
+                "spec.externalTrafficPolicy",
+            ),
+            (
+                json!({"type": "NodePort", "ports": [{"port": 80}], "healthCheckNodePort": 30001}),
+                "spec.healthCheckNodePort",
+            ),
+            (
+                json!({"ports": [{"port": 80}], "clusterIP": "bogus"}),
+                "spec.clusterIPs[0]",
+            ),
         ];
         for (spec, field) in cases {
             let v = svc(spec.clone());
             let c = validate(Store::Services, true, &v, false);
-            assert!(c.iter().any(|c| c.field == field), "{spec}: expected an error at {field}, got {c:?}");
+            assert!(
+                c.iter().any(|c| c.field == field),
+                "{spec}: expected an error at {field}, got {c:?}"
+            );
         }
-        assert!(validate(Store::Services, true, &svc(json!({"ports": [{"port": 80}]})), false).is_empty());
+        assert!(
+            validate(
+                Store::Services,
+                true,
+                &svc(json!({"ports": [{"port": 80}]})),
+                false
+            )
+            .is_empty()
+        );
     }
 
     #[test]
     fn node_update_rules() {
-        let old = json!({"metadata": {"name": "n"}, "spec": {"providerID": "a://1", "podCIDR": "10.0.0.0/24"}});
-        let new = json!({"metadata": {"name": "n"}, "spec": {"providerID": "a://2", "podCIDR": "10.0.1.0/24"}});
+        let old =
+            json!({"metadata": {"name": "n"}, "spec": {"providerID": "a://1", "podCIDR": "10.0.0.0/24"}});
+        let new =
+            json!({"metadata": {"name": "n"}, "spec": {"providerID": "a://2", "podCIDR": "10.0.1.0/24"}});
         let c = validate_update(Store::Nodes, false, &new, &old, false);
         assert!(c.iter().any(|c| c.field == "spec.providerID"));
         assert!(c.iter().any(|c| c.field == "spec.podCIDR"));
@@ -993,10 +1271,18 @@ mod tests {
         assert!(!validate(Store::Events, true, &core("a", "b"), false).is_empty());
         let strict = json!({"metadata": {"name": "e", "namespace": "default"}, "involvedObject": {"kind": "Node", "name": "n"},
             "eventTime": "2024-01-01T00:00:00.000000Z", "reportingComponent": "ctl", "reportingInstance": "i", "action": "A", "reason": "R", "type": "Normal"});
-        assert!(validate(Store::Events, true, &strict, true).is_empty(), "{:?}", validate(Store::Events, true, &strict, true));
+        assert!(
+            validate(Store::Events, true, &strict, true).is_empty(),
+            "{:?}",
+            validate(Store::Events, true, &strict, true)
+        );
         let mut bad = strict.clone();
         bad["type"] = json!("Info");
-        assert!(validate(Store::Events, true, &bad, true).iter().any(|c| c.field == "type"));
+        assert!(
+            validate(Store::Events, true, &bad, true)
+                .iter()
+                .any(|c| c.field == "type")
+        );
     }
 
     #[test]
@@ -1008,7 +1294,11 @@ mod tests {
         let np = s1["spec"]["ports"][0]["nodePort"].as_i64().unwrap();
         let mut dup = svc(json!({"type": "NodePort", "ports": [{"port": 80, "nodePort": np}]}));
         let e = allocate_service(&mut a, &mut dup, None).unwrap_err();
-        assert!(e.message.contains("provided port is already allocated"), "{}", e.message);
+        assert!(
+            e.message.contains("provided port is already allocated"),
+            "{}",
+            e.message
+        );
         // An update omitting the nodePort keeps it.
         let mut upd = svc(json!({"type": "NodePort", "ports": [{"port": 80, "name": "a"}]}));
         prepare_update(Store::Services, false, &mut upd, &s1);

@@ -104,41 +104,19 @@ pub fn event_v1_to_core(v1: &Value) -> Value {
 
 /// The stored object as the endpoint `def` presents it.
 pub fn present(def: &ResourceDef, stored: &Value) -> Value {
-    if def.events_v1 { event_core_to_v1(stored) } else { stored.clone() }
+    if def.events_v1 {
+        event_core_to_v1(stored)
+    } else {
+        stored.clone()
+    }
 }
 
 /// Converts a request-shaped object to the stored shape.
 pub fn to_storage(def: &ResourceDef, obj: Value) -> Value {
-    if def.events_v1 { event_v1_to_core(&obj) } else { obj }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn prunes_unknown_fields_and_rejects_wrong_types() {
-        let nodes = crate::resources::find("", "v1", "nodes").unwrap();
-        let v = decode(nodes, json!({"metadata": {"name": "n"}, "spec": {"bogus": 1, "unschedulable": true}})).unwrap();
-        assert_eq!(v["spec"], json!({"unschedulable": true}));
-        assert_eq!(v["kind"], "Node");
-        let e = decode(nodes, json!({"metadata": {"name": "n"}, "spec": {"unschedulable": "yes"}})).unwrap_err();
-        assert_eq!(e.code, 400);
-        let e = decode(nodes, json!({"apiVersion": "apps/v1", "metadata": {"name": "n"}})).unwrap_err();
-        assert_eq!(e.code, 400);
-    }
-
-    #[test]
-    fn event_shapes_round_trip() {
-        let v1 = json!({"metadata": {"name": "e"}, "regarding": {"kind": "Node", "name": "n"}, "note": "hi", "reportingController": "c", "deprecatedCount": 3});
-        let core = event_v1_to_core(&v1);
-        assert_eq!(core["involvedObject"]["name"], "n");
-        assert_eq!(core["message"], "hi");
-        assert_eq!(core["count"], 3);
-        let back = event_core_to_v1(&core);
-        assert_eq!(back["note"], "hi");
-        assert_eq!(back["apiVersion"], "events.k8s.io/v1");
+    if def.events_v1 {
+        event_v1_to_core(&obj)
+    } else {
+        obj
     }
 }
 
@@ -154,7 +132,11 @@ fn walk_unknown(input: &Value, decoded: &Value, path: &str, out: &mut Vec<String
     match (input, decoded) {
         (Value::Object(i), Value::Object(d)) => {
             for (k, v) in i {
-                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
                 match d.get(k) {
                     Some(dv) => walk_unknown(v, dv, &p, out),
                     None if v.is_null() => {}
@@ -168,5 +150,43 @@ fn walk_unknown(input: &Value, decoded: &Value, path: &str, out: &mut Vec<String
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn prunes_unknown_fields_and_rejects_wrong_types() {
+        let nodes = crate::resources::find("", "v1", "nodes").unwrap();
+        let v = decode(
+            nodes,
+            json!({"metadata": {"name": "n"}, "spec": {"bogus": 1, "unschedulable": true}}),
+        )
+        .unwrap();
+        assert_eq!(v["spec"], json!({"unschedulable": true}));
+        assert_eq!(v["kind"], "Node");
+        let e = decode(
+            nodes,
+            json!({"metadata": {"name": "n"}, "spec": {"unschedulable": "yes"}}),
+        )
+        .unwrap_err();
+        assert_eq!(e.code, 400);
+        let e = decode(nodes, json!({"apiVersion": "apps/v1", "metadata": {"name": "n"}})).unwrap_err();
+        assert_eq!(e.code, 400);
+    }
+
+    #[test]
+    fn event_shapes_round_trip() {
+        let v1 = json!({"metadata": {"name": "e"}, "regarding": {"kind": "Node", "name": "n"}, "note": "hi", "reportingController": "c", "deprecatedCount": 3});
+        let core = event_v1_to_core(&v1);
+        assert_eq!(core["involvedObject"]["name"], "n");
+        assert_eq!(core["message"], "hi");
+        assert_eq!(core["count"], 3);
+        let back = event_core_to_v1(&core);
+        assert_eq!(back["note"], "hi");
+        assert_eq!(back["apiVersion"], "events.k8s.io/v1");
     }
 }

@@ -16,7 +16,8 @@ fn is_label_body(s: &str, first: fn(u8) -> bool) -> bool {
     !b.is_empty()
         && first(b[0])
         && (b[b.len() - 1].is_ascii_lowercase() || b[b.len() - 1].is_ascii_digit())
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }
 
 fn lower_alnum(c: u8) -> bool {
@@ -61,7 +62,8 @@ fn is_qualified_part(s: &str) -> bool {
     !b.is_empty()
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
 /// Label keys, annotation keys and finalizers: `[prefix/]name`.
@@ -128,7 +130,9 @@ impl NameRule {
 const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 
 pub fn validate_labels(labels: Option<&Value>, path: &str, causes: &mut Vec<Cause>) {
-    let Some(map) = labels.and_then(Value::as_object) else { return };
+    let Some(map) = labels.and_then(Value::as_object) else {
+        return;
+    };
     for (k, v) in map {
         for e in qualified_name(k) {
             causes.push(Cause::invalid(path, &json!(k), e));
@@ -147,7 +151,10 @@ pub fn validate_object_meta(obj: &Value, namespaced: bool, rule: NameRule) -> Ve
     let name = meta.get("name").and_then(Value::as_str).unwrap_or("");
     let generate = meta.get("generateName").and_then(Value::as_str).unwrap_or("");
     if name.is_empty() {
-        causes.push(Cause::required("metadata.name", "name or generateName is required"));
+        causes.push(Cause::required(
+            "metadata.name",
+            "name or generateName is required",
+        ));
     } else {
         for e in rule.check(name) {
             causes.push(Cause::invalid("metadata.name", &json!(name), e));
@@ -177,7 +184,11 @@ pub fn validate_object_meta(obj: &Value, namespaced: bool, rule: NameRule) -> Ve
     if let Some(g) = meta.get("generation").and_then(Value::as_i64)
         && g < 0
     {
-        causes.push(Cause::invalid("metadata.generation", &json!(g), "must be greater than or equal to 0"));
+        causes.push(Cause::invalid(
+            "metadata.generation",
+            &json!(g),
+            "must be greater than or equal to 0",
+        ));
     }
     validate_labels(meta.get("labels"), "metadata.labels", &mut causes);
     if let Some(ann) = meta.get("annotations").and_then(Value::as_object) {
@@ -206,9 +217,18 @@ pub fn validate_object_meta(obj: &Value, namespaced: bool, rule: NameRule) -> Ve
     }
     if let Some(refs) = meta.get("ownerReferences").and_then(Value::as_array) {
         for (i, r) in refs.iter().enumerate() {
-            for (field, what) in [("apiVersion", "version must not be empty"), ("kind", "kind must not be empty"), ("name", "name must not be empty"), ("uid", "uid must not be empty")] {
+            for (field, what) in [
+                ("apiVersion", "version must not be empty"),
+                ("kind", "kind must not be empty"),
+                ("name", "name must not be empty"),
+                ("uid", "uid must not be empty"),
+            ] {
                 if r.get(field).and_then(Value::as_str).unwrap_or("").is_empty() {
-                    causes.push(Cause::invalid(format!("metadata.ownerReferences[{i}].{field}"), r.get(field).unwrap_or(&json!("")), what));
+                    causes.push(Cause::invalid(
+                        format!("metadata.ownerReferences[{i}].{field}"),
+                        r.get(field).unwrap_or(&json!("")),
+                        what,
+                    ));
                 }
             }
         }
@@ -220,8 +240,14 @@ pub fn validate_object_meta(obj: &Value, namespaced: bool, rule: NameRule) -> Ve
 pub fn validate_object_meta_update(new: &Value, old: &Value) -> Vec<Cause> {
     let mut causes = Vec::new();
     for field in ["name", "namespace", "uid", "creationTimestamp"] {
-        let n = new.pointer(&format!("/metadata/{field}")).cloned().unwrap_or(json!(""));
-        let o = old.pointer(&format!("/metadata/{field}")).cloned().unwrap_or(json!(""));
+        let n = new
+            .pointer(&format!("/metadata/{field}"))
+            .cloned()
+            .unwrap_or(json!(""));
+        let o = old
+            .pointer(&format!("/metadata/{field}"))
+            .cloned()
+            .unwrap_or(json!(""));
         if n != o {
             causes.push(Cause::immutable(format!("metadata.{field}"), &n));
         }

@@ -47,14 +47,24 @@ pub fn validate(opts: &WatchOpts, rv_match: Option<&str>, cont: Option<&str>) ->
             ));
         }
         if m != "NotOlderThan" {
-            causes.push(Cause::not_supported("resourceVersionMatch", &json!(m), &["NotOlderThan"]));
+            causes.push(Cause::not_supported(
+                "resourceVersionMatch",
+                &json!(m),
+                &["NotOlderThan"],
+            ));
         }
         if cont.is_some() {
-            causes.push(Cause::forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden when continue is provided"));
+            causes.push(Cause::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
         }
     }
     if opts.send_initial_events == Some(true) && !opts.bookmarks {
-        causes.push(Cause::forbidden("allowWatchBookmarks", "sendInitialEvents requires allowWatchBookmarks=true"));
+        causes.push(Cause::forbidden(
+            "allowWatchBookmarks",
+            "sendInitialEvents requires allowWatchBookmarks=true",
+        ));
     }
     if !causes.is_empty() {
         return Err(ApiError::invalid("meta.k8s.io", "ListOptions", "", causes));
@@ -139,7 +149,11 @@ impl Watcher {
         if requested > reg.db.current_rv() {
             let wait = Duration::from_secs(3).min(self.opts.timeout);
             if !reg.db.wait_for_rv(requested, wait).await {
-                self.send_error(ApiError::too_large_resource_version(requested, reg.db.current_rv())).await;
+                self.send_error(ApiError::too_large_resource_version(
+                    requested,
+                    reg.db.current_rv(),
+                ))
+                .await;
                 return;
             }
         }
@@ -166,7 +180,10 @@ impl Watcher {
         let start = match start {
             Ok(s) => s,
             Err(oldest) => {
-                self.send_error(ApiError::expired(format!("too old resource version: {requested} ({oldest})"))).await;
+                self.send_error(ApiError::expired(format!(
+                    "too old resource version: {requested} ({oldest})"
+                )))
+                .await;
                 return;
             }
         };
@@ -178,7 +195,9 @@ impl Watcher {
         let mut last_rv = snapshot_rv;
         if self.opts.send_initial_events == Some(true)
             && self.opts.bookmarks
-            && !self.send(line("BOOKMARK", &bookmark(self.def, snapshot_rv, true))).await
+            && !self
+                .send(line("BOOKMARK", &bookmark(self.def, snapshot_rv, true)))
+                .await
         {
             return;
         }
@@ -192,7 +211,11 @@ impl Watcher {
             };
             (t > now).then_some(t)
         };
-        let mut bookmark_at = if self.opts.bookmarks { next_bookmark(Instant::now()) } else { None };
+        let mut bookmark_at = if self.opts.bookmarks {
+            next_bookmark(Instant::now())
+        } else {
+            None
+        };
         loop {
             let bm_sleep = async {
                 match bookmark_at {
@@ -259,9 +282,19 @@ impl Watcher {
 }
 
 /// Starts a watch; the returned receiver yields newline-delimited JSON watch events.
-pub fn start(reg: Arc<Registry>, def: &'static ResourceDef, ns: Option<String>, opts: WatchOpts) -> mpsc::Receiver<Bytes> {
+pub fn start(
+    reg: Arc<Registry>,
+    def: &'static ResourceDef,
+    ns: Option<String>,
+    opts: WatchOpts,
+) -> mpsc::Receiver<Bytes> {
     let (tx, rx) = mpsc::channel(256);
-    let w = Watcher { def, ns, opts, out: tx };
+    let w = Watcher {
+        def,
+        ns,
+        opts,
+        out: tx,
+    };
     tokio::spawn(w.run(reg));
     rx
 }

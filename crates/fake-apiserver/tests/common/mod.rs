@@ -17,8 +17,16 @@ pub async fn start_with(cfg: Config) -> RunningServer {
 }
 
 /// One HTTP/1.1 request with `Connection: close`; returns status, headers and JSON body.
-pub async fn raw(server: &RunningServer, method: &str, path: &str, content_type: &str, body: &str) -> (u16, String, Value) {
-    let mut s = tokio::net::TcpStream::connect(server.addr()).await.expect("connect");
+pub async fn raw(
+    server: &RunningServer,
+    method: &str,
+    path: &str,
+    content_type: &str,
+    body: &str,
+) -> (u16, String, Value) {
+    let mut s = tokio::net::TcpStream::connect(server.addr())
+        .await
+        .expect("connect");
     let req = format!(
         "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: {content_type}\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         server.addr(),
@@ -26,10 +34,17 @@ pub async fn raw(server: &RunningServer, method: &str, path: &str, content_type:
     );
     s.write_all(req.as_bytes()).await.expect("write");
     let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf)).await.expect("response in time").expect("read");
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut buf))
+        .await
+        .expect("response in time")
+        .expect("read");
     let text = String::from_utf8_lossy(&buf).to_string();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let code: u16 = head.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let code: u16 = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
     let json = serde_json::from_str(body).unwrap_or(Value::Null);
     (code, head.to_string(), json)
 }
@@ -59,7 +74,10 @@ where
         if let Some(v) = f().await {
             return v;
         }
-        assert!(tokio::time::Instant::now() < deadline, "condition not met within {within:?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition not met within {within:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
