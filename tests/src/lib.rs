@@ -63,6 +63,8 @@ pub fn free_port() -> u16 {
 pub struct Proc {
     /// Its name in logs.
     pub name: String,
+    /// Its `/healthz`, `/metrics` address, for controllers.
+    pub http: Option<SocketAddr>,
     child: Child,
     log: PathBuf,
 }
@@ -115,6 +117,7 @@ pub fn spawn(dir: &Path, name: &str, binary: &Path, args: &[String]) -> Proc {
         .unwrap_or_else(|e| panic!("cannot start {}: {e}", binary.display()));
     Proc {
         name: name.into(),
+        http: None,
         child,
         log,
     }
@@ -320,15 +323,16 @@ impl Cluster {
             format!("http://{}", self.gateway_grpc),
             "--http-listen".into(),
             format!("127.0.0.1:{http_port}"),
-            "--leader-elect=false".into(),
         ]
     }
 
     /// Starts controller binary `name` with the cluster flags plus `extra`; returns its index.
     pub fn start_controller(&mut self, name: &str, label: &str, extra: &[&str]) -> usize {
-        let mut args = self.controller_args(free_port());
+        let port = free_port();
+        let mut args = self.controller_args(port);
         args.extend(extra.iter().map(|s| (*s).to_owned()));
-        let proc = spawn(self.dir.path(), label, &binary(name), &args);
+        let mut proc = spawn(self.dir.path(), label, &binary(name), &args);
+        proc.http = Some(([127, 0, 0, 1], port).into());
         self.procs.push(proc);
         self.procs.len() - 1
     }
