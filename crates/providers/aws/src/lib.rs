@@ -115,3 +115,52 @@ impl Provider for AwsProvider {
         Some(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use aws_sdk_ec2::config::Credentials;
+    use provider::{NodeRef, ProviderError};
+
+    use super::*;
+
+    async fn provider(config: AwsConfig) -> Arc<AwsProvider> {
+        let sdk = config
+            .sdk_loader()
+            .expect("valid settings")
+            .credentials_provider(Credentials::new("a", "b", None, None, "test"))
+            .load()
+            .await;
+        AwsProvider::with_sdk_config(config, &sdk).expect("provider")
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_endpoint_is_unavailable_not_a_panic() {
+        // HTTPS: builds the rustls (ring) connector, then fails to connect to the discard port.
+        let p = provider(AwsConfig {
+            region: "us-east-1".into(),
+            endpoint_url: Some("https://127.0.0.1:9".into()),
+            max_attempts: 1,
+            ..AwsConfig::default()
+        })
+        .await;
+        assert_eq!(p.name(), "aws");
+        assert_eq!(p.limits().max_instance_batch, 500);
+        assert!(p.instances().is_some() && p.load_balancers().is_some() && p.routes().is_some());
+        let err = p
+            .lookup_instances(&[NodeRef::new("n", "aws:///us-east-1a/i-0123456789abcdef0")])
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ProviderError::Unavailable(_)), "{err:?}");
+    }
+
+    #[tokio::test]
+    async fn invalid_settings_are_refused_at_setup() {
+        let err = AwsProvider::new(AwsConfig {
+            max_instance_batch: 0,
+            ..AwsConfig::default()
+        })
+        .await
+        .unwrap_err();
+        assert!(matches!(err, AwsSetupError::InvalidSetting(_)), "{err}");
+    }
+}
