@@ -212,13 +212,12 @@ impl AwsProvider {
         Ok(table)
     }
 
-    /// Instances that the table's routes point at.
-    async fn route_instances(&self, table: &RouteTableView) -> Result<HashMap<String, InstanceView>> {
-        let ids: Vec<String> = table
-            .routes
-            .iter()
-            .filter_map(|r| r.instance_id.clone())
-            .collect();
+    /// Instances that `routes` point at (found ones only).
+    async fn route_instances<'a>(
+        &self,
+        routes: impl IntoIterator<Item = &'a RouteView>,
+    ) -> Result<HashMap<String, InstanceView>> {
+        let ids: Vec<String> = routes.into_iter().filter_map(|r| r.instance_id.clone()).collect();
         if ids.is_empty() {
             return Ok(HashMap::new());
         }
@@ -264,7 +263,7 @@ impl AwsProvider {
 impl Routes for AwsProvider {
     async fn list_routes(&self, cluster: &str) -> Result<Vec<Route>> {
         let table = self.route_table(cluster).await?;
-        let instances = self.route_instances(&table).await?;
+        let instances = self.route_instances(&table.routes).await?;
         Ok(cluster_routes(cluster, &table, &instances))
     }
 
@@ -288,7 +287,14 @@ impl Routes for AwsProvider {
                 .map_err(|e| sdk_error("ModifyInstanceAttribute", &e))?;
         }
         let cidr = &route.destination_cidr;
-        let instances = self.route_instances(&table).await?;
+        // Only the instance the CIDR is routed to now matters (one lookup, not the whole table).
+        let instances = self
+            .route_instances(
+                table
+                    .route_to(cidr)
+                    .filter(|r| r.instance_id.as_ref() != Some(&instance.id)),
+            )
+            .await?;
         match route_action(cluster, table.route_to(cidr), &instance.id, &instances)? {
             RouteAction::Nothing => Ok(()),
             RouteAction::Create => {
@@ -338,11 +344,12 @@ impl Routes for AwsProvider {
         let Some(current) = table.route_to(cidr) else {
             return Ok(());
         };
-        let instances = self.route_instances(&table).await?;
-        if !cluster_routes(cluster, &table, &instances)
-            .iter()
-            .any(|r| &r.destination_cidr == cidr)
-        {
+        let instances = self.route_instances([current]).await?;
+        let only = RouteTableView {
+            routes: vec![current.clone()],
+            ..RouteTableView::default()
+        };
+        if cluster_routes(cluster, &only, &instances).is_empty() {
             return Err(ProviderError::InvalidArgument(format!(
                 "the route to {cidr} ({}) is not one of the cluster's",
                 current
