@@ -557,3 +557,30 @@ async fn a_node_unknown_to_the_cloud_gets_no_route() {
         Err(ProviderError::InstanceNotFound(_))
     ));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_unknown_ids_fall_back_to_the_instance_id_filter() {
+    let h = Harness::start("unknown-ids", |_| {}).await;
+    let known = h.cloud.run_instance(&h.network, 0).await;
+    let mut nodes: Vec<NodeRef> = (1..=5)
+        .map(|n| NodeRef::new(format!("ghost-{n}"), format!("aws:///us-east-1a/i-{n:017x}")))
+        .collect();
+    nodes.insert(2, node(&known));
+    h.proxy.reset_counts();
+    let answers = h.provider.lookup_instances(&nodes).await.expect("lookup");
+    for (n, answer) in answers.iter().enumerate() {
+        if n == 2 {
+            assert_eq!(
+                answer.as_ref().expect("known").metadata.provider_id,
+                known.provider_id
+            );
+        } else {
+            assert!(
+                matches!(answer, Err(ProviderError::InstanceNotFound(_))),
+                "{n}: {answer:?}"
+            );
+        }
+    }
+    // moto names one unknown ID per error: four rounds, then one filtered call.
+    assert_eq!(h.proxy.count("DescribeInstances"), 5);
+}
