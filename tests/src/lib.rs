@@ -248,7 +248,7 @@ impl Drop for Procs {
 impl Cluster {
     /// Starts the API server and the gateway and waits until both answer.
     pub async fn start(spec: ClusterSpec) -> Self {
-        // One TLS crypto provider for kube's client (the workspace build enables two).
+        // kube's client needs a rustls crypto provider chosen explicitly.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().expect("temp dir");
         let kubeconfig = dir.path().join("kubeconfig");

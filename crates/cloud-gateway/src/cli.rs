@@ -70,6 +70,9 @@ pub struct Args {
     #[command(flatten)]
     #[allow(missing_docs)]
     pub simulator: SimulatorArgs,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub aws: AwsArgs,
 }
 
 /// The cloud behind the gateway.
@@ -77,6 +80,53 @@ pub struct Args {
 pub enum ProviderKind {
     /// The embedded simulated cloud (no account needed).
     Simulator,
+    /// Amazon Web Services: EC2 instances, NLBs, VPC routes (or an AWS-compatible endpoint).
+    Aws,
+}
+
+/// Settings of AWS (`--provider aws`). Credentials come only from the standard AWS chain
+/// (environment, profile, web identity, instance metadata) of the gateway's process.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AwsArgs {
+    /// Region; the standard chain's when unset.
+    #[arg(long = "aws-region", env = "AWS_REGION")]
+    pub region: Option<String>,
+    /// Endpoint URL for EC2 and ELBv2 (an AWS-compatible cloud, or moto in tests).
+    #[arg(long = "aws-endpoint-url", env = "AWS_ENDPOINT_URL")]
+    pub endpoint_url: Option<String>,
+    /// Route table for pod-CIDR routes; the table tagged `kubernetes.io/cluster/<cluster>` when unset.
+    #[arg(long = "aws-route-table-id")]
+    pub route_table_id: Option<String>,
+    /// The cluster's VPC (narrows subnet discovery and lookups by name).
+    #[arg(long = "aws-vpc-id")]
+    pub vpc_id: Option<String>,
+    /// Subnets for new load balancers, comma-separated; discovered by tags when unset.
+    #[arg(long = "aws-subnet-ids", value_delimiter = ',')]
+    pub subnet_ids: Vec<String>,
+    /// Instance IDs per DescribeInstances call.
+    #[arg(long = "aws-max-instance-batch", default_value_t = 500)]
+    pub max_instance_batch: usize,
+    /// SDK attempts per call for network errors and 5xx (throttling is never retried there).
+    #[arg(long = "aws-max-attempts", default_value_t = 3)]
+    pub max_attempts: u32,
+    /// Bound of one AWS API call, retries included.
+    #[arg(long = "aws-operation-timeout", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub operation_timeout: Duration,
+}
+
+impl AwsArgs {
+    fn config(&self) -> provider_aws::AwsConfig {
+        provider_aws::AwsConfig {
+            region: self.region.clone().unwrap_or_default(),
+            endpoint_url: self.endpoint_url.clone(),
+            route_table_id: self.route_table_id.clone(),
+            vpc_id: self.vpc_id.clone(),
+            subnet_ids: self.subnet_ids.clone(),
+            max_instance_batch: self.max_instance_batch,
+            max_attempts: self.max_attempts,
+            operation_timeout: self.operation_timeout,
+        }
+    }
 }
 
 /// Settings of the simulated cloud (`--provider simulator`).
@@ -157,6 +207,9 @@ pub enum SetupError {
     /// The simulated cloud cannot be opened (bad inventory, unreadable state).
     #[error("cannot open the simulated cloud: {0}")]
     Simulator(#[from] provider_simulator::SimulatorError),
+    /// AWS cannot be set up (no region, no credentials, bad setting).
+    #[error("cannot set up AWS: {0}")]
+    Aws(#[from] provider_aws::AwsSetupError),
 }
 
 impl Args {
@@ -194,6 +247,10 @@ impl Args {
                 let sim = provider_simulator::Simulator::open(self.simulator.config()?)?;
                 let admin = provider_simulator::admin_router(sim.clone());
                 Ok((sim, Some(admin)))
+            }
+            ProviderKind::Aws => {
+                let aws = provider_aws::AwsProvider::new(self.aws.config()).await?;
+                Ok((aws, None))
             }
         }
     }
@@ -273,6 +330,26 @@ mod tests {
         assert_eq!(config.knobs.error_rate.get("describe_instances"), Some(&0.5));
         assert!(config.disabled.routes && !config.disabled.instances);
         assert_eq!(config.knobs.latency, Duration::from_millis(20));
+    }
+
+    #[test]
+    fn aws_flags_parse() {
+        let args = Args::parse_from([
+            "cloud-gateway",
+            "--provider",
+            "aws",
+            "--aws-region",
+            "eu-west-1",
+            "--aws-endpoint-url",
+            "http://127.0.0.1:5000",
+            "--aws-subnet-ids",
+            "subnet-a,subnet-b",
+        ]);
+        assert_eq!(args.provider, ProviderKind::Aws);
+        let config = args.aws.config();
+        assert_eq!(config.region, "eu-west-1");
+        assert_eq!(config.subnet_ids, ["subnet-a", "subnet-b"]);
+        assert_eq!(config.max_instance_batch, 500);
     }
 
     #[test]

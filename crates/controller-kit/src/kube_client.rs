@@ -55,9 +55,8 @@ pub enum KubeSetupError {
     Client(#[from] kube::Error),
 }
 
-/// Selects rustls's crypto provider for the process (ring). Needed because another crate of
-/// the workspace build (the AWS SDK) enables a second provider, and rustls then refuses to
-/// choose. Harmless when already installed.
+/// Selects rustls's crypto provider for the process (ring): kube without its default features
+/// selects none, and rustls will not guess. Harmless when already installed.
 pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }

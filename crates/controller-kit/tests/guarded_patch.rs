@@ -12,9 +12,12 @@ use kube::{
 use serde_json::json;
 
 async fn server_and_node() -> (fake_apiserver::RunningServer, Api<Node>) {
-    let server = fake_apiserver::FakeApiServer::start(fake_apiserver::Config::default()).await.unwrap();
+    let server = fake_apiserver::FakeApiServer::start(fake_apiserver::Config::default())
+        .await
+        .unwrap();
     let nodes: Api<Node> = Api::all(server.client().unwrap());
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1", "labels": {"a": "1"}}})).unwrap();
+    let node: Node =
+        serde_json::from_value(json!({"metadata": {"name": "n1", "labels": {"a": "1"}}})).unwrap();
     nodes.create(&PostParams::default(), &node).await.unwrap();
     (server, nodes)
 }
@@ -23,9 +26,20 @@ async fn server_and_node() -> (fake_apiserver::RunningServer, Api<Node>) {
 async fn a_merge_patch_with_a_stale_resource_version_is_a_conflict() {
     let (_server, nodes) = server_and_node().await;
     let stale = nodes.get("n1").await.unwrap().metadata.resource_version.unwrap();
-    nodes.patch("n1", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"b": "2"}}}))).await.unwrap();
+    nodes
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"b": "2"}}})),
+        )
+        .await
+        .unwrap();
     let err = nodes
-        .patch("n1", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"resourceVersion": stale, "labels": {"c": "3"}}})))
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"resourceVersion": stale, "labels": {"c": "3"}}})),
+        )
         .await
         .unwrap_err();
     assert!(matches!(err, kube::Error::Api(ref s) if s.code == 409), "{err:?}");
@@ -42,7 +56,10 @@ async fn a_concurrent_write_is_kept_and_the_change_recomputed() {
             let nodes = nodes.clone();
             std::thread::scope(|s| {
                 s.spawn(|| {
-                    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .unwrap();
                     rt.block_on(nodes.patch(
                         "n1",
                         &PatchParams::default(),
@@ -58,17 +75,26 @@ async fn a_concurrent_write_is_kept_and_the_change_recomputed() {
     .await
     .unwrap()
     .unwrap();
-    assert_eq!(attempts.load(Ordering::SeqCst), 2, "the conflict must cause exactly one retry");
+    assert_eq!(
+        attempts.load(Ordering::SeqCst),
+        2,
+        "the conflict must cause exactly one retry"
+    );
     let labels = written.metadata.labels.unwrap();
     assert_eq!(labels["other"], "x", "the other writer's change is kept");
-    assert_eq!(labels["seen"], "2", "the change was recomputed from the fresh object");
+    assert_eq!(
+        labels["seen"], "2",
+        "the change was recomputed from the fresh object"
+    );
 }
 
 #[tokio::test]
 async fn nothing_to_do_writes_nothing() {
     let (_server, nodes) = server_and_node().await;
     let before = nodes.get("n1").await.unwrap().metadata.resource_version;
-    let written = guarded_merge_patch(&nodes, "n1", Target::Main, "test", |_| None).await.unwrap();
+    let written = guarded_merge_patch(&nodes, "n1", Target::Main, "test", |_| None)
+        .await
+        .unwrap();
     assert!(written.is_none());
     assert_eq!(nodes.get("n1").await.unwrap().metadata.resource_version, before);
 }
