@@ -8,9 +8,9 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
 
 .PHONY: demo
-demo: ## run the local demo: fake API server + gateway on the simulator + controllers
+demo: ## run the local demo: fake API server + gateway on the simulator + controllers (Ctrl-C stops)
 	$(CARGO) build --workspace --bins
-	scripts/demo.sh
+	target/debug/ccm-demo $(DEMO_ARGS)
 
 .PHONY: test-deps
 test-deps: ## install what the tests need (a Python venv with moto) from the package registries

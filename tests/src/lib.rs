@@ -32,12 +32,15 @@ pub fn bin_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("CCM_BIN_DIR") {
         return PathBuf::from(dir);
     }
-    // The test executable lives in target/<profile>/deps/.
-    let exe = std::env::current_exe().expect("test executable path");
-    exe.parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>")
-        .to_path_buf()
+    // Test executables live in target/<profile>/deps/, binaries (the demo) in target/<profile>/.
+    let exe = std::env::current_exe().expect("executable path");
+    let dir = exe.parent().expect("executable directory");
+    let dir = if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.parent().unwrap_or(dir)
+    } else {
+        dir
+    };
+    dir.to_path_buf()
 }
 
 /// Path of workspace binary `name`; fails with the command that builds it.

@@ -259,13 +259,20 @@ fn the_example_inventory_is_valid() {
     let inv = provider_simulator::inventory::load(&example_inventory()).unwrap();
     assert_eq!(inv.region, "sim-east-1");
     assert_eq!(inv.zones.len(), 3);
-    assert_eq!(inv.instances.len(), 6);
+    assert_eq!(inv.instances.len(), 7);
     assert_eq!(inv.load_balancer_pool.to_string(), "203.0.113.0/24");
     assert_eq!(inv.instance_subnet.to_string(), "10.0.0.0/16");
     assert_eq!(
         inv.instances
             .iter()
             .filter(|i| i.state == InstanceState::Stopped)
+            .count(),
+        1
+    );
+    assert_eq!(
+        inv.instances
+            .iter()
+            .filter(|i| i.state == InstanceState::Terminated)
             .count(),
         1
     );

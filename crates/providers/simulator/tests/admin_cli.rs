@@ -95,7 +95,7 @@ async fn admin_api_lists_launches_and_powers_instances() {
     let s = serve().await;
     let (code, list) = http(&s.base, Method::GET, "/instances", None).await;
     assert_eq!(code, StatusCode::OK);
-    assert_eq!(list.as_array().unwrap().len(), 6);
+    assert_eq!(list.as_array().unwrap().len(), 7);
     assert_eq!(list[0]["name"], "control-plane-1");
     assert_eq!(list[0]["type"], "sim.large");
 
@@ -163,7 +163,7 @@ async fn admin_api_lists_launches_and_powers_instances() {
 
     // terminated instances stay listed
     let (_, list) = http(&s.base, Method::GET, "/instances", None).await;
-    assert_eq!(list.as_array().unwrap().len(), 7);
+    assert_eq!(list.as_array().unwrap().len(), 8);
     let (code, info) = http(&s.base, Method::GET, "/info", None).await;
     assert_eq!(code, StatusCode::OK);
     assert_eq!(info["region"], "sim-east-1");
@@ -295,7 +295,7 @@ async fn cli_drives_the_admin_api() {
         table.contains("worker-gpu-1") && table.contains("accelerator=sim-gpu"),
         "{table}"
     );
-    assert_eq!(table.lines().count(), 7, "{table}");
+    assert_eq!(table.lines().count(), 8, "{table}");
 
     let out = cli(
         b,

@@ -1,0 +1,290 @@
+//! `make demo`: the whole system on one machine, with no cloud account and no cluster.
+//!
+//! Starts fake-apiserver, cloud-gateway on the simulated cloud (seeded from
+//! `examples/simulator-inventory.yaml`) and the controllers; registers the inventory's machines
+//! as Nodes the way kubelet `--cloud-provider=external` does; and prints the Nodes before and
+//! after the controllers did their work. Then it keeps running (Ctrl-C stops everything) so you
+//! can look around with `kubectl` and `cloud-sim`; `--exit` stops at once (CI smoke test).
+
+use std::{collections::BTreeMap, path::PathBuf, time::Duration};
+
+use e2e::{Cluster, ClusterSpec, wait_for};
+use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
+
+const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
+
+struct Options {
+    inventory: PathBuf,
+    exit: bool,
+}
+
+fn options() -> Result<Options, String> {
+    let mut opts = Options {
+        inventory: PathBuf::from(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../examples/simulator-inventory.yaml"
+        )),
+        exit: false,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--exit" => opts.exit = true,
+            "--inventory" => opts.inventory = args.next().ok_or("--inventory needs a path")?.into(),
+            "-h" | "--help" => {
+                println!("usage: ccm-demo [--inventory FILE] [--exit]");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?} (try --help)")),
+        }
+    }
+    Ok(opts)
+}
+
+fn label<'a>(node: &'a Node, key: &str) -> &'a str {
+    node.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .map_or("<none>", String::as_str)
+}
+
+fn status(node: &Node) -> &'static str {
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True");
+    if ready { "Ready" } else { "NotReady" }
+}
+
+fn taints(node: &Node) -> String {
+    let keys: Vec<&str> = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .map(|t| {
+            t.iter()
+                .map(|t| t.key.rsplit('/').next().unwrap_or(&t.key))
+                .collect()
+        })
+        .unwrap_or_default();
+    if keys.is_empty() {
+        "<none>".into()
+    } else {
+        keys.join(",")
+    }
+}
+
+fn address(node: &Node, kind: &str) -> String {
+    node.status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .and_then(|a| a.iter().find(|a| a.type_ == kind))
+        .map_or("<none>".into(), |a| a.address.clone())
+}
+
+/// A `kubectl get nodes -o wide`-like table, with the cloud's labels.
+fn print_nodes(title: &str, nodes: &[Node]) {
+    println!("\n== {title} ==");
+    let rows: Vec<[String; 8]> = nodes
+        .iter()
+        .map(|n| {
+            [
+                n.name_any(),
+                status(n).into(),
+                taints(n),
+                n.spec
+                    .as_ref()
+                    .and_then(|s| s.provider_id.clone())
+                    .unwrap_or_else(|| "<none>".into()),
+                address(n, "InternalIP"),
+                address(n, "ExternalIP"),
+                label(n, "node.kubernetes.io/instance-type").into(),
+                format!(
+                    "{}/{}",
+                    label(n, "topology.kubernetes.io/region"),
+                    label(n, "topology.kubernetes.io/zone")
+                ),
+            ]
+        })
+        .collect();
+    let header = [
+        "NAME",
+        "STATUS",
+        "TAINTS",
+        "PROVIDER-ID",
+        "INTERNAL-IP",
+        "EXTERNAL-IP",
+        "INSTANCE-TYPE",
+        "REGION/ZONE",
+    ];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_owned()
+    };
+    println!("{}", line(header.to_vec()));
+    for row in &rows {
+        println!("{}", line(row.iter().map(String::as_str).collect()));
+    }
+    let extra: BTreeMap<String, Vec<String>> = nodes
+        .iter()
+        .filter_map(|n| {
+            let labels: Vec<String> = n
+                .labels()
+                .iter()
+                .filter(|(k, _)| !k.contains("kubernetes.io/"))
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
+            (!labels.is_empty()).then(|| (n.name_any(), labels))
+        })
+        .collect();
+    for (node, labels) in extra {
+        println!("  {node}: extra labels from the cloud: {}", labels.join(", "));
+    }
+}
+
+async fn node_list(cluster: &Cluster) -> Vec<Node> {
+    let mut nodes = cluster
+        .nodes()
+        .list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    nodes.sort_by_key(ResourceExt::name_any);
+    nodes
+}
+
+#[tokio::main]
+async fn main() {
+    let opts = match options() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("ccm-demo: {e}");
+            std::process::exit(64);
+        }
+    };
+    let inventory = match std::fs::read_to_string(&opts.inventory) {
+        Ok(text) => text,
+        Err(e) => {
+            eprintln!("ccm-demo: cannot read {}: {e}", opts.inventory.display());
+            std::process::exit(64);
+        }
+    };
+    println!(
+        "Starting fake-apiserver and cloud-gateway on the simulated cloud ({})...",
+        opts.inventory.display()
+    );
+    let mut cluster = Cluster::start(ClusterSpec {
+        inventory,
+        gateway_args: Vec::new(),
+    })
+    .await;
+    let instances = cluster.sim(&["instances", "list"]).await;
+    let instances = instances.get("instances").cloned().unwrap_or(instances);
+    let machines: Vec<(String, String)> = instances
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|i| {
+                    Some((
+                        i["name"].as_str()?.to_owned(),
+                        i["state"].as_str().unwrap_or("running").to_owned(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+
+    // Kubelet registers each machine; a powered-off or deleted machine's kubelet stops
+    // reporting, so its Node is NotReady.
+    for (name, state) in &machines {
+        cluster.register_node(name, state == "running").await;
+    }
+    print_nodes(
+        "Nodes as kubelet registered them (before the controllers)",
+        &node_list(&cluster).await,
+    );
+
+    println!("\nStarting cloud-node-controller and cloud-node-lifecycle-controller...");
+    cluster.start_controller(
+        "cloud-node-controller",
+        "cloud-node-controller",
+        &["--concurrent-node-syncs", "4"],
+    );
+    cluster.start_controller(
+        "cloud-node-lifecycle-controller",
+        "cloud-node-lifecycle-controller",
+        &["--node-monitor-period", "1s"],
+    );
+    let nodes = cluster.nodes();
+    let expected = machines.clone();
+    wait_for("every node to be handled", Duration::from_secs(60), || {
+        let nodes = nodes.clone();
+        let expected = expected.clone();
+        async move {
+            for (name, state) in &expected {
+                let node = nodes.get_opt(name).await.ok()?;
+                let done = match (state.as_str(), node) {
+                    ("terminated", None) => true,
+                    ("terminated", Some(_)) => false,
+                    (_, None) => false,
+                    (state, Some(node)) => {
+                        let t = taints(&node);
+                        !t.contains(UNINITIALIZED.rsplit('/').next()?)
+                            && (state != "stopped" || t.contains(SHUTDOWN.rsplit('/').next()?))
+                    }
+                };
+                if !done {
+                    return None;
+                }
+            }
+            Some(())
+        }
+    })
+    .await;
+    print_nodes(
+        "Nodes after the controllers (initialized from the cloud)",
+        &node_list(&cluster).await,
+    );
+    for (name, state) in &machines {
+        match state.as_str() {
+            "terminated" => {
+                println!("  {name}: instance terminated -> Node deleted by cloud-node-lifecycle-controller")
+            }
+            "stopped" => println!("  {name}: instance stopped -> Node kept, tainted shutdown:NoSchedule"),
+            _ => {}
+        }
+    }
+
+    if opts.exit {
+        return;
+    }
+    println!(
+        "\nEverything keeps running; try:\n  kubectl --kubeconfig {} get nodes -o wide\n  {}/cloud-sim --admin-url http://{} instances list\n  {}/cloud-sim --admin-url http://{} instances add --name worker-9   # then register a Node named worker-9\n  curl http://{}/metrics\nLogs are in {}. Ctrl-C stops everything.",
+        cluster.kubeconfig.display(),
+        e2e::bin_dir().display(),
+        cluster.gateway_http,
+        e2e::bin_dir().display(),
+        cluster.gateway_http,
+        cluster.gateway_http,
+        cluster.dir.path().display(),
+    );
+    let _ = tokio::signal::ctrl_c().await;
+    println!("stopping");
+}
