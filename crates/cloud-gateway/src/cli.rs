@@ -7,7 +7,7 @@ use provider::Provider;
 use telemetry::LogFormat;
 use token_bucket::Limit;
 
-use crate::{GatewayConfig, adaptive::AdaptiveConfig, lookups::LookupConfig};
+use crate::{GatewayConfig, ServerTls, adaptive::AdaptiveConfig, lookups::LookupConfig};
 
 /// `cloud-gateway` flags.
 #[derive(Debug, Clone, clap::Parser)]
@@ -66,6 +66,15 @@ pub struct Args {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    /// PEM certificate of the gRPC port; serves TLS when set (with --tls-key-file).
+    #[arg(long, requires = "tls_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file.
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+    /// PEM CA bundle; when set, clients must present a certificate it signed (mutual TLS).
+    #[arg(long, requires = "tls_cert_file")]
+    pub tls_client_ca_file: Option<PathBuf>,
 
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -235,9 +244,25 @@ impl Args {
             },
             max_call_duration: self.max_call_duration,
             shutdown_grace: self.shutdown_grace,
+            tls: self.tls()?,
         };
         config.validate().map_err(SetupError::Config)?;
         Ok(config)
+    }
+
+    fn tls(&self) -> Result<Option<ServerTls>, SetupError> {
+        let (Some(cert), Some(key)) = (&self.tls_cert_file, &self.tls_key_file) else {
+            return Ok(None);
+        };
+        let read = |path: &PathBuf| {
+            std::fs::read(path)
+                .map_err(|e| SetupError::Config(format!("cannot read {}: {e}", path.display())))
+        };
+        Ok(Some(ServerTls {
+            cert_pem: read(cert)?,
+            key_pem: read(key)?,
+            client_ca_pem: self.tls_client_ca_file.as_ref().map(read).transpose()?,
+        }))
     }
 
     /// Builds the provider, plus any HTTP routes it serves (the simulator's admin API).

@@ -21,6 +21,33 @@ pub struct GatewayConfig {
     pub max_call_duration: Duration,
     /// How long in-flight calls may finish after a shutdown signal.
     pub shutdown_grace: Duration,
+    /// TLS (and with a client CA, mutual TLS) on the gRPC port; plain text when `None`.
+    pub tls: Option<ServerTls>,
+}
+
+/// The gateway's certificate, and the CA its clients' certificates must chain to.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServerTls {
+    /// PEM certificate chain served to clients.
+    pub cert_pem: Vec<u8>,
+    /// PEM private key of that certificate.
+    pub key_pem: Vec<u8>,
+    /// PEM CA bundle; when set, every client must present a certificate it signed (mTLS).
+    pub client_ca_pem: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for ServerTls {
+    // Never print the private key.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerTls")
+            .field("cert_pem", &format_args!("{} bytes", self.cert_pem.len()))
+            .field("key_pem", &"<redacted>")
+            .field(
+                "client_ca_pem",
+                &self.client_ca_pem.as_ref().map(|c| format!("{} bytes", c.len())),
+            )
+            .finish()
+    }
 }
 
 impl Default for GatewayConfig {
@@ -38,6 +65,7 @@ impl Default for GatewayConfig {
             lookups: LookupConfig::default(),
             max_call_duration: Duration::from_secs(120),
             shutdown_grace: Duration::from_secs(20),
+            tls: None,
         }
     }
 }

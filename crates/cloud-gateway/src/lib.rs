@@ -26,5 +26,5 @@ pub mod scheduler;
 pub mod server;
 pub mod service;
 
-pub use config::GatewayConfig;
+pub use config::{GatewayConfig, ServerTls};
 pub use server::{ServeError, serve, serve_with_handles};

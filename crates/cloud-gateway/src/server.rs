@@ -123,7 +123,18 @@ pub async fn serve_with_handles(
     });
 
     let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
-    let grpc_server = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = &config.tls {
+        let mut tls_config = tonic::transport::ServerTlsConfig::new()
+            .identity(tonic::transport::Identity::from_pem(&tls.cert_pem, &tls.key_pem));
+        if let Some(ca) = &tls.client_ca_pem {
+            tls_config = tls_config.client_ca_root(tonic::transport::Certificate::from_pem(ca));
+        }
+        builder = builder
+            .tls_config(tls_config)
+            .map_err(|e| ServeError::InvalidConfig(format!("TLS: {e}")))?;
+    }
+    let grpc_server = builder
         .timeout(config.max_call_duration)
         .add_service(health_service)
         .add_service(IdentityServer::from_arc(service.clone()))

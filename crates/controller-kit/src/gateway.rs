@@ -5,7 +5,7 @@
 //! that is replaced (another vendor, a rolling update) is picked up without restarting the
 //! controller.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 pub use gateway_api::error::GatewayError;
 use gateway_api::{
@@ -20,7 +20,7 @@ use tonic::{
     Request, Status,
     metadata::{Ascii, MetadataValue},
     service::{Interceptor, interceptor::InterceptedService},
-    transport::{Channel, Endpoint},
+    transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity},
 };
 
 /// Most nodes sent in one BatchLookupInstances call (the gateway accepts up to 10 000).
@@ -42,6 +42,62 @@ pub struct GatewayArgs {
     /// Attempts for a call failing with a transient error (unavailable, throttled, deadline).
     #[arg(long = "gateway-retries", default_value_t = 4)]
     pub retries: u32,
+    /// PEM CA bundle that signed the gateway's certificate; turns on TLS (use an https:// address).
+    #[arg(long = "gateway-tls-ca-file")]
+    pub tls_ca_file: Option<PathBuf>,
+    /// PEM client certificate presented to the gateway (mutual TLS), with --gateway-tls-key-file.
+    #[arg(
+        long = "gateway-tls-cert-file",
+        requires = "tls_key_file",
+        requires = "tls_ca_file"
+    )]
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --gateway-tls-cert-file.
+    #[arg(long = "gateway-tls-key-file", requires = "tls_cert_file")]
+    pub tls_key_file: Option<PathBuf>,
+    /// Name to verify in the gateway's certificate; the address's host when unset.
+    #[arg(long = "gateway-tls-server-name", requires = "tls_ca_file")]
+    pub tls_server_name: Option<String>,
+}
+
+impl GatewayArgs {
+    /// Plain-text settings for `address` (tests, the demo).
+    pub fn plain(address: impl Into<String>) -> Self {
+        Self {
+            address: address.into(),
+            timeout: Duration::from_secs(30),
+            retries: 4,
+            tls_ca_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_server_name: None,
+        }
+    }
+
+    /// The TLS settings, read from their files; `None` for plain text.
+    fn tls(&self) -> Result<Option<ClientTlsConfig>, GatewayClientError> {
+        let Some(ca) = &self.tls_ca_file else {
+            return Ok(None);
+        };
+        if !self.address.starts_with("https://") {
+            return Err(GatewayClientError::Tls(format!(
+                "TLS needs an https:// gateway address, got {:?}",
+                self.address
+            )));
+        }
+        let read = |path: &PathBuf| {
+            std::fs::read(path)
+                .map_err(|e| GatewayClientError::Tls(format!("cannot read {}: {e}", path.display())))
+        };
+        let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(ca)?));
+        if let (Some(cert), Some(key)) = (&self.tls_cert_file, &self.tls_key_file) {
+            tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
+        }
+        if let Some(name) = &self.tls_server_name {
+            tls = tls.domain_name(name.clone());
+        }
+        Ok(Some(tls))
+    }
 }
 
 /// What the provider behind the gateway can do.
@@ -127,13 +183,16 @@ pub enum GatewayClientError {
     /// The caller identity is not a valid header value.
     #[error("invalid caller identity {0:?}")]
     InvalidCaller(String),
+    /// The TLS settings are unusable.
+    #[error("gateway TLS: {0}")]
+    Tls(String),
 }
 
 impl GatewayClient {
     /// A client for `caller` (one of [`crate::names::callers`]). Connects on first use and
     /// reconnects after failures by itself.
     pub fn new(args: &GatewayArgs, caller: &str) -> Result<Self, GatewayClientError> {
-        let endpoint = Endpoint::from_shared(args.address.clone())
+        let mut endpoint = Endpoint::from_shared(args.address.clone())
             .map_err(|e| GatewayClientError::InvalidAddress {
                 address: args.address.clone(),
                 reason: e.to_string(),
@@ -143,6 +202,11 @@ impl GatewayClient {
             .keep_alive_timeout(Duration::from_secs(10))
             .keep_alive_while_idle(true)
             .tcp_nodelay(true);
+        if let Some(tls) = args.tls()? {
+            endpoint = endpoint
+                .tls_config(tls)
+                .map_err(|e| GatewayClientError::Tls(e.to_string()))?;
+        }
         let channel = endpoint.connect_lazy();
         let name = NameCaller(
             caller
