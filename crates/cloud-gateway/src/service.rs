@@ -130,15 +130,16 @@ impl pb::identity_server::Identity for GatewayService {
         &self,
         request: Request<pb::GetCapabilitiesRequest>,
     ) -> RpcResult<pb::Capabilities> {
-        let caller = caller(&request)?;
-        let caps = pb::Capabilities {
-            provider_name: self.provider.name().to_owned(),
-            instances: self.provider.instances().is_some(),
-            load_balancers: self.provider.load_balancers().is_some(),
-            routes: self.provider.routes().is_some(),
-            limits: Some(self.limits),
-        };
-        self.finish("GetCapabilities", &caller, Ok(caps))
+        self.handle("GetCapabilities", request, |_, _| async move {
+            Ok(pb::Capabilities {
+                provider_name: self.provider.name().to_owned(),
+                instances: self.provider.instances().is_some(),
+                load_balancers: self.provider.load_balancers().is_some(),
+                routes: self.provider.routes().is_some(),
+                limits: Some(self.limits),
+            })
+        })
+        .await
     }
 }
 
@@ -148,51 +149,50 @@ impl pb::instances_server::Instances for GatewayService {
         &self,
         request: Request<pb::InstanceRequest>,
     ) -> RpcResult<pb::InstanceExistsResponse> {
-        let caller = caller(&request)?;
-        let result = match self.lookup(&caller, request.into_inner().node).await {
-            Ok(_) => Ok(true),
-            Err(GatewayError::InstanceNotFound(_)) => Ok(false),
-            Err(err) => Err(err),
-        };
-        self.finish(
-            "InstanceExists",
-            &caller,
-            result.map(|exists| pb::InstanceExistsResponse { exists }),
-        )
+        self.handle("InstanceExists", request, |caller, req| async move {
+            match self.lookup(&caller, req.node).await {
+                Ok(_) => Ok(pb::InstanceExistsResponse { exists: true }),
+                Err(GatewayError::InstanceNotFound(_)) => Ok(pb::InstanceExistsResponse { exists: false }),
+                Err(err) => Err(err),
+            }
+        })
+        .await
     }
 
     async fn instance_shutdown(
         &self,
         request: Request<pb::InstanceRequest>,
     ) -> RpcResult<pb::InstanceShutdownResponse> {
-        let caller = caller(&request)?;
-        let result = self.lookup(&caller, request.into_inner().node).await;
-        self.finish(
-            "InstanceShutdown",
-            &caller,
-            result.map(|i| pb::InstanceShutdownResponse { shutdown: i.shutdown }),
-        )
+        self.handle("InstanceShutdown", request, |caller, req| async move {
+            let instance = self.lookup(&caller, req.node).await?;
+            Ok(pb::InstanceShutdownResponse {
+                shutdown: instance.shutdown,
+            })
+        })
+        .await
     }
 
     async fn instance_metadata(
         &self,
         request: Request<pb::InstanceRequest>,
     ) -> RpcResult<pb::InstanceMetadataResponse> {
-        let caller = caller(&request)?;
-        let result = self.lookup(&caller, request.into_inner().node).await;
-        let result = result.map(|i| pb::InstanceMetadataResponse {
-            metadata: Some(convert::metadata_to_pb(&i.metadata)),
-        });
-        self.finish("InstanceMetadata", &caller, result)
+        self.handle("InstanceMetadata", request, |caller, req| async move {
+            let instance = self.lookup(&caller, req.node).await?;
+            Ok(pb::InstanceMetadataResponse {
+                metadata: Some(convert::metadata_to_pb(&instance.metadata)),
+            })
+        })
+        .await
     }
 
     async fn batch_lookup_instances(
         &self,
         request: Request<pb::BatchLookupInstancesRequest>,
     ) -> RpcResult<pb::BatchLookupInstancesResponse> {
-        let caller = caller(&request)?;
-        let result = self.batch(&caller, request.into_inner().nodes).await;
-        self.finish("BatchLookupInstances", &caller, result)
+        self.handle("BatchLookupInstances", request, |caller, req| async move {
+            self.batch(&caller, req.nodes).await
+        })
+        .await
     }
 }
 
@@ -230,111 +230,118 @@ impl GatewayService {
     }
 }
 
+impl GatewayService {
+    /// The common frame of a call: caller identity, the work, metrics and status conversion.
+    async fn handle<Req, Resp, Fut>(
+        &self,
+        method: &'static str,
+        request: Request<Req>,
+        work: impl FnOnce(String, Req) -> Fut,
+    ) -> RpcResult<Resp>
+    where
+        Fut: std::future::Future<Output = Result<Resp, GatewayError>>,
+    {
+        let caller = caller(&request)?;
+        let result = work(caller.clone(), request.into_inner()).await;
+        self.finish(method, &caller, result)
+    }
+
+    /// The provider's load balancers, the cluster name and the service of a request, validated.
+    fn lb_request(
+        &self,
+        cluster: &str,
+        service: Option<pb::Service>,
+    ) -> Result<(&dyn provider::LoadBalancers, String, provider::ServiceSpec), GatewayError> {
+        Ok((
+            self.load_balancers()?,
+            convert::cluster_name(cluster)?.to_owned(),
+            convert::service(service)?,
+        ))
+    }
+}
+
 #[tonic::async_trait]
 impl pb::load_balancers_server::LoadBalancers for GatewayService {
     async fn get_load_balancer(
         &self,
         request: Request<pb::GetLoadBalancerRequest>,
     ) -> RpcResult<pb::GetLoadBalancerResponse> {
-        let caller = caller(&request)?;
-        let req = request.into_inner();
-        let result = async {
-            let lbs = self.load_balancers()?;
-            let cluster = convert::cluster_name(&req.cluster_name)?;
-            let svc = convert::service(req.service)?;
+        self.handle("GetLoadBalancer", request, |caller, req| async move {
+            let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, req.service)?;
             let status = self
                 .gate
                 .call(Class::Read, &caller, "get_load_balancer", || {
-                    lbs.get_load_balancer(cluster, &svc)
+                    lbs.get_load_balancer(&cluster, &svc)
                 })
                 .await?;
             Ok(pb::GetLoadBalancerResponse {
                 exists: status.is_some(),
                 status: status.as_ref().map(convert::lb_status_to_pb),
             })
-        }
-        .await;
-        self.finish("GetLoadBalancer", &caller, result)
+        })
+        .await
     }
 
     async fn get_load_balancer_name(
         &self,
         request: Request<pb::GetLoadBalancerNameRequest>,
     ) -> RpcResult<pb::GetLoadBalancerNameResponse> {
-        let caller = caller(&request)?;
-        let req = request.into_inner();
-        let result = (|| {
-            let lbs = self.load_balancers()?;
-            let cluster = convert::cluster_name(&req.cluster_name)?;
-            let svc = convert::service(req.service)?;
+        self.handle("GetLoadBalancerName", request, |_, req| async move {
+            let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, req.service)?;
             Ok(pb::GetLoadBalancerNameResponse {
-                name: lbs.load_balancer_name(cluster, &svc),
+                name: lbs.load_balancer_name(&cluster, &svc),
             })
-        })();
-        self.finish("GetLoadBalancerName", &caller, result)
+        })
+        .await
     }
 
     async fn ensure_load_balancer(
         &self,
         request: Request<pb::EnsureLoadBalancerRequest>,
     ) -> RpcResult<pb::EnsureLoadBalancerResponse> {
-        let caller = caller(&request)?;
-        let req = request.into_inner();
-        let result = async {
-            let lbs = self.load_balancers()?;
-            let cluster = convert::cluster_name(&req.cluster_name)?;
-            let svc = convert::service(req.service)?;
+        self.handle("EnsureLoadBalancer", request, |caller, req| async move {
+            let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, req.service)?;
             let nodes = convert::lb_nodes(req.nodes)?;
             let status = self
                 .gate
                 .call(Class::Write, &caller, "ensure_load_balancer", || {
-                    lbs.ensure_load_balancer(cluster, &svc, &nodes)
+                    lbs.ensure_load_balancer(&cluster, &svc, &nodes)
                 })
                 .await?;
             Ok(pb::EnsureLoadBalancerResponse {
                 status: Some(convert::lb_status_to_pb(&status)),
             })
-        }
-        .await;
-        self.finish("EnsureLoadBalancer", &caller, result)
+        })
+        .await
     }
 
     async fn update_load_balancer(
         &self,
         request: Request<pb::UpdateLoadBalancerRequest>,
     ) -> RpcResult<pb::UpdateLoadBalancerResponse> {
-        let caller = caller(&request)?;
-        let req = request.into_inner();
-        let result = async {
-            let lbs = self.load_balancers()?;
-            let cluster = convert::cluster_name(&req.cluster_name)?;
-            let svc = convert::service(req.service)?;
+        self.handle("UpdateLoadBalancer", request, |caller, req| async move {
+            let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, req.service)?;
             let nodes = convert::lb_nodes(req.nodes)?;
             self.gate
                 .call(Class::Write, &caller, "update_load_balancer", || {
-                    lbs.update_load_balancer(cluster, &svc, &nodes)
+                    lbs.update_load_balancer(&cluster, &svc, &nodes)
                 })
                 .await?;
             Ok(pb::UpdateLoadBalancerResponse {})
-        }
-        .await;
-        self.finish("UpdateLoadBalancer", &caller, result)
+        })
+        .await
     }
 
     async fn ensure_load_balancer_deleted(
         &self,
         request: Request<pb::EnsureLoadBalancerDeletedRequest>,
     ) -> RpcResult<pb::EnsureLoadBalancerDeletedResponse> {
-        let caller = caller(&request)?;
-        let req = request.into_inner();
-        let result = async {
-            let lbs = self.load_balancers()?;
-            let cluster = convert::cluster_name(&req.cluster_name)?;
-            let svc = convert::service(req.service)?;
+        self.handle("EnsureLoadBalancerDeleted", request, |caller, req| async move {
+            let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, req.service)?;
             let deleted = self
                 .gate
                 .call(Class::Write, &caller, "delete_load_balancer", || {
-                    lbs.ensure_load_balancer_deleted(cluster, &svc)
+                    lbs.ensure_load_balancer_deleted(&cluster, &svc)
                 })
                 .await;
             // The contract forbids ImplementedElsewhere here: whatever a provider says, a delete
@@ -345,9 +352,8 @@ impl pb::load_balancers_server::LoadBalancers for GatewayService {
                 ))),
                 other => other.map(|()| pb::EnsureLoadBalancerDeletedResponse {}),
             }
-        }
-        .await;
-        self.finish("EnsureLoadBalancerDeleted", &caller, result)
+        })
+        .await
     }
 }
 
@@ -357,9 +363,7 @@ impl pb::routes_server::Routes for GatewayService {
         &self,
         request: Request<pb::ListRoutesRequest>,
     ) -> RpcResult<pb::ListRoutesResponse> {
-        let caller = caller(&request)?;
-        let req = request.into_inner();
-        let result = async {
+        self.handle("ListRoutes", request, |caller, req| async move {
             let routes = self.routes()?;
             let cluster = convert::cluster_name(&req.cluster_name)?;
             let list = self
@@ -371,18 +375,15 @@ impl pb::routes_server::Routes for GatewayService {
             Ok(pb::ListRoutesResponse {
                 routes: list.iter().map(convert::route_to_pb).collect(),
             })
-        }
-        .await;
-        self.finish("ListRoutes", &caller, result)
+        })
+        .await
     }
 
     async fn create_route(
         &self,
         request: Request<pb::CreateRouteRequest>,
     ) -> RpcResult<pb::CreateRouteResponse> {
-        let caller = caller(&request)?;
-        let req = request.into_inner();
-        let result = async {
+        self.handle("CreateRoute", request, |caller, req| async move {
             let routes = self.routes()?;
             let cluster = convert::cluster_name(&req.cluster_name)?;
             let route = convert::route(req.route, true)?;
@@ -397,18 +398,15 @@ impl pb::routes_server::Routes for GatewayService {
                 })
                 .await?;
             Ok(pb::CreateRouteResponse {})
-        }
-        .await;
-        self.finish("CreateRoute", &caller, result)
+        })
+        .await
     }
 
     async fn delete_route(
         &self,
         request: Request<pb::DeleteRouteRequest>,
     ) -> RpcResult<pb::DeleteRouteResponse> {
-        let caller = caller(&request)?;
-        let req = request.into_inner();
-        let result = async {
+        self.handle("DeleteRoute", request, |caller, req| async move {
             let routes = self.routes()?;
             let cluster = convert::cluster_name(&req.cluster_name)?;
             let route = convert::route(req.route, false)?;
@@ -418,8 +416,7 @@ impl pb::routes_server::Routes for GatewayService {
                 })
                 .await?;
             Ok(pb::DeleteRouteResponse {})
-        }
-        .await;
-        self.finish("DeleteRoute", &caller, result)
+        })
+        .await
     }
 }
