@@ -82,15 +82,13 @@ pub struct Monitor {
 impl Monitor {
     /// One pass over `nodes` (from the cache).
     pub async fn pass(&self, nodes: &[std::sync::Arc<Node>]) {
-        let needing_lookup: Vec<&Node> = nodes
-            .iter()
-            .map(AsRef::as_ref)
-            .filter(|n| plan::needs_lookup(ready(n)))
+        let needing_lookup: Vec<usize> = (0..nodes.len())
+            .filter(|&i| plan::needs_lookup(ready(&nodes[i])))
             .collect();
         let answers = if needing_lookup.is_empty() {
             Vec::new()
         } else {
-            let refs: Vec<_> = needing_lookup.iter().map(|n| node_ref(n)).collect();
+            let refs: Vec<_> = needing_lookup.iter().map(|&i| node_ref(&nodes[i])).collect();
             match self.gateway.lookup_instances(&refs).await {
                 Ok(answers) => answers,
                 Err(err) => {
@@ -100,22 +98,22 @@ impl Monitor {
                 }
             }
         };
-        let lookup_of = |node: &Node| {
-            needing_lookup
-                .iter()
-                .position(|n| std::ptr::eq(*n, node))
-                .and_then(|i| answers.get(i))
-        };
+        // The cloud's answer for each node, aligned with `nodes` (None: not looked up or no answer).
+        let mut lookups: Vec<Option<&Result<_, _>>> = vec![None; nodes.len()];
+        for (&i, answer) in needing_lookup.iter().zip(&answers) {
+            lookups[i] = Some(answer);
+        }
         let actions: Vec<(&Node, Action)> = nodes
             .iter()
-            .map(|n| {
+            .zip(lookups)
+            .map(|(n, lookup)| {
                 let node: &Node = n;
-                if let Some(Err(err)) = lookup_of(node)
+                if let Some(Err(err)) = lookup
                     && !matches!(err, controller_kit::gateway::GatewayError::InstanceNotFound(_))
                 {
                     tracing::warn!(node = %node.name_any(), error = %err, "error checking if node exists; leaving it");
                 }
-                (node, plan::decide(ready(node), has_taint(node, TAINT_SHUTDOWN), lookup_of(node)))
+                (node, plan::decide(ready(node), has_taint(node, TAINT_SHUTDOWN), lookup))
             })
             .filter(|(_, action)| *action != Action::Nothing)
             .collect();
