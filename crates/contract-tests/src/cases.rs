@@ -333,7 +333,7 @@ async fn ensure_until_ready(
     lbs: &mut pb::load_balancers_client::LoadBalancersClient<
         tonic::service::interceptor::InterceptedService<
             tonic::transport::Channel,
-            crate::harness::NameCaller,
+            gateway_api::caller::NameCaller,
         >,
     >,
     ensure: pb::EnsureLoadBalancerRequest,

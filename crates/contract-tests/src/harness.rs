@@ -4,7 +4,7 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use cloud_gateway::{GatewayConfig, server::Handles};
 use gateway_api::{
-    CALLER_HEADER,
+    caller::NameCaller,
     v1::{
         identity_client::IdentityClient, instances_client::InstancesClient,
         load_balancers_client::LoadBalancersClient, routes_client::RoutesClient,
@@ -12,12 +12,7 @@ use gateway_api::{
 };
 use provider::Provider;
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
-use tonic::{
-    Request, Status,
-    metadata::MetadataValue,
-    service::{Interceptor, interceptor::InterceptedService},
-    transport::Channel,
-};
+use tonic::{service::interceptor::InterceptedService, transport::Channel};
 
 /// A gateway serving on 127.0.0.1 until dropped or [`RunningGateway::stop`]ped.
 pub struct RunningGateway {
@@ -103,17 +98,6 @@ impl Drop for RunningGateway {
     }
 }
 
-/// Adds the caller header to every request.
-#[derive(Clone)]
-pub struct NameCaller(MetadataValue<tonic::metadata::Ascii>);
-
-impl Interceptor for NameCaller {
-    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        request.metadata_mut().insert(CALLER_HEADER, self.0.clone());
-        Ok(request)
-    }
-}
-
 type Svc = InterceptedService<Channel, NameCaller>;
 
 /// The four service clients on one connection.
@@ -139,7 +123,7 @@ impl Clients {
             .connect()
             .await
             .expect("connect to the gateway");
-        let name = NameCaller(caller.parse().expect("caller is ASCII"));
+        let name = NameCaller::new(caller).expect("caller is ASCII");
         Self {
             identity: IdentityClient::with_interceptor(channel.clone(), name.clone()),
             instances: InstancesClient::with_interceptor(channel.clone(), name.clone()),

@@ -9,7 +9,7 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 pub use gateway_api::error::GatewayError;
 use gateway_api::{
-    CALLER_HEADER,
+    caller::NameCaller,
     v1::{
         self as pb, identity_client::IdentityClient, instance_lookup::Result as LookupResult,
         instances_client::InstancesClient,
@@ -18,8 +18,7 @@ use gateway_api::{
 use k8s_openapi::api::core::v1::NodeAddress;
 use tonic::{
     Request, Status,
-    metadata::{Ascii, MetadataValue},
-    service::{Interceptor, interceptor::InterceptedService},
+    service::interceptor::InterceptedService,
     transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity},
 };
 
@@ -148,16 +147,6 @@ pub struct Instance {
     pub shutdown: bool,
 }
 
-#[derive(Clone)]
-struct NameCaller(MetadataValue<Ascii>);
-
-impl Interceptor for NameCaller {
-    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        request.metadata_mut().insert(CALLER_HEADER, self.0.clone());
-        Ok(request)
-    }
-}
-
 type Svc = InterceptedService<Channel, NameCaller>;
 
 /// A connection to the cloud-gateway, cheap to clone.
@@ -208,11 +197,8 @@ impl GatewayClient {
                 .map_err(|e| GatewayClientError::Tls(e.to_string()))?;
         }
         let channel = endpoint.connect_lazy();
-        let name = NameCaller(
-            caller
-                .parse()
-                .map_err(|_| GatewayClientError::InvalidCaller(caller.to_owned()))?,
-        );
+        let name =
+            NameCaller::new(caller).ok_or_else(|| GatewayClientError::InvalidCaller(caller.to_owned()))?;
         Ok(Self {
             identity: IdentityClient::with_interceptor(channel.clone(), name.clone()),
             instances: InstancesClient::with_interceptor(channel, name),

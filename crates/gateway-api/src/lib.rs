@@ -5,8 +5,10 @@
 //!   at build time (by protox, so no system `protoc` is needed).
 //! - [`error`]: the typed error carried in a gRPC status: encode on the server, decode on the
 //!   client, so that nobody ever parses a message string.
-//! - [`CALLER_HEADER`]: the metadata key a client names itself with, for fair queueing.
+//! - [`CALLER_HEADER`]: the metadata key a client names itself with, for fair queueing;
+//!   [`caller::NameCaller`] sets it on every request of a client.
 
+pub mod caller;
 pub mod error;
 
 /// Generated code for package `cloudgateway.v1`.

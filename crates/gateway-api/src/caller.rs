@@ -1,0 +1,27 @@
+//! The client side of caller identity: an interceptor that names the caller on every request.
+
+use tonic::{
+    Request, Status,
+    metadata::{Ascii, MetadataValue},
+    service::Interceptor,
+};
+
+use crate::CALLER_HEADER;
+
+/// Adds the [`CALLER_HEADER`] to every request of a client.
+#[derive(Debug, Clone)]
+pub struct NameCaller(MetadataValue<Ascii>);
+
+impl NameCaller {
+    /// An interceptor naming `caller`; `None` when it is not a valid header value.
+    pub fn new(caller: &str) -> Option<Self> {
+        caller.parse().ok().map(Self)
+    }
+}
+
+impl Interceptor for NameCaller {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        request.metadata_mut().insert(CALLER_HEADER, self.0.clone());
+        Ok(request)
+    }
+}
