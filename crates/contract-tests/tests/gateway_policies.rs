@@ -183,6 +183,31 @@ fn launch(sim: &Simulator, count: usize) -> Vec<String> {
         .collect()
 }
 
+/// Caller `caller` starts `n` calls at once; `call` makes the i-th.
+async fn flood<F, Fut>(
+    gateway: &RunningGateway,
+    caller: &str,
+    n: usize,
+    call: F,
+) -> Vec<tokio::task::JoinHandle<()>>
+where
+    F: Fn(Clients, usize) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let clients = gateway.clients(caller).await;
+    let flood = (0..n).map(|i| tokio::spawn(call(clients.clone(), i))).collect();
+    // Let the flood reach the gateway's queue before anyone else calls.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    flood
+}
+
+/// How many calls of the flood are still waiting; stops them.
+fn still_queued(flood: Vec<tokio::task::JoinHandle<()>>) -> usize {
+    let unfinished = flood.iter().filter(|t| !t.is_finished()).count();
+    flood.iter().for_each(tokio::task::JoinHandle::abort);
+    unfinished
+}
+
 fn no_cache() -> LookupConfig {
     LookupConfig {
         cache_ttl: Duration::ZERO,
@@ -198,34 +223,25 @@ async fn a_flood_of_load_balancer_updates_does_not_starve_node_lookups() {
     cfg.lookups = no_cache();
     let gateway = RunningGateway::start(cfg, sim.clone(), None).await;
     // Caller A: 1000 UpdateLoadBalancer calls at once (50 s of write budget at 20/s).
-    let a = gateway.clients("service-controller").await;
-    let flood: Vec<_> = (0..1000)
-        .map(|i| {
-            let mut a: Clients = a.clone();
-            tokio::spawn(async move {
-                let req = pb::UpdateLoadBalancerRequest {
-                    cluster_name: "policy".into(),
-                    service: Some(service(&format!("5e0a1c3e-0000-4000-8000-{i:012}"))),
-                    nodes: vec![],
-                };
-                let _ = a.load_balancers.update_load_balancer(req).await;
-            })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let flood = flood(&gateway, "service-controller", 1000, |mut a, i| async move {
+        let req = pb::UpdateLoadBalancerRequest {
+            cluster_name: "policy".into(),
+            service: Some(service(&format!("5e0a1c3e-0000-4000-8000-{i:012}"))),
+            nodes: vec![],
+        };
+        let _ = a.load_balancers.update_load_balancer(req).await;
+    })
+    .await;
     // Caller B: 20 lookups one after another. Reads have their own bucket (50/s, burst 5), so
     // B's fair share is the whole read rate: 20 lookups need at most 15 token waits of 20 ms.
     let took = caller_b_lookups(&gateway, &ids).await;
     let bound = Duration::from_secs_f64(20.0 / 50.0) + Duration::from_millis(700);
     assert!(took < bound, "B's 20 lookups took {took:?}, bound {bound:?}");
-    let unfinished = flood.iter().filter(|t| !t.is_finished()).count();
+    let unfinished = still_queued(flood);
     assert!(
         unfinished > 900,
         "A's flood should still be queued ({unfinished} left)"
     );
-    for t in flood {
-        t.abort();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -236,19 +252,13 @@ async fn a_flood_of_reads_leaves_another_caller_its_fair_share() {
     cfg.lookups = no_cache();
     let gateway = RunningGateway::start(cfg, sim.clone(), None).await;
     // Caller A: 1000 GetLoadBalancer calls at once, in the same read bucket as B (20 s at 50/s).
-    let a = gateway.clients("service-controller").await;
-    let flood: Vec<_> = (0..1000)
-        .map(|_| {
-            let mut a: Clients = a.clone();
-            tokio::spawn(async move {
-                let _ = a
-                    .load_balancers
-                    .get_load_balancer(get_lb("5e0a1c3e-0000-4000-8000-000000000002"))
-                    .await;
-            })
-        })
-        .collect();
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let flood = flood(&gateway, "service-controller", 1000, |mut a, _| async move {
+        let _ = a
+            .load_balancers
+            .get_load_balancer(get_lb("5e0a1c3e-0000-4000-8000-000000000002"))
+            .await;
+    })
+    .await;
     // With two callers contending, B gets every other token: each of its 20 sequential lookups
     // waits at most 2 token intervals (40 ms). FIFO would make B wait behind A's 20 s backlog.
     let took = caller_b_lookups(&gateway, &ids).await;
@@ -258,14 +268,11 @@ async fn a_flood_of_reads_leaves_another_caller_its_fair_share() {
         took < bound,
         "B's 20 lookups took {took:?}; fair share {fair_share:?}, bound {bound:?}"
     );
-    let unfinished = flood.iter().filter(|t| !t.is_finished()).count();
+    let unfinished = still_queued(flood);
     assert!(
         unfinished > 800,
         "A's flood should still be queued ({unfinished} left)"
     );
-    for t in flood {
-        t.abort();
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
