@@ -212,18 +212,13 @@ impl InstanceLookups {
         };
         let now = Instant::now();
         let mut state = self.lock();
-        for ((key, node), answer) in batch.into_iter().zip(answers) {
+        for ((key, _), answer) in batch.into_iter().zip(answers) {
             if let Ok(info) = &answer
                 && !self.config.cache_ttl.is_zero()
             {
-                // Cache under both names the node may be asked by next time.
-                state
-                    .cache
-                    .insert(NodeKey::Name(node.name.clone()), (now, info.clone()));
-                state.cache.insert(
-                    NodeKey::ProviderId(info.metadata.provider_id.clone()),
-                    (now, info.clone()),
-                );
+                // Only under the key it was asked by: an answer for a provider ID says nothing
+                // about which instance carries the node's name now (names are reused).
+                state.cache.insert(key.clone(), (now, info.clone()));
             }
             if let Some(slot) = state.in_flight.remove(&key) {
                 slot.send_replace(Some(answer));
@@ -255,18 +250,177 @@ impl InstanceLookups {
                 .map(|a| a.map_err(crate::convert::provider_error))
                 .collect(),
             Ok(answers) => {
-                let err = GatewayError::Internal(format!(
+                let err = batch_failure(GatewayError::Internal(format!(
                     "provider answered {} results for {} nodes",
                     answers.len(),
                     nodes.len()
-                ));
+                )));
                 nodes.iter().map(|_| Err(err.clone())).collect()
             }
-            Err(err) => nodes.iter().map(|_| Err(err.clone())).collect(),
+            Err(err) => {
+                let err = batch_failure(err);
+                nodes.iter().map(|_| Err(err.clone())).collect()
+            }
         }
+    }
+}
+
+/// The error every node of a batch gets when the provider's call failed as a whole. It must be
+/// retryable and never `InstanceNotFound`: only a per-node answer may say that an instance is
+/// gone (the lifecycle controller deletes Nodes on it), and a whole call failing says nothing
+/// about any one node.
+fn batch_failure(err: GatewayError) -> GatewayError {
+    if err.is_retryable() {
+        err
+    } else {
+        GatewayError::Unavailable(format!("the provider's batched instance lookup failed: {err}"))
     }
 }
 
 fn aborted() -> GatewayError {
     GatewayError::Unavailable("the instance lookup was aborted; retry".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use async_trait::async_trait;
+    use provider::{InstanceMetadata, Instances, LoadBalancers, ProviderError, ProviderLimits, Routes};
+    use token_bucket::Limit;
+
+    use super::*;
+    use crate::{adaptive::AdaptiveConfig, scheduler::Scheduler};
+
+    /// A cloud whose instances are named; a test can swap the machine behind a name, or make the
+    /// whole batched call fail.
+    #[derive(Default)]
+    struct StubCloud {
+        /// name → provider ID of the instance carrying it now.
+        names: Mutex<BTreeMap<String, String>>,
+        /// When set, every batched call fails with it.
+        fail_batch: Mutex<Option<ProviderError>>,
+    }
+
+    impl StubCloud {
+        fn name_instance(&self, name: &str, provider_id: &str) {
+            self.names.lock().unwrap().insert(name.into(), provider_id.into());
+        }
+
+        fn info(provider_id: &str) -> InstanceInfo {
+            InstanceInfo {
+                metadata: InstanceMetadata {
+                    provider_id: provider_id.into(),
+                    ..Default::default()
+                },
+                shutdown: false,
+            }
+        }
+    }
+
+    #[async_trait]
+    impl Instances for StubCloud {
+        async fn lookup_instances(
+            &self,
+            nodes: &[NodeRef],
+        ) -> provider::Result<Vec<Result<InstanceInfo, ProviderError>>> {
+            // Let lookups from several callers pile up on the in-flight call.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if let Some(err) = self.fail_batch.lock().unwrap().clone() {
+                return Err(err);
+            }
+            let names = self.names.lock().unwrap();
+            Ok(nodes
+                .iter()
+                .map(|node| {
+                    let live = |id: &String| names.values().any(|v| v == id);
+                    match (&node.provider_id, names.get(&node.name)) {
+                        (id, _) if !id.is_empty() && live(id) => Ok(Self::info(id)),
+                        (id, _) if !id.is_empty() => Err(ProviderError::InstanceNotFound(id.clone())),
+                        (_, Some(id)) => Ok(Self::info(id)),
+                        (_, None) => Err(ProviderError::InstanceNotFound(node.name.clone())),
+                    }
+                })
+                .collect())
+        }
+    }
+
+    impl Provider for StubCloud {
+        fn name(&self) -> &str {
+            "stub"
+        }
+        fn limits(&self) -> ProviderLimits {
+            ProviderLimits::default()
+        }
+        fn instances(&self) -> Option<&dyn Instances> {
+            Some(self)
+        }
+        fn load_balancers(&self) -> Option<&dyn LoadBalancers> {
+            None
+        }
+        fn routes(&self) -> Option<&dyn Routes> {
+            None
+        }
+    }
+
+    fn lookups(cloud: Arc<StubCloud>) -> Arc<InstanceLookups> {
+        let metrics = Arc::new(Metrics::new());
+        let limit = Limit::new(1000.0, 1000.0).unwrap();
+        let scheduler = Scheduler::start(limit, limit, AdaptiveConfig::default(), metrics.clone());
+        let gate = Arc::new(ProviderGate::new(scheduler, metrics.clone()));
+        InstanceLookups::new(cloud, gate, metrics, LookupConfig::default())
+    }
+
+    #[tokio::test]
+    async fn a_failed_batch_is_never_instance_not_found_for_its_nodes() {
+        let cloud = Arc::new(StubCloud::default());
+        cloud.name_instance("a", "stub://i-a");
+        let lookups = lookups(cloud.clone());
+        for failure in [
+            ProviderError::InstanceNotFound("the whole call".into()),
+            ProviderError::InvalidArgument("bad filter".into()),
+            ProviderError::Internal("garbled answer".into()),
+            ProviderError::Unavailable("cloud down".into()),
+        ] {
+            *cloud.fail_batch.lock().unwrap() = Some(failure.clone());
+            // Two callers: the second joins the first one's call in flight.
+            let (first, second) = tokio::join!(
+                lookups.lookup("node-controller", NodeRef::by_name("a")),
+                async {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    lookups.lookup("service-controller", NodeRef::by_name("a")).await
+                },
+            );
+            for answer in [first, second] {
+                let err = answer.expect_err("the batch failed");
+                assert!(
+                    err.is_retryable() && !matches!(err, GatewayError::InstanceNotFound(_)),
+                    "{failure:?} became {err:?}"
+                );
+            }
+        }
+        // Per-node answers still say not-found.
+        *cloud.fail_batch.lock().unwrap() = None;
+        let gone = lookups.lookup("node-controller", NodeRef::by_name("gone")).await;
+        assert!(matches!(gone, Err(GatewayError::InstanceNotFound(_))), "{gone:?}");
+    }
+
+    #[tokio::test]
+    async fn a_reused_name_resolves_to_the_new_instance_within_the_cache_ttl() {
+        let cloud = Arc::new(StubCloud::default());
+        cloud.name_instance("a", "stub://i-1");
+        let lookups = lookups(cloud.clone());
+        let first = lookups
+            .lookup("node-controller", NodeRef::new("a", "stub://i-1"))
+            .await
+            .unwrap();
+        assert_eq!(first.metadata.provider_id, "stub://i-1");
+        // i-1 is terminated; a new machine takes the name, well within the cache TTL.
+        cloud.name_instance("a", "stub://i-2");
+        let by_name = lookups
+            .lookup("node-controller", NodeRef::by_name("a"))
+            .await
+            .unwrap();
+        assert_eq!(by_name.metadata.provider_id, "stub://i-2");
+    }
 }
