@@ -5,11 +5,13 @@
 //! (`InvalidInstanceID.NotFound`, naming the unknown IDs), so those IDs are taken out, recorded as
 //! not found, and the rest asked again; if the message names none of the asked IDs, the batch
 //! falls back to the `instance-id` filter (200 values per call), which returns only existing
-//! instances. Nodes without a provider ID are looked up by the `private-dns-name` filter (AWS
-//! node names are private DNS names), as cloud-provider-aws does.
+//! instances. A node without a provider ID is looked up by its name: a name that is an instance
+//! ID or a resource-name hostname (`i-0abc….ec2.internal`) joins the by-ID lookup, as in
+//! cloud-provider-aws; other names (IP-based, `ip-10-0-0-1.ec2.internal`) go through the
+//! `private-dns-name` filter.
 //!
 //! State rules match cloud-provider-aws: `terminated` does not exist; every other state exists;
-//! `stopped` and `stopping` are shut down.
+//! only `stopped` is shut down (`stopping` may still be serving).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -22,7 +24,7 @@ use provider::{
 use crate::{
     AwsProvider,
     errors::{code_of, message_of, sdk_error},
-    naming::{instance_id_from_provider_id, instance_ids_in_message, provider_id},
+    naming::{instance_id_from_provider_id, instance_id_in_node_name, instance_ids_in_message, provider_id},
 };
 
 /// Most values AWS accepts in one filter.
@@ -112,9 +114,10 @@ impl InstanceView {
         self.state != "terminated"
     }
 
-    /// Stopped or stopping: exists, powered off.
+    /// Stopped: exists, powered off. Only `stopped`, as cloud-provider-aws: a `stopping` instance
+    /// is not tainted shut down yet.
     pub fn shut_down(&self) -> bool {
-        matches!(self.state.as_str(), "stopped" | "stopping")
+        self.state == "stopped"
     }
 
     /// Tags as pairs.
@@ -175,7 +178,7 @@ pub fn instance_info(i: &InstanceView, region: &str) -> Result<InstanceInfo> {
 /// How a node is to be found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NodeKey {
-    /// By instance ID (from the provider ID).
+    /// By instance ID (from the provider ID, or a name that is an instance ID).
     Id(String),
     /// By private DNS name (the node name).
     Name(String),
@@ -183,7 +186,8 @@ pub enum NodeKey {
     Invalid(ProviderError),
 }
 
-/// Decides how to find `node`: the provider ID first, then the name.
+/// Decides how to find `node`: the provider ID first, then the instance ID in the name, then the
+/// name as a private DNS name.
 pub fn node_key(node: &NodeRef) -> NodeKey {
     if !node.provider_id.is_empty() {
         return match instance_id_from_provider_id(&node.provider_id) {
@@ -196,7 +200,10 @@ pub fn node_key(node: &NodeRef) -> NodeKey {
             "node has neither a provider ID nor a name".into(),
         ));
     }
-    NodeKey::Name(node.name.clone())
+    match instance_id_in_node_name(&node.name) {
+        Some(id) => NodeKey::Id(id.to_owned()),
+        None => NodeKey::Name(node.name.clone()),
+    }
 }
 
 /// The instance a node name stands for, among those with that private DNS name: the one that is
@@ -455,11 +462,12 @@ mod tests {
     }
 
     #[test]
-    fn states_decide_existence_and_shutdown() {
+    fn states_decide_existence_and_only_stopped_is_shut_down() {
         let cases = [
             ("pending", true, false),
             ("running", true, false),
-            ("stopping", true, true),
+            // Still running its shutdown: not shut down yet (cloud-provider-aws: only `stopped`).
+            ("stopping", true, false),
             ("stopped", true, true),
             ("shutting-down", true, false),
             ("terminated", false, false),
@@ -525,6 +533,37 @@ mod tests {
             NodeKey::Invalid(ProviderError::InvalidArgument(_))
         ));
         assert!(matches!(node_key(&NodeRef::default()), NodeKey::Invalid(_)));
+    }
+
+    #[test]
+    fn nodes_named_by_instance_id_or_resource_name_are_found_by_id() {
+        let cases = [
+            ("i-0123456789abcdef0", NodeKey::Id("i-0123456789abcdef0".into())),
+            (
+                "i-0123456789abcdef0.eu-west-1.compute.internal",
+                NodeKey::Id("i-0123456789abcdef0".into()),
+            ),
+            (
+                "i-0123456789abcdef0.ec2.internal",
+                NodeKey::Id("i-0123456789abcdef0".into()),
+            ),
+            (
+                "ip-10-0-1-5.ec2.internal",
+                NodeKey::Name("ip-10-0-1-5.ec2.internal".into()),
+            ),
+            ("worker-1", NodeKey::Name("worker-1".into())),
+        ];
+        for (name, want) in cases {
+            assert_eq!(node_key(&NodeRef::by_name(name)), want, "{name:?}");
+        }
+        // The provider ID still comes first.
+        assert_eq!(
+            node_key(&NodeRef::new(
+                "i-0123456789abcdef0",
+                "aws:///eu-west-1a/i-0fedcba9876543210"
+            )),
+            NodeKey::Id("i-0fedcba9876543210".into())
+        );
     }
 
     #[test]

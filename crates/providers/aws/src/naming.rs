@@ -64,6 +64,20 @@ pub fn is_instance_id(id: &str) -> bool {
     })
 }
 
+/// The instance ID a node name stands for: the ID itself (kops names nodes so) or the EC2
+/// resource-name hostname `<id>.<region>.compute.internal` (`<id>.ec2.internal` in us-east-1).
+/// Such a node is found by ID, as cloud-provider-aws does: a bare ID is never a private DNS name.
+///
+/// As cloud-provider-aws, the ID is what comes before the first dot; stricter than it, that must
+/// be `i-` and lowercase hex digits, so names like `i-gateway` stay names. IP-based names
+/// (`ip-10-0-0-1.ec2.internal`) and other names: `None`.
+pub fn instance_id_in_node_name(name: &str) -> Option<&str> {
+    let id = name.split('.').next()?;
+    id.strip_prefix("i-")
+        .is_some_and(|hex| !hex.is_empty() && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+        .then_some(id)
+}
+
 /// The provider ID of an instance: `aws:///<zone>/<instance-id>`.
 pub fn provider_id(zone: &str, instance_id: &str) -> String {
     format!("{PROVIDER_NAME}:///{zone}/{instance_id}")
@@ -220,6 +234,35 @@ mod tests {
                 matches!(parsed, Err(ProviderError::InvalidArgument(_))),
                 "{input}: {parsed:?}"
             );
+        }
+    }
+
+    #[test]
+    fn node_names_that_are_instance_ids_or_resource_names_give_the_id() {
+        let cases = [
+            ("i-0123456789abcdef0", Some("i-0123456789abcdef0")),
+            ("i-12345678", Some("i-12345678")),
+            // Resource-name hostnames: `<id>.<region>.compute.internal`, `<id>.ec2.internal`.
+            (
+                "i-0123456789abcdef0.eu-west-1.compute.internal",
+                Some("i-0123456789abcdef0"),
+            ),
+            ("i-0123456789abcdef0.ec2.internal", Some("i-0123456789abcdef0")),
+            // IP-based names are private DNS names.
+            ("ip-10-0-0-1.ec2.internal", None),
+            ("ip-10-0-0-1.eu-west-1.compute.internal", None),
+            ("ip-10-0-0-1", None),
+            // Not `i-` and hex digits.
+            ("i-gateway", None),
+            ("i-0ABC", None),
+            ("i-", None),
+            ("i-.ec2.internal", None),
+            ("node-i-0123abcd", None),
+            ("worker-1", None),
+            ("", None),
+        ];
+        for (name, want) in cases {
+            assert_eq!(instance_id_in_node_name(name), want, "{name:?}");
         }
     }
 

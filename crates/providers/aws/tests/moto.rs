@@ -143,6 +143,46 @@ async fn lookups_are_batched_up_to_the_limit() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_named_by_instance_id_or_resource_name_resolve_to_the_instance() {
+    let h = Harness::start("id-names", |_| {}).await;
+    let named = h.cloud.run_instance(&h.network, 1).await;
+    let by_dns = h.cloud.run_instance(&h.network, 0).await;
+    let by_provider_id = h.cloud.run_instance(&h.network, 0).await;
+    // kubelet with `--cloud-provider=external` names the node after its hostname: the instance ID
+    // (kops), or the resource-name hostname (`<id>.ec2.internal` in us-east-1).
+    let nodes = vec![
+        NodeRef::by_name(named.id.clone()),
+        NodeRef::by_name(format!("{}.ec2.internal", named.id)),
+        NodeRef::by_name(by_dns.node_name.clone()),
+        NodeRef::by_name("i-00000000000000dead"),
+        node(&by_provider_id),
+    ];
+    assert!(by_dns.node_name.starts_with("ip-"), "{}", by_dns.node_name);
+    h.proxy.reset_counts();
+    let answers = h.provider.lookup_instances(&nodes).await.expect("lookup");
+    let provider_id = |n: usize| {
+        answers[n]
+            .as_ref()
+            .unwrap_or_else(|e| panic!("node {:?}: {e:?}", nodes[n].name))
+            .metadata
+            .provider_id
+            .clone()
+    };
+    assert_eq!(provider_id(0), named.provider_id, "named by instance ID");
+    assert_eq!(provider_id(1), named.provider_id, "named by resource name");
+    assert_eq!(provider_id(2), by_dns.provider_id, "named by private DNS name");
+    assert!(
+        matches!(answers[3], Err(ProviderError::InstanceNotFound(_))),
+        "unknown instance ID as a name: {:?}",
+        answers[3]
+    );
+    assert_eq!(provider_id(4), by_provider_id.provider_id);
+    // Names by ID join the by-ID call: one failing on the unknown ID, one without it, and one
+    // `private-dns-name` filter call for the IP-based name.
+    assert_eq!(h.proxy.count("DescribeInstances"), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttling_reaches_the_caller_without_sdk_retries() {
     // Three SDK attempts allowed: throttling must still not be retried.
     let h = Harness::start("throttle", |c| c.max_attempts = 3).await;
