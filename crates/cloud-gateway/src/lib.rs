@@ -11,7 +11,8 @@
 //! - [`scheduler`]: token buckets for reads and writes, shared fairly between callers.
 //! - [`adaptive`]: lowers the rate when the cloud throttles, recovers it gradually.
 //! - [`lookups`]: instance lookups: cache, joining in-flight lookups, batching.
-//! - [`metrics`], [`http`]: Prometheus metrics and the `/healthz`, `/readyz`, `/metrics` port.
+//! - [`metrics`]: Prometheus metrics, served on the `side-port` crate's `/healthz`, `/readyz`,
+//!   `/metrics` port.
 //! - [`config`], [`cli`]: settings, and the command line that builds them and the provider.
 
 pub mod adaptive;
@@ -19,7 +20,6 @@ pub mod cli;
 pub mod config;
 pub mod convert;
 pub mod gate;
-pub mod http;
 pub mod lookups;
 pub mod metrics;
 pub mod scheduler;

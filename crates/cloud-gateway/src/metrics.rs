@@ -3,10 +3,10 @@
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::{
-    encoding::{EncodeLabelSet, text::encode},
+    encoding::EncodeLabelSet,
     metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
-    registry::Registry,
 };
+use side_port::MetricsRegistry;
 
 /// Labels of a provider call.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -53,7 +53,7 @@ pub struct RpcLabels {
 
 /// Every metric the gateway exports.
 pub struct Metrics {
-    registry: Registry,
+    registry: MetricsRegistry,
     /// Provider calls by operation and outcome.
     pub provider_calls: Family<ProviderCallLabels, Counter>,
     /// Provider call latency.
@@ -80,7 +80,7 @@ pub struct Metrics {
 impl Metrics {
     /// Creates and registers every metric.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("cloudgateway");
+        let registry = MetricsRegistry::with_prefix("cloudgateway");
         let latency_buckets = || {
             Histogram::new([
                 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -97,7 +97,7 @@ impl Metrics {
             cache_misses: Counter::default(),
             coalesced_saved: Counter::default(),
             rpc_calls: Family::default(),
-            registry: Registry::default(),
+            registry: MetricsRegistry::default(),
         };
         registry.register(
             "provider_calls",
@@ -152,12 +152,14 @@ impl Metrics {
         Self { registry, ..metrics }
     }
 
+    /// The registry every metric is in, for the side port.
+    pub fn registry(&self) -> MetricsRegistry {
+        self.registry.clone()
+    }
+
     /// The metrics in Prometheus text format.
     pub fn render(&self) -> String {
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = encode(&mut out, &self.registry);
-        out
+        self.registry.render()
     }
 }
 

@@ -1,12 +1,6 @@
 //! Wiring: the gRPC services, gRPC health and the HTTP side port, with graceful shutdown.
 
-use std::{
-    future::Future,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-};
+use std::{future::Future, sync::Arc};
 
 use gateway_api::v1::{
     self as pb, identity_server::IdentityServer, instances_server::InstancesServer,
@@ -17,7 +11,7 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::{
-    config::GatewayConfig, gate::ProviderGate, http, lookups::InstanceLookups, metrics::Metrics,
+    config::GatewayConfig, gate::ProviderGate, lookups::InstanceLookups, metrics::Metrics,
     scheduler::Scheduler, service::GatewayService,
 };
 
@@ -108,8 +102,9 @@ pub async fn serve_with_handles(
         .set_serving::<RoutesServer<GatewayService>>()
         .await;
 
-    let ready = Arc::new(AtomicBool::new(true));
-    let mut app = http::router(metrics, ready.clone());
+    let readiness = side_port::Readiness::new();
+    readiness.set_ready();
+    let mut app = side_port::router(readiness.clone(), metrics.registry());
     if let Some(extra) = extra_http {
         app = app.merge(extra);
     }
@@ -151,7 +146,7 @@ pub async fn serve_with_handles(
         result = &mut grpc_server => result.map_err(ServeError::from),
         () = shutdown => {
             tracing::info!(grace = ?config.shutdown_grace, "shutting down: draining in-flight calls");
-            ready.store(false, Ordering::Relaxed);
+            readiness.set_not_ready("shutting down");
             health_reporter.set_service_status("", tonic_health::ServingStatus::NotServing).await;
             let _ = drain_tx.send(());
             match tokio::time::timeout(config.shutdown_grace, &mut grpc_server).await {

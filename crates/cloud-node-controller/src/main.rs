@@ -1,7 +1,7 @@
 //! `cloud-node-controller`: flags and wiring only; the work is in the library.
 
 use clap::Parser;
-use cloud_node_controller::NodeControllerArgs;
+use cloud_node_controller::{config::Config, controller};
 use controller_kit::{
     names::{callers::NODE_CONTROLLER, controllers::CLOUD_NODE},
     runner::{self, CommonArgs, Needs},
@@ -15,24 +15,20 @@ struct Args {
     #[command(flatten)]
     common: CommonArgs,
     #[command(flatten)]
-    node: NodeControllerArgs,
+    config: Config,
 }
 
 #[tokio::main]
 async fn main() {
-    let args = Args::parse();
-    if let Err(err) = args.node.validate() {
+    let Args { common, config } = Args::parse();
+    if let Err(err) = config.validate() {
         eprintln!("cloud-node-controller: {err}");
         std::process::exit(64);
     }
-    let node_args = args.node.clone();
-    let result = runner::run(
-        CLOUD_NODE,
-        NODE_CONTROLLER,
-        Needs::Instances,
-        args.common,
-        move |ctx| cloud_node_controller::run(ctx, node_args),
-    )
+    let needs = Needs::Instances;
+    let result = runner::run(CLOUD_NODE, NODE_CONTROLLER, needs, common, |runtime| {
+        controller::run(runtime, config)
+    })
     .await;
     if let Err(err) = result {
         eprintln!("cloud-node-controller: {err}");

@@ -1,33 +1,38 @@
-//! The node controller's metrics, with upstream's names and buckets.
+//! The node controller's metrics: upstream's two delay histograms, and reconcile counts.
 
-use std::sync::LazyLock;
-
+use controller_kit::metrics::{ReconcileMetrics, delay_histogram};
 use prometheus_client::metrics::histogram::Histogram;
+use side_port::MetricsRegistry;
 
-/// Seconds from node creation to the removal of the uninitialized taint.
-pub static TAINT_REMOVAL_DELAY: LazyLock<Histogram> = LazyLock::new(|| {
-    let h = controller_kit::metrics::delay_histogram();
-    controller_kit::metrics::register(
-        "node_controller_cloud_provider_taint_removal_delay_seconds",
-        "Number of seconds after node creation when NodeController removed the cloud-provider taint of a single node.",
-        h.clone(),
-    );
-    h
-});
+/// Every metric of the node controller; cheap to clone.
+#[derive(Clone)]
+pub struct Metrics {
+    /// Seconds from node creation to the removal of the uninitialized taint.
+    pub taint_removal_delay: Histogram,
+    /// Seconds from node creation to the end of its initial synchronization.
+    pub initial_sync_delay: Histogram,
+    /// Reconciles, their failures by error, their duration.
+    pub reconcile: ReconcileMetrics,
+}
 
-/// Seconds from node creation to the end of its initial synchronization.
-pub static INITIAL_SYNC_DELAY: LazyLock<Histogram> = LazyLock::new(|| {
-    let h = controller_kit::metrics::delay_histogram();
-    controller_kit::metrics::register(
-        "node_controller_initial_node_sync_delay_seconds",
-        "Number of seconds after node creation when NodeController finished the initial synchronization of a single node.",
-        h.clone(),
-    );
-    h
-});
-
-/// Registers every metric so they show (at zero) before the first observation.
-pub fn register() {
-    LazyLock::force(&TAINT_REMOVAL_DELAY);
-    LazyLock::force(&INITIAL_SYNC_DELAY);
+impl Metrics {
+    /// Creates the metrics and registers them (they show at zero before the first observation).
+    pub fn register(registry: &MetricsRegistry) -> Self {
+        let metrics = Self {
+            taint_removal_delay: delay_histogram(),
+            initial_sync_delay: delay_histogram(),
+            reconcile: ReconcileMetrics::register(registry, "cloud_node_controller"),
+        };
+        registry.register(
+            "node_controller_cloud_provider_taint_removal_delay_seconds",
+            "Number of seconds after node creation when NodeController removed the cloud-provider taint of a single node.",
+            metrics.taint_removal_delay.clone(),
+        );
+        registry.register(
+            "node_controller_initial_node_sync_delay_seconds",
+            "Number of seconds after node creation when NodeController finished the initial synchronization of a single node.",
+            metrics.initial_sync_delay.clone(),
+        );
+        metrics
+    }
 }

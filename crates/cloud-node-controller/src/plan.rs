@@ -1,11 +1,17 @@
 //! Pure decisions of the node controller: what a node's labels, providerID, taints and addresses
 //! must become, given the node and the cloud's metadata. No I/O here.
 
-use std::{collections::BTreeMap, net::IpAddr};
+use std::{
+    collections::BTreeMap,
+    net::{IpAddr, Ipv4Addr},
+};
 
 use controller_kit::{
     gateway::InstanceMetadata,
     names::{ANNOTATION_PROVIDED_NODE_IP, TAINT_UNINITIALIZED, labels},
+    node::has_taint,
+    patch::Patches,
+    validation::{label_key_error, label_value_error},
 };
 use k8s_openapi::api::core::v1::{Node, NodeAddress, Taint};
 use serde_json::{Value, json};
@@ -39,12 +45,21 @@ pub enum NotYet {
 }
 
 /// Everything the initial sync writes to a tainted node.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Initialization {
-    /// The merge patch of the main resource: providerID (only if unset), labels, taints.
-    pub node_patch: Value,
-    /// The wanted `status.addresses`, or `None` to leave them (the cloud reported none).
-    pub addresses: Option<Vec<NodeAddress>>,
+    /// Both writes, planned together: `status.addresses` when they must change (written first:
+    /// once the taint is gone the node is complete), and the main patch: providerID (only if
+    /// unset), labels, the taint removed. Empty when the node is not tainted any more.
+    pub patches: Patches,
+}
+
+/// A provider label that is not a valid Kubernetes label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RejectedLabel {
+    /// The key as the provider sent it.
+    pub key: String,
+    /// What is wrong with the key or the value.
+    pub reason: String,
 }
 
 fn node_name(node: &Node) -> String {
@@ -86,8 +101,15 @@ pub fn ga_labels_from_beta(node: &Node) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Plans the initialization of a node carrying the uninitialized taint.
+/// Plans the initialization of a node carrying the uninitialized taint; nothing for a node that
+/// lost it meanwhile (another replica or an admin finished).
+///
+/// # Errors
+/// Why the node cannot be initialized from this answer yet; it keeps its taint.
 pub fn initialize(node: &Node, cloud: &InstanceMetadata) -> Result<Initialization, NotYet> {
+    if !has_taint(node, TAINT_UNINITIALIZED) {
+        return Ok(Initialization::default());
+    }
     let name = node_name(node);
     let node_provider_id = node
         .spec
@@ -119,7 +141,9 @@ pub fn initialize(node: &Node, cloud: &InstanceMetadata) -> Result<Initializatio
         }
     }
     for (key, value) in &cloud.additional_labels {
-        if is_kubernetes_namespace(key) {
+        if label_key_error(key).or_else(|| label_value_error(value)).is_some() {
+            // Left out; see `invalid_labels`.
+        } else if is_kubernetes_namespace(key) {
             tracing::warn!(node = %name, label = %key, "discarding node label in a kubernetes namespace");
         } else if current.contains_key(key) || new_labels.contains_key(key) {
             if current.get(key) != Some(value) {
@@ -142,9 +166,54 @@ pub fn initialize(node: &Node, cloud: &InstanceMetadata) -> Result<Initializatio
         patch["metadata"] = json!({ "labels": new_labels });
     }
     Ok(Initialization {
-        node_patch: patch,
-        addresses: wanted_addresses(node, &cloud.addresses)?,
+        patches: Patches {
+            status: address_patch(node, &cloud.addresses)?,
+            main: Some(patch),
+        },
     })
+}
+
+/// The provider's additional labels that the API server would refuse, with the reason: they are
+/// left out of the initialization (and reported) instead of failing the whole write.
+pub fn invalid_labels(cloud: &InstanceMetadata) -> Vec<RejectedLabel> {
+    cloud
+        .additional_labels
+        .iter()
+        .filter_map(|(key, value)| {
+            let reason = label_key_error(key).or_else(|| label_value_error(value))?;
+            Some(RejectedLabel {
+                key: key.clone(),
+                reason,
+            })
+        })
+        .collect()
+}
+
+/// The periodic refresh of an initialized node: the status patch that brings its addresses in
+/// line with the cloud's, or `None` (nothing changed, the cloud reported none, or the node is
+/// still tainted: the initial sync owns it).
+///
+/// # Errors
+/// The provided node IP matches no cloud address.
+pub fn refresh_addresses(node: &Node, cloud: &[NodeAddress]) -> Result<Option<Value>, NotYet> {
+    if has_taint(node, TAINT_UNINITIALIZED) {
+        return Ok(None);
+    }
+    address_patch(node, cloud)
+}
+
+/// The beta→GA label copies of an initialized node as a patch, or `None` when there is nothing
+/// to do.
+pub fn ga_labels_patch(node: &Node) -> Option<Value> {
+    let labels = ga_labels_from_beta(node);
+    (!labels.is_empty()).then(|| json!({ "metadata": { "labels": labels } }))
+}
+
+/// The status patch setting `status.addresses` to what the cloud says, when they differ.
+fn address_patch(node: &Node, cloud: &[NodeAddress]) -> Result<Option<Value>, NotYet> {
+    Ok(wanted_addresses(node, cloud)?
+        .filter(|wanted| addresses_differ(node, wanted))
+        .map(|wanted| json!({ "status": { "addresses": wanted } })))
 }
 
 /// The node's `status.addresses` as they should be, given the cloud's: the cloud's list, with
@@ -189,11 +258,7 @@ pub fn provided_ip_order(node: &Node, addresses: &[NodeAddress]) -> Result<Optio
     };
     let ips = value
         .split(',')
-        .map(|piece| {
-            piece
-                .parse::<IpAddr>()
-                .map_err(|_| bad(format!("could not parse {piece:?}")))
-        })
+        .map(|piece| parse_ip_sloppy(piece).ok_or_else(|| bad(format!("could not parse {piece:?}"))))
         .collect::<Result<Vec<_>, _>>()?;
     let dual_stack_pair = ips.len() == 2 && ips[0].is_ipv4() != ips[1].is_ipv4();
     if ips.len() > 2 || (ips.len() == 2 && !dual_stack_pair) {
@@ -211,7 +276,7 @@ pub fn provided_ip_order(node: &Node, addresses: &[NodeAddress]) -> Result<Optio
     for ip in &ips {
         let matches: Vec<&NodeAddress> = addresses
             .iter()
-            .filter(|a| a.address.parse::<IpAddr>().ok().as_ref() == Some(ip))
+            .filter(|a| parse_ip_sloppy(&a.address).as_ref() == Some(ip))
             .collect();
         if matches.is_empty() {
             return Err(NotYet::ProvidedIpNotInCloud {
@@ -235,15 +300,42 @@ pub fn provided_ip_order(node: &Node, addresses: &[NodeAddress]) -> Result<Optio
     Ok(Some(ordered))
 }
 
-/// Whether `status.addresses` must be rewritten to `wanted`. Unlike upstream's per-type map
-/// comparison, any difference in content or order counts: the order is meaningful (the provided
-/// IP goes first) and a rewrite of an equal list is harmless.
+/// An IP as Go's `net.ParseIP` after `netutils.ParseIPSloppy` reads it, in canonical form: IPv4
+/// octets may have leading zeros (read as decimal), and an IPv4-mapped IPv6 address is the IPv4
+/// address (Go's `IP.Equal` and `IsIPv6` treat them alike). No surrounding spaces.
+pub fn parse_ip_sloppy(s: &str) -> Option<IpAddr> {
+    if let Ok(ip) = s.parse::<IpAddr>() {
+        return Some(ip.to_canonical());
+    }
+    let mut octets = [0u8; 4];
+    let mut parts = s.split('.');
+    for octet in &mut octets {
+        let part = parts.next().filter(|p| !p.is_empty())?;
+        let value = part.bytes().try_fold(0u32, |acc, b| {
+            b.is_ascii_digit()
+                .then(|| acc.checked_mul(10)?.checked_add(u32::from(b - b'0')))?
+        })?;
+        *octet = u8::try_from(value).ok()?;
+    }
+    parts
+        .next()
+        .is_none()
+        .then(|| IpAddr::V4(Ipv4Addr::from(octets)))
+}
+
+/// Whether `status.addresses` must be rewritten to `wanted`: only when they differ as sets, as
+/// upstream's `nodeAddressesChangeDetected` (a reordered list is not rewritten).
 pub fn addresses_differ(node: &Node, wanted: &[NodeAddress]) -> bool {
     let current = node
         .status
         .as_ref()
         .and_then(|s| s.addresses.as_deref())
         .unwrap_or_default();
+    let key = |a: &NodeAddress| (a.type_.clone(), a.address.clone());
+    let mut current: Vec<_> = current.iter().map(key).collect();
+    let mut wanted: Vec<_> = wanted.iter().map(key).collect();
+    current.sort();
+    wanted.sort();
     current != wanted
 }
 
@@ -319,6 +411,10 @@ mod tests {
         }
     }
 
+    fn main(init: &Initialization) -> &Value {
+        init.patches.main.as_ref().expect("a main patch")
+    }
+
     fn cloud() -> InstanceMetadata {
         InstanceMetadata {
             provider_id: "sim://zone-a/i-1".into(),
@@ -338,8 +434,8 @@ mod tests {
     fn a_fresh_node_gets_provider_id_all_labels_and_loses_the_taint() {
         let node = NodeBuilder::new().taints(&[TAINT_UNINITIALIZED, "other"]).0;
         let init = initialize(&node, &cloud()).unwrap();
-        assert_eq!(init.node_patch["spec"]["providerID"], "sim://zone-a/i-1");
-        let labels = &init.node_patch["metadata"]["labels"];
+        assert_eq!(main(&init)["spec"]["providerID"], "sim://zone-a/i-1");
+        let labels = &main(&init)["metadata"]["labels"];
         for (k, v) in [
             (labels::INSTANCE_TYPE, "sim.large"),
             (labels::INSTANCE_TYPE_BETA, "sim.large"),
@@ -350,17 +446,20 @@ mod tests {
         ] {
             assert_eq!(labels[k], v, "{k}");
         }
-        let taints = init.node_patch["spec"]["taints"].as_array().unwrap();
+        let taints = main(&init)["spec"]["taints"].as_array().unwrap();
         assert_eq!(taints.len(), 1);
         assert_eq!(taints[0]["key"], "other", "other taints are kept");
-        assert_eq!(init.addresses.unwrap(), cloud().addresses);
+        assert_eq!(
+            init.patches.status.unwrap()["status"]["addresses"],
+            serde_json::to_value(cloud().addresses).unwrap()
+        );
     }
 
     #[test]
     fn an_existing_provider_id_is_never_changed() {
         let node = NodeBuilder::new().provider_id("sim://zone-a/i-original").0;
         let init = initialize(&node, &cloud()).unwrap();
-        assert!(init.node_patch["spec"].get("providerID").is_none());
+        assert!(main(&init)["spec"].get("providerID").is_none());
     }
 
     #[test]
@@ -387,7 +486,7 @@ mod tests {
             ..cloud()
         };
         let init = initialize(&node, &meta).unwrap();
-        let labels_patch = init.node_patch["metadata"]["labels"].as_object().unwrap();
+        let labels_patch = main(&init)["metadata"]["labels"].as_object().unwrap();
         assert_eq!(labels_patch[labels::ZONE], "zone-a");
         assert!(
             !labels_patch.contains_key(labels::REGION),
@@ -414,7 +513,7 @@ mod tests {
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
         let init = initialize(&node, &meta).unwrap();
-        let l = init.node_patch["metadata"]["labels"].as_object().unwrap();
+        let l = main(&init)["metadata"]["labels"].as_object().unwrap();
         assert!(!l.contains_key("team"), "existing labels are never overwritten");
         assert_eq!(l["sim.cloud/rack"], "r7");
         assert_eq!(l["notk8s.io/x"], "kept");
@@ -485,6 +584,27 @@ mod tests {
                     addr("Hostname", "n1"),
                 ]),
             ),
+            (
+                // Go's IP.Equal: an IPv4-mapped IPv6 annotation matches the cloud's IPv4 address.
+                "::ffff:10.0.0.2",
+                Ok(vec![
+                    addr("InternalIP", "10.0.0.2"),
+                    addr("ExternalIP", "203.0.113.1"),
+                    addr("Hostname", "n1"),
+                ]),
+            ),
+            (
+                "010.000.000.001,fd00::2",
+                Ok(vec![
+                    addr("InternalIP", "10.0.0.1"),
+                    addr("InternalIP", "fd00::2"),
+                    addr("ExternalIP", "203.0.113.1"),
+                    addr("Hostname", "n1"),
+                ]),
+            ),
+            // Both IPv4 to Go (the second is IPv4-mapped): not a dual-stack pair.
+            ("10.0.0.1,::ffff:10.0.0.2", Err(())),
+            ("10.0.0.1,::", Err(())),
             ("10.9.9.9", Err(())),
             ("10.0.0.1,10.0.0.2", Err(())),
             ("10.0.0.1, fd00::2", Err(())),
@@ -549,21 +669,72 @@ mod tests {
     }
 
     #[test]
-    fn address_changes_include_reordering() {
+    fn addresses_are_compared_as_sets_so_a_reordered_list_is_not_rewritten() {
         let node = NodeBuilder::new()
-            .addresses(vec![addr("InternalIP", "1.1.1.1"), addr("Hostname", "h")])
+            .addresses(vec![
+                addr("InternalIP", "1.1.1.1"),
+                addr("InternalIP", "1.1.1.3"),
+                addr("Hostname", "h"),
+            ])
             .0;
-        assert!(!addresses_differ(
-            &node,
-            &[addr("InternalIP", "1.1.1.1"), addr("Hostname", "h")]
-        ));
-        assert!(addresses_differ(
-            &node,
-            &[addr("Hostname", "h"), addr("InternalIP", "1.1.1.1")]
-        ));
-        assert!(addresses_differ(
-            &node,
-            &[addr("InternalIP", "1.1.1.2"), addr("Hostname", "h")]
-        ));
+        let cases = [
+            ("same list", vec![("InternalIP", "1.1.1.1"), ("InternalIP", "1.1.1.3"), ("Hostname", "h")], false),
+            ("reordered", vec![("Hostname", "h"), ("InternalIP", "1.1.1.3"), ("InternalIP", "1.1.1.1")], false),
+            ("one changed", vec![("InternalIP", "1.1.1.2"), ("InternalIP", "1.1.1.3"), ("Hostname", "h")], true),
+            ("one more", vec![("InternalIP", "1.1.1.1"), ("InternalIP", "1.1.1.3"), ("Hostname", "h"), ("ExternalIP", "2.2.2.2")], true),
+            ("one fewer", vec![("InternalIP", "1.1.1.1"), ("Hostname", "h")], true),
+            ("type changed", vec![("ExternalIP", "1.1.1.1"), ("InternalIP", "1.1.1.3"), ("Hostname", "h")], true),
+        ];
+        for (what, wanted, differ) in cases {
+            let wanted: Vec<_> = wanted.into_iter().map(|(t, a)| addr(t, a)).collect();
+            assert_eq!(addresses_differ(&node, &wanted), differ, "{what}");
+        }
+    }
+
+    #[test]
+    fn invalid_provider_labels_are_rejected_and_the_rest_applied() {
+        let mut meta = cloud();
+        meta.additional_labels = [
+            ("sim.cloud/rack", "r7"),
+            ("sim.cloud/bad key", "x"),
+            ("sim.cloud/owner", "not a valid value"),
+            ("Upper.Case/prefix", "x"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let init = initialize(&NodeBuilder::new().0, &meta).unwrap();
+        let l = main(&init)["metadata"]["labels"].as_object().unwrap();
+        assert_eq!(l["sim.cloud/rack"], "r7");
+        assert_eq!(l[labels::ZONE], "zone-a", "the well-known labels are still set");
+        let invalid = invalid_labels(&meta);
+        let rejected: Vec<&str> = invalid.iter().map(|r| r.key.as_str()).collect();
+        assert_eq!(
+            rejected,
+            ["Upper.Case/prefix", "sim.cloud/bad key", "sim.cloud/owner"]
+        );
+        for key in rejected {
+            assert!(!l.contains_key(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn provided_node_ips_are_read_like_go_reads_them() {
+        for (text, want) in [
+            ("10.0.0.1", Some("10.0.0.1")),
+            ("010.000.000.001", Some("10.0.0.1")),
+            ("::ffff:10.0.0.1", Some("10.0.0.1")),
+            ("fd00::2", Some("fd00::2")),
+            ("10.0.0.256", None),
+            ("10.0.0", None),
+            (" 10.0.0.1", None),
+            ("", None),
+        ] {
+            assert_eq!(
+                parse_ip_sloppy(text),
+                want.map(|w| w.parse::<IpAddr>().unwrap()),
+                "{text:?}"
+            );
+        }
     }
 }

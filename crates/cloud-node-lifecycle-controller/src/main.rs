@@ -1,7 +1,7 @@
 //! `cloud-node-lifecycle-controller`: flags and wiring only; the work is in the library.
 
 use clap::Parser;
-use cloud_node_lifecycle_controller::{LifecycleArgs, monitor};
+use cloud_node_lifecycle_controller::{config::Config, controller};
 use controller_kit::{
     names::{callers::NODE_CONTROLLER, controllers::CLOUD_NODE_LIFECYCLE},
     runner::{self, CommonArgs, Needs},
@@ -15,24 +15,20 @@ struct Args {
     #[command(flatten)]
     common: CommonArgs,
     #[command(flatten)]
-    lifecycle: LifecycleArgs,
+    config: Config,
 }
 
 #[tokio::main]
 async fn main() {
-    let args = Args::parse();
-    if let Err(err) = args.lifecycle.validate() {
+    let Args { common, config } = Args::parse();
+    if let Err(err) = config.validate() {
         eprintln!("cloud-node-lifecycle-controller: {err}");
         std::process::exit(64);
     }
-    let lifecycle = args.lifecycle.clone();
-    let result = runner::run(
-        CLOUD_NODE_LIFECYCLE,
-        NODE_CONTROLLER,
-        Needs::Instances,
-        args.common,
-        move |ctx| monitor::run(ctx, lifecycle),
-    )
+    let needs = Needs::Instances;
+    let result = runner::run(CLOUD_NODE_LIFECYCLE, NODE_CONTROLLER, needs, common, |runtime| {
+        controller::run(runtime, config)
+    })
     .await;
     if let Err(err) = result {
         eprintln!("cloud-node-lifecycle-controller: {err}");

@@ -1,6 +1,12 @@
-//! What to do with one node, decided from its readiness, its taints and the cloud's answer.
+//! What to do with one node, decided from its readiness, its taints and the cloud's answer, and
+//! the patch that does it. No I/O here.
 
-use controller_kit::gateway::{GatewayError, Instance};
+use controller_kit::{
+    gateway::{GatewayError, Instance},
+    names::TAINT_SHUTDOWN,
+};
+use k8s_openapi::api::core::v1::{Node, Taint};
+use serde_json::{Value, json};
 
 /// The change to make to a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +25,18 @@ pub enum Action {
 /// no cloud call for Ready nodes and treats a missing Ready condition as Unknown (not Ready).
 pub fn needs_lookup(ready: Option<bool>) -> bool {
     ready != Some(true)
+}
+
+impl Action {
+    /// The action's label in `cloud_node_lifecycle_controller_actions`.
+    pub fn metric_label(self) -> &'static str {
+        match self {
+            Self::Nothing => "nothing",
+            Self::RemoveShutdownTaint => "remove_shutdown_taint",
+            Self::AddShutdownTaint => "add_shutdown_taint",
+            Self::Delete => "delete",
+        }
+    }
 }
 
 /// Decides for one node.
@@ -46,13 +64,82 @@ pub fn decide(
     }
 }
 
+/// The merge patch adding or removing the shutdown taint, or `None` if already so. Other
+/// taints are kept as they are (the resourceVersion guard makes replacing the list safe).
+pub fn shutdown_taint_patch(node: &Node, add: bool) -> Option<Value> {
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let is_shutdown = |t: &Taint| t.key == TAINT_SHUTDOWN && t.effect == "NoSchedule";
+    let wanted: Vec<Taint> = match (add, taints.iter().any(is_shutdown)) {
+        (true, false) => {
+            let mut t = taints;
+            t.push(Taint {
+                key: TAINT_SHUTDOWN.into(),
+                effect: "NoSchedule".into(),
+                value: None,
+                time_added: None,
+            });
+            t
+        }
+        (false, true) => taints.into_iter().filter(|t| !is_shutdown(t)).collect(),
+        _ => return None,
+    };
+    Some(json!({ "spec": { "taints": wanted } }))
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use controller_kit::gateway::InstanceMetadata;
+    use k8s_openapi::api::core::v1::NodeSpec;
 
     use super::*;
+
+    fn node_with(taints: &[(&str, &str)]) -> Node {
+        Node {
+            spec: Some(NodeSpec {
+                taints: Some(
+                    taints
+                        .iter()
+                        .map(|(k, e)| Taint {
+                            key: (*k).into(),
+                            effect: (*e).into(),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_shutdown_taint_is_added_and_removed_keeping_the_others() {
+        let patch = shutdown_taint_patch(&node_with(&[("other", "NoExecute")]), true).unwrap();
+        assert_eq!(
+            patch,
+            json!({"spec": {"taints": [{"key": "other", "effect": "NoExecute"}, {"key": TAINT_SHUTDOWN, "effect": "NoSchedule"}]}})
+        );
+        let patch = shutdown_taint_patch(
+            &node_with(&[("other", "NoExecute"), (TAINT_SHUTDOWN, "NoSchedule")]),
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            patch,
+            json!({"spec": {"taints": [{"key": "other", "effect": "NoExecute"}]}})
+        );
+        assert_eq!(
+            shutdown_taint_patch(&node_with(&[(TAINT_SHUTDOWN, "NoSchedule")]), true),
+            None
+        );
+        assert_eq!(shutdown_taint_patch(&node_with(&[]), false), None);
+    }
 
     fn instance(shutdown: bool) -> Result<Instance, GatewayError> {
         Ok(Instance {

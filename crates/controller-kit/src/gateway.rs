@@ -147,6 +147,29 @@ pub struct Instance {
     pub shutdown: bool,
 }
 
+/// The instance lookups the node controllers make: [`GatewayClient`] does them over gRPC, tests
+/// use a fake configured by fields.
+#[async_trait::async_trait]
+pub trait CloudInstances: Send + Sync {
+    /// Many nodes' instances, one answer per node in order. `Err(InstanceNotFound)` in a node's
+    /// answer means the cloud says it definitely does not exist; the outer error fails the call.
+    async fn lookup_instances(
+        &self,
+        nodes: &[NodeRef],
+    ) -> Result<Vec<Result<Instance, GatewayError>>, GatewayError>;
+
+    /// One node's instance.
+    async fn instance(&self, node: &NodeRef) -> Result<Instance, GatewayError> {
+        let mut answers = self.lookup_instances(std::slice::from_ref(node)).await?;
+        match (answers.pop(), answers.is_empty()) {
+            (Some(answer), true) => answer,
+            _ => Err(GatewayError::Internal(
+                "the gateway did not answer exactly one result".into(),
+            )),
+        }
+    }
+}
+
 type Svc = InterceptedService<Channel, NameCaller>;
 
 /// A connection to the cloud-gateway, cheap to clone.
@@ -259,17 +282,12 @@ impl GatewayClient {
         })
     }
 
-    /// One node's instance. `Err(InstanceNotFound)` means the cloud says it definitely does not exist.
-    pub async fn instance(&self, node: &NodeRef) -> Result<Instance, GatewayError> {
-        let mut answers = self.lookup_instances(std::slice::from_ref(node)).await?;
-        answers
-            .pop()
-            .unwrap_or_else(|| Err(GatewayError::Internal("the gateway answered no result".into())))
-    }
+}
 
-    /// Many nodes' instances, one answer per node in order. Sent in chunks; the gateway batches
-    /// them into provider calls.
-    pub async fn lookup_instances(
+#[async_trait::async_trait]
+impl CloudInstances for GatewayClient {
+    /// Sent in chunks; the gateway batches them into provider calls.
+    async fn lookup_instances(
         &self,
         nodes: &[NodeRef],
     ) -> Result<Vec<Result<Instance, GatewayError>>, GatewayError> {
@@ -300,18 +318,31 @@ impl GatewayClient {
                     chunk.len()
                 )));
             }
-            answers.extend(results.into_iter().map(|r| match r.result {
-                Some(LookupResult::Found(found)) => Ok(Instance {
-                    metadata: found.metadata.map(metadata_from_pb).unwrap_or_default(),
-                    shutdown: found.shutdown,
-                }),
-                Some(LookupResult::Error(item)) => Err(GatewayError::from_item(&item)),
-                None => Err(GatewayError::Internal(
-                    "the gateway answered an empty result".into(),
-                )),
-            }));
+            answers.extend(results.into_iter().map(lookup_from_pb));
         }
         Ok(answers)
+    }
+}
+
+/// One node's answer. "Found" without metadata is an error, not an instance without labels or
+/// addresses: a node initialized from it would lose its taint with nothing set (upstream skips
+/// such a node and retries).
+fn lookup_from_pb(lookup: pb::InstanceLookup) -> Result<Instance, GatewayError> {
+    match lookup.result {
+        Some(LookupResult::Found(pb::FoundInstance {
+            metadata: Some(metadata),
+            shutdown,
+        })) => Ok(Instance {
+            metadata: metadata_from_pb(metadata),
+            shutdown,
+        }),
+        Some(LookupResult::Found(_)) => Err(GatewayError::Internal(
+            "the gateway answered found without instance metadata".into(),
+        )),
+        Some(LookupResult::Error(item)) => Err(GatewayError::from_item(&item)),
+        None => Err(GatewayError::Internal(
+            "the gateway answered an empty result".into(),
+        )),
     }
 }
 
@@ -357,5 +388,33 @@ fn metadata_from_pb(m: pb::InstanceMetadata) -> InstanceMetadata {
         zone: m.zone,
         region: m.region,
         additional_labels: m.additional_labels.into_iter().collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(metadata: Option<pb::InstanceMetadata>) -> pb::InstanceLookup {
+        pb::InstanceLookup {
+            result: Some(LookupResult::Found(pb::FoundInstance {
+                metadata,
+                shutdown: false,
+            })),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn found_without_metadata_is_an_error_not_an_empty_instance() {
+        let answer = lookup_from_pb(found(None));
+        assert!(matches!(answer, Err(GatewayError::Internal(_))), "{answer:?}");
+        let metadata = pb::InstanceMetadata {
+            provider_id: "sim://zone-a/i-1".into(),
+            ..Default::default()
+        };
+        let answer = lookup_from_pb(found(Some(metadata))).unwrap();
+        assert_eq!(answer.metadata.provider_id, "sim://zone-a/i-1");
+        assert!(lookup_from_pb(pb::InstanceLookup::default()).is_err());
     }
 }

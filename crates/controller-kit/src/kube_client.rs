@@ -61,8 +61,18 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// Builds the client.
-pub async fn client(args: &KubeArgs) -> Result<Client, KubeSetupError> {
+/// The two clients of a controller, on one configuration.
+#[derive(Clone)]
+pub struct Clients {
+    /// For the controller's own requests: held to `--kube-api-qps`/`--kube-api-burst`.
+    pub limited: Client,
+    /// For leader election only: no client-side limit, so a lease renewal never waits behind a
+    /// busy controller's requests (and loses the lease for it).
+    pub elector: Client,
+}
+
+/// Builds both clients.
+pub async fn clients(args: &KubeArgs) -> Result<Clients, KubeSetupError> {
     install_crypto_provider();
     let config = match &args.kubeconfig {
         Some(path) => {
@@ -80,9 +90,12 @@ pub async fn client(args: &KubeArgs) -> Result<Client, KubeSetupError> {
         None => Config::infer().await?,
     };
     let limit = Limit::new(args.qps, f64::from(args.burst.max(1))).map_err(KubeSetupError::Limit)?;
-    Ok(ClientBuilder::try_from(config)?
-        .with_layer(&QpsLayer::new(limit))
-        .build())
+    Ok(Clients {
+        limited: ClientBuilder::try_from(config.clone())?
+            .with_layer(&QpsLayer::new(limit))
+            .build(),
+        elector: ClientBuilder::try_from(config)?.build(),
+    })
 }
 
 /// Holds each request until the token bucket allows it.

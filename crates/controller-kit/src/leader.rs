@@ -9,10 +9,7 @@
 
 use std::{
     future::Future,
-    sync::{
-        Mutex,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::{Arc, Mutex},
     time::Duration,
 };
 
@@ -22,31 +19,64 @@ use k8s_openapi::{
     jiff::Timestamp,
 };
 use kube::{Api, Client, api::PostParams};
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::time::Instant;
 
-/// Whether this process runs under leader election at all.
-static ELECTION: AtomicBool = AtomicBool::new(false);
-/// Until when this replica may act: the start of its last successful renewal plus the renew
-/// deadline. Others cannot take the lease before a whole lease duration (longer) has passed.
-static LEADING_UNTIL: Mutex<Option<std::time::Instant>> = Mutex::new(None);
-
-fn set_leading_until(until: Option<std::time::Instant>) {
-    *LEADING_UNTIL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = until;
+/// Whether this replica may write now: a handle shared by the elector, which extends it on every
+/// renewal, and by every writer, which checks it right before each write. Cheap to clone; each
+/// controller (or test) owns its own, so several can live in one process.
+#[derive(Clone, Debug)]
+pub struct Leadership {
+    /// `None` without leader election (always allowed); else until when this replica may act:
+    /// the start of its last successful renewal plus the renew deadline. Others cannot take the
+    /// lease before a whole lease duration (longer) has passed.
+    until: Option<Arc<Mutex<Option<std::time::Instant>>>>,
+    /// `leader_election_master_status`: 1 while leading.
+    gauge: Gauge,
 }
 
-/// Whether this replica may write now: always without leader election; with it, only while
-/// its lease is fresh. Checked right before every write, so a replica that was paused (and
-/// lost its lease meanwhile) never acts before noticing.
-pub fn may_act() -> bool {
-    if !ELECTION.load(Ordering::Relaxed) {
-        return true;
+impl Leadership {
+    /// No leader election: this replica may always act.
+    pub fn unconditional() -> Self {
+        Self {
+            until: None,
+            gauge: Gauge::default(),
+        }
     }
-    LEADING_UNTIL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .is_some_and(|until| std::time::Instant::now() < until)
+
+    /// Under leader election: may not act until [`Leadership::lead_until`] says so.
+    pub fn elected() -> Self {
+        Self {
+            until: Some(Arc::new(Mutex::new(None))),
+            gauge: Gauge::default(),
+        }
+    }
+
+    /// Whether this replica may write now. Checked right before every write, so a replica that
+    /// was paused (and lost its lease meanwhile) never acts before noticing.
+    pub fn may_act(&self) -> bool {
+        match &self.until {
+            None => true,
+            Some(until) => until
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .is_some_and(|until| std::time::Instant::now() < until),
+        }
+    }
+
+    /// Lets this replica act until `until` (`None`: stop now). The elector calls it; a test may
+    /// too, to play a leader whose lease runs out.
+    pub fn lead_until(&self, until: Option<std::time::Instant>) {
+        if let Some(cell) = &self.until {
+            *cell.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = until;
+        }
+        self.gauge.set(i64::from(until.is_some()));
+    }
+
+    /// The `leader_election_master_status` gauge, to register in the controller's metrics.
+    pub fn gauge(&self) -> Gauge {
+        self.gauge.clone()
+    }
 }
 
 /// Leader-election flags (upstream names and defaults).
@@ -167,14 +197,18 @@ fn observe(lease: &Lease) -> Observed {
     }
 }
 
-/// Runs `work` only while this replica holds the lease `name`.
+/// Runs `work` only while this replica holds the lease `name`, keeping `leadership` up to date.
 ///
 /// Without `--leader-elect` the work runs at once. Returns when `shutdown` completes (the lease
 /// is released so a standby takes over at once) or, with an error, when the lease is lost.
+///
+/// `client` should be one that no controller traffic waits behind (no client-side QPS limit):
+/// a renewal stuck behind a busy controller's own requests would cost the lease.
 pub async fn run_as_leader<W>(
     client: Client,
     args: &LeaderElectionArgs,
     default_name: &str,
+    leadership: &Leadership,
     work: W,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), LeaderError>
@@ -183,6 +217,7 @@ where
 {
     tokio::pin!(shutdown);
     if !args.enabled {
+        leadership.lead_until(None);
         tokio::select! {
             () = work => {}
             () = &mut shutdown => {}
@@ -190,7 +225,6 @@ where
         return Ok(());
     }
     args.validate().map_err(LeaderError::Invalid)?;
-    ELECTION.store(true, Ordering::Relaxed);
     let name = args
         .resource_name
         .clone()
@@ -210,11 +244,11 @@ where
     loop {
         let attempt = std::time::Instant::now();
         match elector.try_acquire_or_renew().await {
-            Ok(true) => {
-                set_leading_until(Some(attempt + args.renew_deadline));
+            Ok(Round::Held) => {
+                leadership.lead_until(Some(attempt + args.renew_deadline));
                 break;
             }
-            Ok(false) => {}
+            Ok(Round::HeldByOther | Round::Conflict) => {}
             Err(err) => {
                 tracing::warn!(lease = %elector.name, error = %err, "cannot read or write the leader lease")
             }
@@ -225,9 +259,10 @@ where
         }
     }
     tracing::info!(lease = %elector.name, identity = %elector.identity, "became leader");
-    crate::metrics::set_leader(true);
 
-    // Lead: do the work, renew, stop the work if renewal fails for the renew deadline.
+    // Lead: do the work and renew; stop the work when someone else holds the lease, or when no
+    // renewal succeeded for the renew deadline (client-go: every failed attempt, a conflict
+    // included, is retried each retry period until then).
     let work = tokio::spawn(work);
     let abort = work.abort_handle();
     let mut last_renewed = Instant::now();
@@ -239,11 +274,14 @@ where
         let attempt = std::time::Instant::now();
         let renew = tokio::time::timeout(args.renew_deadline, elector.try_acquire_or_renew()).await;
         match renew {
-            Ok(Ok(true)) => {
+            Ok(Ok(Round::Held)) => {
                 last_renewed = Instant::now();
-                set_leading_until(Some(attempt + args.renew_deadline));
+                leadership.lead_until(Some(attempt + args.renew_deadline));
             }
-            Ok(Ok(false)) => break Err(LeaderError::LostLease(elector.name.clone())),
+            Ok(Ok(Round::HeldByOther)) => break Err(LeaderError::LostLease(elector.name.clone())),
+            Ok(Ok(Round::Conflict)) => {
+                tracing::info!(lease = %elector.name, "the leader lease changed while renewing; reading it again")
+            }
             Ok(Err(err)) => {
                 tracing::warn!(lease = %elector.name, error = %err, "cannot renew the leader lease")
             }
@@ -253,13 +291,23 @@ where
             break Err(LeaderError::LostLease(elector.name.clone()));
         }
     };
-    set_leading_until(None);
+    leadership.lead_until(None);
     abort.abort();
-    crate::metrics::set_leader(false);
     if outcome.is_ok() {
         elector.release().await;
     }
     outcome
+}
+
+/// The result of one attempt to take or keep the lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Round {
+    /// We hold it now.
+    Held,
+    /// Someone else holds a valid lease.
+    HeldByOther,
+    /// Our write lost a race (409): read the lease again and decide anew.
+    Conflict,
 }
 
 struct Elector {
@@ -277,8 +325,8 @@ impl Elector {
         i32::try_from(d.as_secs().max(1)).unwrap_or(i32::MAX)
     }
 
-    /// One round: returns whether we hold the lease afterwards.
-    async fn try_acquire_or_renew(&mut self) -> Result<bool, kube::Error> {
+    /// One round: whether we hold the lease afterwards.
+    async fn try_acquire_or_renew(&mut self) -> Result<Round, kube::Error> {
         let now = Instant::now();
         let current = self.api.get_opt(&self.name).await?;
         let observed = current.as_ref().map(observe);
@@ -294,7 +342,7 @@ impl Elector {
         let written = match (decision, current) {
             (Decision::Wait, _) => {
                 self.leading = false;
-                return Ok(false);
+                return Ok(Round::HeldByOther);
             }
             (Decision::Create, _) | (_, None) => {
                 let lease = Lease {
@@ -330,13 +378,11 @@ impl Elector {
             Ok(lease) => {
                 self.seen = Some((observe(&lease), Instant::now()));
                 self.leading = true;
-                Ok(true)
+                Ok(Round::Held)
             }
-            Err(kube::Error::Api(status)) if status.code == 409 => {
-                // Someone else wrote first; look again next round.
-                self.leading = false;
-                Ok(false)
-            }
+            // Someone else wrote first; look again next round. A leader stays the leader until
+            // it sees another holder or its renew deadline passes.
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(Round::Conflict),
             Err(err) => Err(err),
         }
     }

@@ -5,15 +5,15 @@
 //! - [`kube_client`]: the Kubernetes client with a client-side QPS limit.
 //! - [`leader`]: leader election through a Lease.
 //! - [`gateway`]: the typed cloud-gateway client (retries, reconnects, caller identity).
-//! - [`health`], [`metrics`]: the `/healthz`, `/readyz`, `/metrics` side port.
+//! - [`metrics`]: metric helpers (the side port and its registry are the `side-port` crate).
 //! - [`events`]: best-effort Kubernetes events.
 //! - [`node`]: reading Nodes: readiness, taints, provider references.
-//! - [`patch`]: resourceVersion-guarded merge patches, retried on conflict.
+//! - [`patch`]: resourceVersion-guarded merge patches, fenced by leadership, retried on conflict.
 //! - [`runner`]: the common start-up of a controller binary.
+//! - [`validation`]: label key and value rules, as the API server checks them.
 
 pub mod events;
 pub mod gateway;
-pub mod health;
 pub mod kube_client;
 pub mod leader;
 pub mod metrics;
@@ -21,3 +21,4 @@ pub mod names;
 pub mod node;
 pub mod patch;
 pub mod runner;
+pub mod validation;

@@ -1,51 +1,85 @@
-//! One Prometheus registry per process, rendered by the `/metrics` endpoint.
+//! Metric helpers shared by the controllers; the registry itself is [`side_port::MetricsRegistry`],
+//! a handle each controller owns.
 
-use std::sync::{LazyLock, Mutex, MutexGuard};
+use std::time::Instant;
 
-use prometheus_client::{
-    encoding::text::encode,
-    metrics::{gauge::Gauge, histogram::Histogram},
-    registry::{Metric, Registry},
+use prometheus_client::metrics::{
+    counter::Counter,
+    family::Family,
+    histogram::{Histogram, exponential_buckets},
 };
-
-static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(|| Mutex::new(Registry::default()));
-
-static LEADER: LazyLock<Gauge> = LazyLock::new(|| {
-    let gauge = Gauge::default();
-    register(
-        "leader_election_master_status",
-        "1 while this replica holds the leader lease, 0 otherwise",
-        gauge.clone(),
-    );
-    gauge
-});
-
-fn lock() -> MutexGuard<'static, Registry> {
-    REGISTRY.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// Registers a metric under its full name (e.g. `node_controller_...`).
-pub fn register(name: &str, help: &str, metric: impl Metric) {
-    lock().register(name, help, metric);
-}
+use side_port::MetricsRegistry;
 
 /// Histogram buckets of upstream's node controller delays: 1 s doubling to about 17 minutes.
 pub fn delay_histogram() -> Histogram {
-    Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
-        1.0, 2.0, 11,
-    ))
+    Histogram::new(exponential_buckets(1.0, 2.0, 11))
 }
 
-/// Records whether this replica leads.
-pub fn set_leader(leading: bool) {
-    LEADER.set(i64::from(leading));
+/// Labels of a failed reconcile.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct ErrorLabels {
+    /// The error's metric label (`cloud_lookup`, `write`, ...).
+    pub error: &'static str,
 }
 
-/// Every registered metric in Prometheus text format.
-pub fn render() -> String {
-    LazyLock::force(&LEADER);
-    let mut out = String::new();
-    // Writing into a String cannot fail.
-    let _ = encode(&mut out, &lock());
-    out
+/// What every controller counts about its reconciles (or periodic passes).
+#[derive(Clone)]
+pub struct ReconcileMetrics {
+    runs: Counter,
+    failures: Family<ErrorLabels, Counter>,
+    duration: Histogram,
+}
+
+impl ReconcileMetrics {
+    /// Registers `<prefix>_reconcile_total`, `<prefix>_reconcile_errors_total{error}` and
+    /// `<prefix>_reconcile_duration_seconds` in `registry`.
+    pub fn register(registry: &MetricsRegistry, prefix: &str) -> Self {
+        let metrics = Self {
+            runs: Counter::default(),
+            failures: Family::default(),
+            duration: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
+        };
+        registry.register(
+            &format!("{prefix}_reconcile"),
+            "Reconciles run",
+            metrics.runs.clone(),
+        );
+        registry.register(
+            &format!("{prefix}_reconcile_errors"),
+            "Reconciles that failed, by error",
+            metrics.failures.clone(),
+        );
+        registry.register(
+            &format!("{prefix}_reconcile_duration_seconds"),
+            "Time a reconcile took",
+            metrics.duration.clone(),
+        );
+        metrics
+    }
+
+    /// Counts a reconcile and measures it until the returned guard is dropped.
+    pub fn count_and_measure(&self) -> ReconcileTimer {
+        self.runs.inc();
+        ReconcileTimer {
+            started: Instant::now(),
+            duration: self.duration.clone(),
+        }
+    }
+
+    /// Counts a failure with the error's label.
+    pub fn failed(&self, error: &'static str) {
+        self.failures.get_or_create(&ErrorLabels { error }).inc();
+    }
+}
+
+/// Records a reconcile's duration when dropped.
+pub struct ReconcileTimer {
+    started: Instant,
+    duration: Histogram,
+}
+
+impl Drop for ReconcileTimer {
+    fn drop(&mut self) {
+        self.duration.observe(self.started.elapsed().as_secs_f64());
+    }
 }

@@ -1,102 +1,206 @@
-//! Guarded writes: merge patches that carry the `metadata.resourceVersion` they were computed
+//! Guarded writes: merge patches that carry the `metadata.resourceVersion` they were planned
 //! from, so the API server refuses them with 409 Conflict if the object changed meanwhile
 //! (the patch's equivalent of an update precondition). On conflict the object is read again and
-//! the change recomputed, like client-go's `RetryOnConflict`. Only the fields a controller owns
+//! the change planned anew, like client-go's `RetryOnConflict`. Only the fields a controller owns
 //! are in a patch, so it never clobbers what others own (kubelet's conditions, other labels).
+//! Every write and delete checks the replica's leadership right before it goes out.
 
 use std::time::Duration;
 
 use kube::{
     Api, Resource,
-    api::{Patch, PatchParams},
+    api::{DeleteParams, Patch, PatchParams, Preconditions},
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use crate::leader::Leadership;
+
 /// Attempts before giving up on a conflicting object (client-go's `UpdateNodeSpecBackoff`).
 const CONFLICT_ATTEMPTS: u32 = 20;
 
-/// Which part of the object the patch writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
-    /// The object (metadata and spec; the server ignores status here).
-    Main,
-    /// The `/status` subresource.
-    Status,
+/// The merge patches a plan wants written to one object: its `/status` and its main resource
+/// (metadata and spec). Either may be absent; both absent means there is nothing to do.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Patches {
+    /// Merge patch of the `/status` subresource, written first.
+    pub status: Option<Value>,
+    /// Merge patch of the object (the server ignores status here), written second.
+    pub main: Option<Value>,
+}
+
+impl Patches {
+    /// Only a main-resource patch.
+    pub fn main(patch: Value) -> Self {
+        Self {
+            status: None,
+            main: Some(patch),
+        }
+    }
+
+    /// Only a status patch.
+    pub fn status(patch: Value) -> Self {
+        Self {
+            status: Some(patch),
+            main: None,
+        }
+    }
+
+    /// Whether there is nothing to write.
+    pub fn is_empty(&self) -> bool {
+        self.status.is_none() && self.main.is_none()
+    }
 }
 
 /// A guarded write failed.
 #[derive(Debug, thiserror::Error)]
-pub enum WriteError {
+pub enum WriteError<E = std::convert::Infallible> {
     /// This replica does not hold a fresh leader lease; it must not write.
     #[error("not writing: this replica does not hold the leader lease")]
     NotLeading,
     /// The API server refused or could not be reached.
     #[error(transparent)]
     Api(#[from] kube::Error),
+    /// The change could not be planned from the object as read.
+    #[error(transparent)]
+    Plan(E),
 }
 
-impl WriteError {
+impl<E> WriteError<E> {
     /// Whether the object is gone (404).
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::Api(err) if is_not_found(err))
     }
-}
 
-/// Reads `name`, lets `compute` decide a merge patch from it (`None`: nothing to do), and writes
-/// the patch guarded by the resourceVersion read. Retries on conflict with a fresh read.
-///
-/// Returns the patched object, or `None` when nothing needed doing.
-///
-/// # Errors
-/// [`WriteError::NotLeading`] when the leader lease is not fresh; the API error of the read or
-/// the write (404 when the object is gone), or a 409 after [`CONFLICT_ATTEMPTS`] attempts.
-pub async fn guarded_merge_patch<K, F>(
-    api: &Api<K>,
-    name: &str,
-    target: Target,
-    field_manager: &str,
-    mut compute: F,
-) -> Result<Option<K>, WriteError>
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-    F: FnMut(&K) -> Option<Value>,
-{
-    let params = PatchParams {
-        field_manager: Some(field_manager.to_owned()),
-        ..Default::default()
-    };
-    let mut attempt = 1;
-    loop {
-        let current = api.get(name).await?;
-        let Some(mut body) = compute(&current) else {
-            return Ok(None);
-        };
-        let Some(version) = current.meta().resource_version.clone() else {
-            return Err(WriteError::Api(kube::Error::Api(
-                kube::core::Status::failure("object has no resourceVersion", "InternalError")
-                    .with_code(500)
-                    .boxed(),
-            )));
-        };
-        if !crate::leader::may_act() {
-            return Err(WriteError::NotLeading);
-        }
-        with_resource_version(&mut body, &version);
-        let written = match target {
-            Target::Main => api.patch(name, &params, &Patch::Merge(&body)).await,
-            Target::Status => api.patch_status(name, &params, &Patch::Merge(&body)).await,
-        };
-        match written {
-            Ok(object) => return Ok(Some(object)),
-            Err(kube::Error::Api(status)) if status.code == 409 && attempt < CONFLICT_ATTEMPTS => {
-                tracing::debug!(name, attempt, "conflict; reading the object again");
-                tokio::time::sleep(conflict_backoff()).await;
-                attempt += 1;
-            }
-            Err(err) => return Err(err.into()),
+    /// Separates the plan's error (`Err`) from a failed write (`Ok`).
+    pub fn into_write_error(self) -> Result<WriteError, E> {
+        match self {
+            Self::Plan(err) => Err(err),
+            Self::NotLeading => Ok(WriteError::NotLeading),
+            Self::Api(err) => Ok(WriteError::Api(err)),
         }
     }
+}
+
+/// Who writes (the field manager) and whether they may (the leadership, checked right before
+/// every write and every delete). Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Writer {
+    field_manager: String,
+    leadership: Leadership,
+}
+
+impl Writer {
+    /// Writes as `field_manager` (the controller's ID) while `leadership` allows.
+    pub fn new(field_manager: &str, leadership: Leadership) -> Self {
+        Self {
+            field_manager: field_manager.to_owned(),
+            leadership,
+        }
+    }
+
+    /// The leadership the writes are fenced by.
+    pub fn leadership(&self) -> &Leadership {
+        &self.leadership
+    }
+
+    /// Reads `name`, lets `plan` decide the patches from it (`Err`: the change cannot be made,
+    /// returned as [`WriteError::Plan`]) and writes them guarded by the resourceVersion read:
+    /// the status patch first, then the main patch guarded by the version the first write
+    /// returned. A conflict on either starts over with a fresh read and a fresh plan.
+    ///
+    /// Returns the object as last written, or `None` when there was nothing to do.
+    ///
+    /// # Errors
+    /// [`WriteError::NotLeading`] when the leader lease is not fresh; [`WriteError::Plan`]; the
+    /// API error of the read or a write (404 when the object is gone), or a 409 after
+    /// [`CONFLICT_ATTEMPTS`] attempts.
+    pub async fn write<K, F, E>(&self, api: &Api<K>, name: &str, mut plan: F) -> Result<Option<K>, WriteError<E>>
+    where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+        F: FnMut(&K) -> Result<Patches, E>,
+    {
+        let mut attempt = 1;
+        loop {
+            let current = api.get(name).await?;
+            let patches = plan(&current).map_err(WriteError::Plan)?;
+            if patches.is_empty() {
+                return Ok(None);
+            }
+            match self.write_once(api, name, current, patches).await {
+                Err(WriteError::Api(kube::Error::Api(status)))
+                    if status.code == 409 && attempt < CONFLICT_ATTEMPTS =>
+                {
+                    tracing::debug!(name, attempt, "conflict; reading the object again");
+                    tokio::time::sleep(conflict_backoff()).await;
+                    attempt += 1;
+                }
+                written => return written.map(Some),
+            }
+        }
+    }
+
+    async fn write_once<K, E>(&self, api: &Api<K>, name: &str, current: K, patches: Patches) -> Result<K, WriteError<E>>
+    where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    {
+        let params = PatchParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..Default::default()
+        };
+        let mut object = current;
+        for (target, patch) in [(Target::Status, patches.status), (Target::Main, patches.main)] {
+            let Some(mut body) = patch else { continue };
+            let Some(version) = object.meta().resource_version.clone() else {
+                return Err(WriteError::Api(kube::Error::Api(
+                    kube::core::Status::failure("object has no resourceVersion", "InternalError")
+                        .with_code(500)
+                        .boxed(),
+                )));
+            };
+            if !self.leadership.may_act() {
+                return Err(WriteError::NotLeading);
+            }
+            with_resource_version(&mut body, &version);
+            object = match target {
+                Target::Status => api.patch_status(name, &params, &Patch::Merge(&body)).await?,
+                Target::Main => api.patch(name, &params, &Patch::Merge(&body)).await?,
+            };
+        }
+        Ok(object)
+    }
+
+    /// Deletes `name` if it is still the object with `uid`, checking leadership right before
+    /// the request. `Ok(false)` when it was already gone.
+    ///
+    /// # Errors
+    /// [`WriteError::NotLeading`], or the API's error (409 when the uid no longer matches).
+    pub async fn delete<K>(&self, api: &Api<K>, name: &str, uid: Option<String>) -> Result<bool, WriteError>
+    where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    {
+        if !self.leadership.may_act() {
+            return Err(WriteError::NotLeading);
+        }
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid,
+                resource_version: None,
+            }),
+            ..Default::default()
+        };
+        match api.delete(name, &params).await {
+            Ok(_) => Ok(true),
+            Err(err) if is_not_found(&err) => Ok(false),
+            Err(err) => Err(err.into()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Status,
+    Main,
 }
 
 fn with_resource_version(body: &mut Value, version: &str) {

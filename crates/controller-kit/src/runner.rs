@@ -6,11 +6,12 @@ use std::{future::Future, net::SocketAddr, time::Duration};
 use telemetry::LogFormat;
 use tokio_util::sync::CancellationToken;
 
+use side_port::{MetricsRegistry, Readiness};
+
 use crate::{
     gateway::{Capabilities, GatewayArgs, GatewayClient},
-    health::{self, Readiness},
     kube_client::{self, KubeArgs},
-    leader::{self, LeaderElectionArgs},
+    leader::{self, LeaderElectionArgs, Leadership},
 };
 
 /// Flags every controller takes.
@@ -65,10 +66,10 @@ impl Needs {
     }
 }
 
-/// What the controller's work gets.
+/// What the runner hands a controller: clients and the handles it owns for its whole run.
 #[derive(Clone)]
-pub struct Context {
-    /// Kubernetes client.
+pub struct Runtime {
+    /// Kubernetes client, held to the client-side QPS limit.
     pub client: kube::Client,
     /// Gateway client.
     pub gateway: GatewayClient,
@@ -76,6 +77,10 @@ pub struct Context {
     pub cluster_name: String,
     /// Cancelled at shutdown.
     pub shutdown: CancellationToken,
+    /// Whether this replica may write now (leader election).
+    pub leadership: Leadership,
+    /// The registry `/metrics` serves; the controller registers its metrics here.
+    pub metrics: MetricsRegistry,
 }
 
 /// Why a controller stopped with an error.
@@ -113,7 +118,7 @@ pub async fn run<F, Fut>(
     work: F,
 ) -> Result<(), RunError>
 where
-    F: FnOnce(Context) -> Fut,
+    F: FnOnce(Runtime) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
     telemetry::init_logging(args.log_format, "info");
@@ -138,18 +143,30 @@ pub async fn run_until<F, Fut>(
     shutdown: CancellationToken,
 ) -> Result<(), RunError>
 where
-    F: FnOnce(Context) -> Fut,
+    F: FnOnce(Runtime) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
     args.leader.validate().map_err(RunError::Config)?;
-    let client = kube_client::client(&args.kube)
+    let clients = kube_client::clients(&args.kube)
         .await
         .map_err(|e| RunError::Config(e.to_string()))?;
     let gateway = GatewayClient::new(&args.gateway, caller).map_err(|e| RunError::Config(e.to_string()))?;
+    let leadership = if args.leader.enabled {
+        Leadership::elected()
+    } else {
+        Leadership::unconditional()
+    };
+    let metrics = MetricsRegistry::new();
+    metrics.register(
+        "leader_election_master_status",
+        "1 while this replica holds the leader lease, 0 otherwise",
+        leadership.gauge(),
+    );
     let readiness = Readiness::new();
-    let health = health::serve(
+    let health = side_port::serve(
         args.http_listen,
         readiness.clone(),
+        metrics.clone(),
         shutdown.clone().cancelled_owned(),
     )
     .await
@@ -159,9 +176,19 @@ where
     let result = tokio::select! {
         () = shutdown.cancelled() => Ok(()),
         () = wait_for_capability(&gateway, needs, name) => {
-            let ctx = Context { client: client.clone(), gateway, cluster_name: args.cluster_name.clone(), shutdown: shutdown.clone() };
-            let result = leader::run_as_leader(client, &args.leader, name, work(ctx), shutdown.clone().cancelled_owned()).await;
-            result.map_err(RunError::from)
+            let runtime = Runtime {
+                client: clients.limited,
+                gateway,
+                cluster_name: args.cluster_name.clone(),
+                shutdown: shutdown.clone(),
+                leadership: leadership.clone(),
+                metrics,
+            };
+            let work = work(runtime);
+            let shutdown = shutdown.clone().cancelled_owned();
+            leader::run_as_leader(clients.elector, &args.leader, name, &leadership, work, shutdown)
+                .await
+                .map_err(RunError::from)
         }
     };
     shutdown.cancel();

@@ -1,15 +1,26 @@
 //! Guarded merge patches against fake-apiserver: a stale resourceVersion is a 409 the helper
 //! retries with a fresh read, so concurrent writers never lose each other's changes.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::{
+    convert::Infallible,
+    sync::atomic::{AtomicU32, Ordering},
+    time::{Duration, Instant},
+};
 
-use controller_kit::patch::{Target, guarded_merge_patch};
+use controller_kit::{
+    leader::Leadership,
+    patch::{Patches, WriteError, Writer},
+};
 use k8s_openapi::api::core::v1::Node;
 use kube::{
     Api,
     api::{Patch, PatchParams, PostParams},
 };
 use serde_json::json;
+
+fn writer() -> Writer {
+    Writer::new("test", Leadership::unconditional())
+}
 
 async fn server_and_node() -> (fake_apiserver::RunningServer, Api<Node>) {
     let server = fake_apiserver::FakeApiServer::start(fake_apiserver::Config::default())
@@ -50,7 +61,7 @@ async fn a_merge_patch_with_a_stale_resource_version_is_a_conflict() {
 async fn a_concurrent_write_is_kept_and_the_change_recomputed() {
     let (_server, nodes) = server_and_node().await;
     let attempts = AtomicU32::new(0);
-    let written = guarded_merge_patch(&nodes, "n1", Target::Main, "test", |fresh| {
+    let written = writer().write(&nodes, "n1", |fresh: &Node| {
         if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
             // Another writer changes the node between our read and our write.
             let nodes = nodes.clone();
@@ -70,7 +81,9 @@ async fn a_concurrent_write_is_kept_and_the_change_recomputed() {
             });
         }
         let count = fresh.metadata.labels.as_ref().map_or(0, |l| l.len());
-        Some(json!({"metadata": {"labels": {"seen": count.to_string()}}}))
+        Ok::<_, Infallible>(Patches::main(
+            json!({"metadata": {"labels": {"seen": count.to_string()}}}),
+        ))
     })
     .await
     .unwrap()
@@ -92,9 +105,54 @@ async fn a_concurrent_write_is_kept_and_the_change_recomputed() {
 async fn nothing_to_do_writes_nothing() {
     let (_server, nodes) = server_and_node().await;
     let before = nodes.get("n1").await.unwrap().metadata.resource_version;
-    let written = guarded_merge_patch(&nodes, "n1", Target::Main, "test", |_| None)
+    let written = writer()
+        .write(&nodes, "n1", |_: &Node| Ok::<_, Infallible>(Patches::default()))
         .await
         .unwrap();
     assert!(written.is_none());
     assert_eq!(nodes.get("n1").await.unwrap().metadata.resource_version, before);
+}
+
+#[tokio::test]
+async fn status_then_main_from_one_plan_and_a_plan_error_writes_nothing() {
+    let (_server, nodes) = server_and_node().await;
+    let planned = AtomicU32::new(0);
+    let written = writer()
+        .write(&nodes, "n1", |_: &Node| {
+            planned.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, Infallible>(Patches {
+                status: Some(json!({"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]}})),
+                main: Some(json!({"metadata": {"labels": {"initialized": "yes"}}})),
+            })
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(planned.load(Ordering::SeqCst), 1, "planned once, written twice");
+    assert_eq!(written.metadata.labels.unwrap()["initialized"], "yes");
+    assert_eq!(written.status.unwrap().addresses.unwrap()[0].address, "10.0.0.1");
+
+    let before = nodes.get("n1").await.unwrap().metadata.resource_version;
+    let err = writer()
+        .write(&nodes, "n1", |_: &Node| Err::<Patches, _>("not yet"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, WriteError::Plan("not yet")), "{err:?}");
+    assert_eq!(nodes.get("n1").await.unwrap().metadata.resource_version, before);
+}
+
+#[tokio::test]
+async fn no_write_or_delete_once_the_lease_has_run_out() {
+    let (_server, nodes) = server_and_node().await;
+    let leadership = Leadership::elected();
+    leadership.lead_until(Some(Instant::now() + Duration::from_secs(60)));
+    let writer = Writer::new("test", leadership.clone());
+    let label = |_: &Node| Ok::<_, Infallible>(Patches::main(json!({"metadata": {"labels": {"b": "2"}}})));
+    assert!(writer.write(&nodes, "n1", label).await.unwrap().is_some());
+    leadership.lead_until(Some(Instant::now()));
+    let err = writer.write(&nodes, "n1", label).await.unwrap_err();
+    assert!(matches!(err, WriteError::NotLeading), "{err:?}");
+    let err = writer.delete(&nodes, "n1", None).await.unwrap_err();
+    assert!(matches!(err, WriteError::NotLeading), "{err:?}");
+    assert!(nodes.get_opt("n1").await.unwrap().is_some());
 }

@@ -1,0 +1,41 @@
+//! The node controller's own flags (upstream names and defaults) and their validation.
+
+use std::time::Duration;
+
+/// Flags of `cloud-node-controller` beyond the common ones.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Config {
+    /// Nodes initialized in parallel.
+    #[arg(long = "concurrent-node-syncs", default_value_t = 1)]
+    pub concurrent_node_syncs: u16,
+    /// Period of the address refresh of initialized nodes.
+    #[arg(long = "node-status-update-frequency", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub node_status_update_frequency: Duration,
+    /// Address patches in parallel during a refresh; 0 means `--concurrent-node-syncs`.
+    #[arg(long = "concurrent-node-status-updates", default_value_t = 0)]
+    pub concurrent_node_status_updates: u16,
+}
+
+impl Config {
+    /// Checks what the types cannot.
+    ///
+    /// # Errors
+    /// A message naming the flag.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.concurrent_node_syncs == 0 {
+            return Err("--concurrent-node-syncs must be at least 1".into());
+        }
+        if self.node_status_update_frequency.is_zero() {
+            return Err("--node-status-update-frequency must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// Address patches in parallel during a refresh.
+    pub fn status_update_parallelism(&self) -> usize {
+        usize::from(match self.concurrent_node_status_updates {
+            0 => self.concurrent_node_syncs,
+            n => n,
+        })
+    }
+}

@@ -1,0 +1,70 @@
+//! The node controller's wiring: the Node watch and work queue, and the periodic address refresh.
+
+use std::{sync::Arc, time::Duration};
+
+use controller_kit::{events::Events, names::controllers::CLOUD_NODE, patch::Writer, runner::Runtime};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::{
+    Api,
+    runtime::{Controller, controller, reflector::Store, watcher},
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    config::Config,
+    metrics::Metrics,
+    reconcile::{self, Context},
+};
+
+/// Runs the controller until `runtime.shutdown` is cancelled.
+pub async fn run(runtime: Runtime, config: Config) {
+    let nodes: Api<Node> = Api::all(runtime.client.clone());
+    let ctx = Arc::new(Context::new(
+        nodes.clone(),
+        Arc::new(runtime.gateway.clone()),
+        Writer::new(CLOUD_NODE, runtime.leadership.clone()),
+        Events::new(runtime.client.clone(), CLOUD_NODE, None),
+        Metrics::register(&runtime.metrics),
+    ));
+    let controller = Controller::new(nodes, watcher::Config::default())
+        .with_config(controller::Config::default().concurrency(config.concurrent_node_syncs));
+    let refresh = tokio::spawn(refresh_periodically(
+        ctx.clone(),
+        controller.store(),
+        config.node_status_update_frequency,
+        config.status_update_parallelism(),
+        runtime.shutdown.clone(),
+    ));
+    controller
+        .graceful_shutdown_on(runtime.shutdown.clone().cancelled_owned())
+        .run(reconcile::reconcile, reconcile::error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                tracing::debug!(error = %err, "reconcile failed");
+            }
+        })
+        .await;
+    refresh.abort();
+}
+
+/// Once the cache is filled, a refresh pass every `period` after the last one ended.
+async fn refresh_periodically(
+    ctx: Arc<Context>,
+    store: Store<Node>,
+    period: Duration,
+    parallelism: usize,
+    shutdown: CancellationToken,
+) {
+    if store.wait_until_ready().await.is_err() {
+        return;
+    }
+    loop {
+        let updated = reconcile::refresh_addresses(&ctx, store.state(), parallelism).await;
+        tracing::debug!(updated, "node address refresh done");
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(period) => {}
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! The lifecycle controller's wiring: a Node cache and the periodic pass over it.
+
+use std::sync::Arc;
+
+use controller_kit::{
+    events::Events, names::controllers::CLOUD_NODE_LIFECYCLE, patch::Writer, runner::Runtime,
+};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::{
+    Api,
+    runtime::{WatchStreamExt, reflector, watcher},
+};
+
+use crate::{
+    config::Config,
+    metrics::Metrics,
+    reconcile::{self, Context},
+};
+
+/// Runs the controller until `runtime.shutdown` is cancelled: once the cache is filled, a pass
+/// every `--node-monitor-period` after the last one ended.
+pub async fn run(runtime: Runtime, config: Config) {
+    let nodes: Api<Node> = Api::all(runtime.client.clone());
+    let ctx = Context {
+        nodes: nodes.clone(),
+        cloud: Arc::new(runtime.gateway.clone()),
+        writer: Writer::new(CLOUD_NODE_LIFECYCLE, runtime.leadership.clone()),
+        events: Events::new(runtime.client.clone(), CLOUD_NODE_LIFECYCLE, None),
+        metrics: Metrics::register(&runtime.metrics),
+    };
+    let (store, writer) = reflector::store();
+    let watch = watcher(nodes, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .for_each(|_| async {});
+    let watch = tokio::spawn(watch);
+    if store.wait_until_ready().await.is_ok() {
+        loop {
+            reconcile::monitor_nodes(&ctx, &store.state()).await;
+            tokio::select! {
+                () = runtime.shutdown.cancelled() => break,
+                () = tokio::time::sleep(config.node_monitor_period) => {}
+            }
+        }
+    }
+    watch.abort();
+}

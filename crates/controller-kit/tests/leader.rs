@@ -1,0 +1,89 @@
+//! Leader election against fake-apiserver: a conflict on renewal is re-read and retried until
+//! the renew deadline (as client-go), and renewals never wait behind the controller's own
+//! client-side rate limit.
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU32, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use controller_kit::{
+    kube_client::{self, KubeArgs},
+    leader::{LeaderElectionArgs, Leadership, run_as_leader},
+};
+use http::Method;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use test_support::intercept::{self, Intercept};
+
+fn election(name: &str) -> LeaderElectionArgs {
+    LeaderElectionArgs {
+        enabled: true,
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_secs(2),
+        retry_period: Duration::from_millis(200),
+        resource_name: Some(name.into()),
+        resource_namespace: "default".into(),
+        identity: Some("me".into()),
+    }
+}
+
+#[tokio::test]
+async fn a_conflict_on_renewal_is_retried_and_the_lease_kept() {
+    let server = fake_apiserver::FakeApiServer::start(fake_apiserver::Config::default())
+        .await
+        .unwrap();
+    let renewals = Arc::new(AtomicU32::new(0));
+    let seen = renewals.clone();
+    // The first two renewals lose a race with another writer of the Lease.
+    let (client, log) = intercept::client(&server, move |method, path| {
+        if method == Method::PUT && path.ends_with("/leases/lease") && seen.fetch_add(1, Ordering::SeqCst) < 2 {
+            intercept::status(409, "Conflict", "the object has been modified; please apply your changes to the latest version and try again")
+        } else {
+            Intercept::Pass
+        }
+    });
+    let leadership = Leadership::elected();
+    let args = election("lease");
+    let election = run_as_leader(client, &args, "lease", &leadership, std::future::pending(), std::future::pending());
+    tokio::select! {
+        result = election => panic!("leadership ended: {result:?}"),
+        () = tokio::time::sleep(Duration::from_millis(2500)) => {}
+    }
+    assert!(renewals.load(Ordering::SeqCst) >= 4, "conflicts, then renewals that went through");
+    assert_eq!(log.matching(&Method::PUT, "/leases/lease").len() as u32, renewals.load(Ordering::SeqCst));
+    assert!(leadership.may_act(), "still the leader");
+    let lease: Api<Lease> = Api::namespaced(server.client().unwrap(), "default");
+    let holder = lease.get("lease").await.unwrap().spec.unwrap().holder_identity;
+    assert_eq!(holder.as_deref(), Some("me"));
+}
+
+#[tokio::test]
+async fn renewals_do_not_wait_behind_the_controllers_rate_limit() {
+    let server = fake_apiserver::FakeApiServer::start(fake_apiserver::Config::default())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    let args = KubeArgs {
+        kubeconfig: Some(kubeconfig),
+        qps: 2.0,
+        burst: 1,
+    };
+    let clients = kube_client::clients(&args).await.unwrap();
+    let time_gets = |client: kube::Client| async move {
+        let leases: Api<Lease> = Api::namespaced(client, "default");
+        let started = Instant::now();
+        for _ in 0..4 {
+            leases.get_opt("lease").await.unwrap();
+        }
+        started.elapsed()
+    };
+    // Four requests at 2/s with a burst of one take at least 1.5 s on the limited client.
+    assert!(time_gets(clients.limited.clone()).await >= Duration::from_millis(1400));
+    assert!(time_gets(clients.elector.clone()).await < Duration::from_millis(1000));
+}
