@@ -484,13 +484,12 @@ pub async fn provider_invalid_argument_is_typed(f: &dyn CloudFixture) {
 
 /// A load balancer still provisioning gets RETRY_AFTER with a delay, then becomes ready.
 pub async fn retry_after_is_typed(f: &dyn CloudFixture) {
-    if f.slow_provisioning(2).await.is_none() {
-        eprintln!(
-            "skipped: {} cannot be made to provision slowly",
+    f.slow_provisioning(2).await.unwrap_or_else(|| {
+        panic!(
+            "{} cannot be made to provision slowly: declare `slow_provisioning: unsupported(..)` in its contract_suite!",
             f.provider_name()
-        );
-        return;
-    }
+        )
+    });
     let cluster = f.cluster_name();
     let mut c = f.gateway().clients(CALLER).await;
     let ensure = pb::EnsureLoadBalancerRequest {
@@ -525,10 +524,9 @@ pub async fn retry_after_is_typed(f: &dyn CloudFixture) {
 /// When the cloud throttles, the caller gets RESOURCE_EXHAUSTED/THROTTLED.
 pub async fn throttled_is_typed(f: &dyn CloudFixture) {
     let i = f.running_instance().await;
-    if f.throttle_everything().await.is_none() {
-        eprintln!("skipped: {} cannot be made to throttle", f.provider_name());
-        return;
-    }
+    f.throttle_everything()
+        .await
+        .unwrap_or_else(|| panic!("{} cannot be made to throttle", f.provider_name()));
     let mut c = f.gateway().clients(CALLER).await;
     let status = c
         .instances

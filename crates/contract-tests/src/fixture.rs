@@ -53,9 +53,11 @@ pub trait CloudFixture: Send + Sync {
     fn invalid_service(&self) -> (BTreeMap<String, String>, String);
 
     /// Makes new load balancers take `seconds` to provision, so ensure answers RETRY_AFTER.
-    /// `None`: this provider cannot be made to (the case is skipped, saying so).
+    /// `None`: this provider cannot be made to; its `contract_suite!` must then declare
+    /// `slow_provisioning: unsupported("why")` so the case is ignored, not passed.
     async fn slow_provisioning(&self, seconds: u64) -> Option<()>;
-    /// Makes the cloud answer "throttled" to every call. `None`: cannot (case skipped).
+    /// Makes the cloud answer "throttled" to every call. `None`: cannot (the case fails: every
+    /// provider's tests must be able to play a throttling cloud, e.g. through a proxy).
     async fn throttle_everything(&self) -> Option<()>;
 
     /// A destination CIDR for routes and the node to route it to.
