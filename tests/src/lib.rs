@@ -13,7 +13,7 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Taint};
 use kube::{
     Api, Client,
     api::{Patch, PatchParams, PostParams},
@@ -26,6 +26,10 @@ use tokio::{
     process::{Child, Command},
     time::Instant,
 };
+
+/// The taint kube-apiserver puts on every new Node (the TaintNodesByCondition admission
+/// plugin) and kube-controller-manager removes once the node is Ready.
+pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
 
 /// Where `cargo build` put the workspace's binaries.
 pub fn bin_dir() -> PathBuf {
@@ -87,6 +91,26 @@ impl Proc {
                 .status()
                 .await;
             assert!(status.is_ok_and(|s| s.success()), "kill -{signal} {pid} failed");
+        }
+    }
+
+    /// Its process id, while it runs.
+    pub fn id(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Stops it the way Kubernetes stops a pod: SIGTERM, then SIGKILL after `grace`. Waits for
+    /// it to exit, so it does not outlive its parent even as a zombie.
+    pub async fn stop(&mut self, grace: Duration) {
+        if let Some(pid) = self.child.id() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(pid.to_string())
+                .status()
+                .await;
+        }
+        if tokio::time::timeout(grace, self.child.wait()).await.is_err() {
+            let _ = self.child.kill().await;
         }
     }
 
@@ -199,6 +223,9 @@ impl ClusterSpec {
 
 /// fake-apiserver + cloud-gateway on the simulator, plus controllers started on demand.
 pub struct Cluster {
+    /// Every process started, in order. First so that it drops first: its logs are printed
+    /// and its processes stopped before `dir` is removed.
+    pub procs: Procs,
     /// Temporary directory (logs, kubeconfig, simulator state).
     pub dir: TempDir,
     /// Kubeconfig of the fake API server.
@@ -209,11 +236,10 @@ pub struct Cluster {
     pub gateway_grpc: SocketAddr,
     /// Gateway HTTP address (health, metrics, simulator admin API).
     pub gateway_http: SocketAddr,
-    /// Every process started, in order.
-    pub procs: Procs,
 }
 
-/// The processes of a cluster; when a test fails, the tail of each log is printed.
+/// The processes of a cluster; when a test fails, the tail of each log is printed. Dropped,
+/// it kills them all.
 #[derive(Default)]
 pub struct Procs(pub Vec<Proc>);
 
@@ -243,6 +269,17 @@ impl Drop for Procs {
                     tail.len(),
                     tail.join("\n")
                 );
+            }
+        }
+        // SIGKILL and reap every process: kill_on_drop alone does not wait, and an unreaped
+        // child outlives an exiting parent as a zombie wherever PID 1 does not reap.
+        for proc in &mut self.0 {
+            let _ = proc.child.start_kill();
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        for proc in &mut self.0 {
+            while matches!(proc.child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
             }
         }
     }
@@ -391,7 +428,8 @@ impl Cluster {
         self.set_ready(name, ready).await
     }
 
-    /// Sets the node's Ready condition (as kubelet or the node lifecycle of kube-controller-manager would).
+    /// Sets the node's Ready condition (as kubelet or the node lifecycle of kube-controller-manager
+    /// would), and the not-ready taint to match it.
     pub async fn set_ready(&self, name: &str, ready: bool) -> Node {
         let nodes: Api<Node> = Api::all(self.client.clone());
         let now = k8s_openapi::jiff::Timestamp::now().to_string();
@@ -417,11 +455,60 @@ impl Cluster {
                 .await
                 .expect("addresses");
         }
-        node
+        self.sync_not_ready_taint(name, ready).await.unwrap_or(node)
+    }
+
+    /// What kube-controller-manager's node lifecycle controller does with the
+    /// `not-ready:NoSchedule` taint the API server puts on every new Node: keeps it while Ready is
+    /// False, removes it once True (a real cluster shows no Ready node with it). Written guarded
+    /// by the resourceVersion read and retried on conflict, so the controllers' taints stay.
+    /// Returns the node when it changed it.
+    async fn sync_not_ready_taint(&self, name: &str, ready: bool) -> Option<Node> {
+        let nodes = self.nodes();
+        let is_not_ready = |t: &Taint| t.key == TAINT_NOT_READY && t.effect == "NoSchedule";
+        wait_for(
+            &format!("the not-ready taint of {name} to follow its Ready condition"),
+            Duration::from_secs(20),
+            || {
+                let nodes = nodes.clone();
+                async move {
+                    let node = nodes.get(name).await.ok()?;
+                    let mut taints = node.spec.clone().unwrap_or_default().taints.unwrap_or_default();
+                    if taints.iter().any(is_not_ready) != ready {
+                        return Some(None);
+                    }
+                    if ready {
+                        taints.retain(|t| !is_not_ready(t));
+                    } else {
+                        taints.push(Taint {
+                            key: TAINT_NOT_READY.into(),
+                            effect: "NoSchedule".into(),
+                            ..Taint::default()
+                        });
+                    }
+                    let patch = json!({
+                        "metadata": { "resourceVersion": node.metadata.resource_version },
+                        "spec": { "taints": taints },
+                    });
+                    let params = PatchParams::default();
+                    let patched = nodes.patch(name, &params, &Patch::Merge(&patch)).await;
+                    patched.ok().map(Some)
+                }
+            },
+        )
+        .await
     }
 
     /// The nodes API.
     pub fn nodes(&self) -> Api<Node> {
         Api::all(self.client.clone())
+    }
+
+    /// Stops every process, the last started first (controllers before the servers they talk
+    /// to), each with SIGTERM and up to 5 s to exit. Dropping the cluster instead SIGKILLs them.
+    pub async fn stop(&mut self) {
+        for proc in self.procs.iter_mut().rev() {
+            proc.stop(Duration::from_secs(5)).await;
+        }
     }
 }

@@ -411,6 +411,7 @@ impl Registry {
         let mut warnings = Vec::new();
         let mut obj = Self::decode_body(def, ns, body, fv, &mut warnings)?;
         strategy::defaults(def.store, &mut obj);
+        strategy::admit_create(def.store, &mut obj);
         let store = def.store;
         self.db
             .write(|st| {

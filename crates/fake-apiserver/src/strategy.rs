@@ -196,6 +196,36 @@ fn default_service(obj: &mut Value) {
     }
 }
 
+/// The not-ready taint the TaintNodesByCondition admission plugin puts on new Nodes.
+pub const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
+
+/// The mutating admission of a create, which the real server runs after decoding and
+/// defaulting and before `PrepareForCreate` and validation (dry runs included).
+///
+/// TaintNodesByCondition (`plugin/pkg/admission/nodetaint`, lately registered as
+/// `TaintNodesAtCreation`; on by default since v1.19): a new Node gets `not-ready:NoSchedule`
+/// appended unless it has a taint with that key and effect, so no pod lands on it before the
+/// node lifecycle controller sees it Ready. Create only: updates and patches never add it back.
+pub fn admit_create(store: Store, obj: &mut Value) {
+    if store != Store::Nodes {
+        return;
+    }
+    let spec = obj_mut(obj, "spec");
+    let taints = spec.entry("taints").or_insert_with(|| json!([]));
+    if !taints.is_array() {
+        *taints = json!([]);
+    }
+    let Value::Array(taints) = taints else {
+        unreachable!("made an array above")
+    };
+    let present = taints
+        .iter()
+        .any(|t| s(t, "/key") == TAINT_NOT_READY && s(t, "/effect") == "NoSchedule");
+    if !present {
+        taints.push(json!({"key": TAINT_NOT_READY, "effect": "NoSchedule"}));
+    }
+}
+
 /// `PrepareForCreate`.
 pub fn prepare_create(store: Store, obj: &mut Value) {
     match store {

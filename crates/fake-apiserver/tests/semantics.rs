@@ -292,6 +292,151 @@ async fn json_patch_test_op_is_a_precondition() {
     assert_eq!(e.code, 409);
 }
 
+/// `(key, value, effect)` of each taint, in order.
+fn taints_of(n: &Node) -> Vec<(String, Option<String>, String)> {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|t| (t.key, t.value, t.effect))
+        .collect()
+}
+
+/// The TaintNodesByCondition admission plugin (on by default since v1.19): every Node created
+/// gets `node.kubernetes.io/not-ready:NoSchedule` appended unless it has that key and effect;
+/// updates and patches never add it back.
+#[tokio::test]
+async fn a_new_node_gets_the_not_ready_taint_like_taint_nodes_by_condition() {
+    let s = start().await;
+    let nodes: Api<Node> = Api::all(s.client().unwrap());
+    let t = |k: &str, v: Option<&str>, e: &str| (k.to_owned(), v.map(str::to_owned), e.to_owned());
+    let not_ready = || t("node.kubernetes.io/not-ready", None, "NoSchedule");
+    let uninit = || {
+        t(
+            "node.cloudprovider.kubernetes.io/uninitialized",
+            Some("true"),
+            "NoSchedule",
+        )
+    };
+    let with_taints = |name: &str, taints: serde_json::Value| -> Node {
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"taints": taints}})).unwrap()
+    };
+
+    // Created with one taint, it comes back with two: the plugin appends.
+    let n = nodes
+        .create(
+            &PostParams::default(),
+            &with_taints(
+                "kubelet",
+                json!([{"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}]),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(taints_of(&n), [uninit(), not_ready()]);
+    assert_eq!(
+        taints_of(&nodes.get("kubelet").await.unwrap()),
+        [uninit(), not_ready()]
+    );
+    // Without any spec, and on a dry run (admission runs there too).
+    let bare = nodes.create(&PostParams::default(), &node("bare")).await.unwrap();
+    assert_eq!(taints_of(&bare), [not_ready()]);
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    assert_eq!(
+        taints_of(&nodes.create(&dry, &node("dry")).await.unwrap()),
+        [not_ready()]
+    );
+
+    // A node already carrying not-ready:NoSchedule (whatever its value) is left as it is; the
+    // same key with another effect does not count.
+    let carrying = json!([
+        {"key": "node.kubernetes.io/not-ready", "value": "x", "effect": "NoSchedule"},
+        {"key": "a", "effect": "NoExecute"},
+    ]);
+    let n = nodes
+        .create(&PostParams::default(), &with_taints("carrying", carrying))
+        .await
+        .unwrap();
+    assert_eq!(
+        taints_of(&n),
+        [
+            t("node.kubernetes.io/not-ready", Some("x"), "NoSchedule"),
+            t("a", None, "NoExecute")
+        ]
+    );
+    let n = nodes
+        .create(
+            &PostParams::default(),
+            &with_taints(
+                "no-execute",
+                json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}]),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        taints_of(&n),
+        [t("node.kubernetes.io/not-ready", None, "NoExecute"), not_ready()]
+    );
+
+    // Removing the first taint with a JSON patch leaves one; removing that one too leaves none,
+    // and neither patches nor updates bring it back.
+    let remove_first: json_patch::Patch =
+        serde_json::from_value(json!([{"op": "remove", "path": "/spec/taints/0"}])).unwrap();
+    let n = nodes
+        .patch(
+            "kubelet",
+            &PatchParams::default(),
+            &Patch::<()>::Json(remove_first.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(taints_of(&n), [not_ready()]);
+    let n = nodes
+        .patch(
+            "kubelet",
+            &PatchParams::default(),
+            &Patch::<()>::Json(remove_first),
+        )
+        .await
+        .unwrap();
+    assert_eq!(taints_of(&n), []);
+    let n = nodes
+        .patch(
+            "kubelet",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(taints_of(&n), []);
+    let n = nodes
+        .patch(
+            "kubelet",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {"taints": [{"key": "k", "effect": "NoSchedule"}]}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(taints_of(&n), [t("k", None, "NoSchedule")]);
+    let mut n = nodes.get("kubelet").await.unwrap();
+    n.spec.as_mut().unwrap().taints = None;
+    let n = nodes
+        .replace("kubelet", &PostParams::default(), &n)
+        .await
+        .unwrap();
+    assert_eq!(taints_of(&n), []);
+    let n = nodes
+        .replace_status("kubelet", &PostParams::default(), &n)
+        .await
+        .unwrap();
+    assert_eq!(taints_of(&n), []);
+}
+
 #[tokio::test]
 async fn status_subresource_separates_spec_and_status() {
     let s = start().await;

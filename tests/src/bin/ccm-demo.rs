@@ -3,8 +3,9 @@
 //! Starts fake-apiserver, cloud-gateway on the simulated cloud (seeded from
 //! `examples/simulator-inventory.yaml`) and the controllers; registers the inventory's machines
 //! as Nodes the way kubelet `--cloud-provider=external` does; and prints the Nodes before and
-//! after the controllers did their work. Then it keeps running (Ctrl-C stops everything) so you
-//! can look around with `kubectl` and `cloud-sim`; `--exit` stops at once (CI smoke test).
+//! after the controllers did their work. Then it keeps running (Ctrl-C or SIGTERM stops
+//! everything it started) so you can look around with `kubectl` and `cloud-sim`; `--exit` stops
+//! at once (CI smoke test).
 
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
@@ -186,6 +187,39 @@ async fn main() {
             std::process::exit(64);
         }
     };
+    // Listening from the start: a SIGTERM while the demo starts up stops it too (the default
+    // action would kill this process alone and leave its children running).
+    let shutdown = telemetry::shutdown_signal();
+    tokio::pin!(shutdown);
+    let mut cluster = tokio::select! {
+        biased;
+        () = &mut shutdown => {
+            // Dropping the unfinished demo kills and reaps what it started (`Procs` on drop).
+            println!("stopping");
+            return;
+        }
+        cluster = demo(&opts, inventory) => cluster,
+    };
+    if !opts.exit {
+        println!(
+            "\nEverything keeps running; try:\n  kubectl --kubeconfig {} get nodes -o wide\n  {}/cloud-sim --admin-url http://{} instances list\n  {}/cloud-sim --admin-url http://{} instances add --name worker-9   # then register a Node named worker-9\n  curl http://{}/metrics\nLogs are in {}. Ctrl-C stops everything.",
+            cluster.kubeconfig.display(),
+            e2e::bin_dir().display(),
+            cluster.gateway_http,
+            e2e::bin_dir().display(),
+            cluster.gateway_http,
+            cluster.gateway_http,
+            cluster.dir.path().display(),
+        );
+        shutdown.await;
+        println!("stopping");
+    }
+    cluster.stop().await;
+}
+
+/// Starts everything, registers the inventory's machines as Nodes and prints them before and
+/// after the controllers.
+async fn demo(opts: &Options, inventory: String) -> Cluster {
     println!(
         "Starting fake-apiserver and cloud-gateway on the simulated cloud ({})...",
         opts.inventory.display()
@@ -272,19 +306,5 @@ async fn main() {
         }
     }
 
-    if opts.exit {
-        return;
-    }
-    println!(
-        "\nEverything keeps running; try:\n  kubectl --kubeconfig {} get nodes -o wide\n  {}/cloud-sim --admin-url http://{} instances list\n  {}/cloud-sim --admin-url http://{} instances add --name worker-9   # then register a Node named worker-9\n  curl http://{}/metrics\nLogs are in {}. Ctrl-C stops everything.",
-        cluster.kubeconfig.display(),
-        e2e::bin_dir().display(),
-        cluster.gateway_http,
-        e2e::bin_dir().display(),
-        cluster.gateway_http,
-        cluster.gateway_http,
-        cluster.dir.path().display(),
-    );
-    let _ = tokio::signal::ctrl_c().await;
-    println!("stopping");
+    cluster
 }
