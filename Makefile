@@ -2,6 +2,10 @@
 .DEFAULT_GOAL := help
 SHELL := /usr/bin/env bash
 CARGO ?= cargo
+# kubectl for the test that drives it (fake-apiserver's build script reads it when the tests are
+# built); expanded when a recipe runs, so after test-deps has installed it.
+KUBECTL ?= $(if $(wildcard .tools/kubectl),$(CURDIR)/.tools/kubectl)
+export KUBECTL
 
 .PHONY: help
 help: ## list the targets
