@@ -141,7 +141,10 @@ pub fn initialize(node: &Node, cloud: &InstanceMetadata) -> Result<Initializatio
         }
     }
     for (key, value) in &cloud.additional_labels {
-        if label_key_error(key).or_else(|| label_value_error(value)).is_some() {
+        if label_key_error(key)
+            .or_else(|| label_value_error(value))
+            .is_some()
+        {
             // Left out; see `invalid_labels`.
         } else if is_kubernetes_namespace(key) {
             tracing::warn!(node = %name, label = %key, "discarding node label in a kubernetes namespace");
@@ -317,10 +320,7 @@ pub fn parse_ip_sloppy(s: &str) -> Option<IpAddr> {
         })?;
         *octet = u8::try_from(value).ok()?;
     }
-    parts
-        .next()
-        .is_none()
-        .then(|| IpAddr::V4(Ipv4Addr::from(octets)))
+    parts.next().is_none().then(|| IpAddr::V4(Ipv4Addr::from(octets)))
 }
 
 /// Whether `status.addresses` must be rewritten to `wanted`: only when they differ as sets, as
@@ -341,10 +341,7 @@ pub fn addresses_differ(node: &Node, wanted: &[NodeAddress]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::{
-        api::core::v1::{NodeSpec, NodeStatus},
-        apimachinery::pkg::apis::meta::v1::ObjectMeta,
-    };
+    use test_support::NodeBuilder;
 
     use super::*;
 
@@ -355,60 +352,9 @@ mod tests {
         }
     }
 
-    fn taint(key: &str) -> Taint {
-        Taint {
-            key: key.into(),
-            effect: "NoSchedule".into(),
-            value: Some("true".into()),
-            time_added: None,
-        }
-    }
-
-    struct NodeBuilder(Node);
-
-    impl NodeBuilder {
-        fn new() -> Self {
-            Self(Node {
-                metadata: ObjectMeta {
-                    name: Some("n1".into()),
-                    ..Default::default()
-                },
-                spec: Some(NodeSpec {
-                    taints: Some(vec![taint(TAINT_UNINITIALIZED)]),
-                    ..Default::default()
-                }),
-                status: Some(NodeStatus::default()),
-            })
-        }
-        fn provider_id(mut self, id: &str) -> Self {
-            self.0.spec.get_or_insert_with(Default::default).provider_id = Some(id.into());
-            self
-        }
-        fn label(mut self, k: &str, v: &str) -> Self {
-            self.0
-                .metadata
-                .labels
-                .get_or_insert_with(Default::default)
-                .insert(k.into(), v.into());
-            self
-        }
-        fn annotation(mut self, k: &str, v: &str) -> Self {
-            self.0
-                .metadata
-                .annotations
-                .get_or_insert_with(Default::default)
-                .insert(k.into(), v.into());
-            self
-        }
-        fn taints(mut self, keys: &[&str]) -> Self {
-            self.0.spec.get_or_insert_with(Default::default).taints =
-                Some(keys.iter().map(|k| taint(k)).collect());
-            self
-        }
-        fn addresses(mut self, a: Vec<NodeAddress>) -> Self {
-            self.0.status.get_or_insert_with(Default::default).addresses = Some(a);
-            self
-        }
+    /// A node as kubelet `--cloud-provider=external` registers it.
+    fn tainted() -> NodeBuilder {
+        NodeBuilder::new("n1").taint(TAINT_UNINITIALIZED)
     }
 
     fn main(init: &Initialization) -> &Value {
@@ -432,7 +378,7 @@ mod tests {
 
     #[test]
     fn a_fresh_node_gets_provider_id_all_labels_and_loses_the_taint() {
-        let node = NodeBuilder::new().taints(&[TAINT_UNINITIALIZED, "other"]).0;
+        let node = tainted().taints(&[TAINT_UNINITIALIZED, "other"]).build();
         let init = initialize(&node, &cloud()).unwrap();
         assert_eq!(main(&init)["spec"]["providerID"], "sim://zone-a/i-1");
         let labels = &main(&init)["metadata"]["labels"];
@@ -457,30 +403,30 @@ mod tests {
 
     #[test]
     fn an_existing_provider_id_is_never_changed() {
-        let node = NodeBuilder::new().provider_id("sim://zone-a/i-original").0;
+        let node = tainted().provider_id("sim://zone-a/i-original").build();
         let init = initialize(&node, &cloud()).unwrap();
         assert!(main(&init)["spec"].get("providerID").is_none());
     }
 
     #[test]
     fn the_taint_stays_until_a_provider_id_is_known() {
-        let node = NodeBuilder::new().0;
+        let node = tainted().build();
         let no_id = InstanceMetadata {
             provider_id: String::new(),
             ..cloud()
         };
         assert_eq!(initialize(&node, &no_id), Err(NotYet::NoProviderId("n1".into())));
         // ...but a node that has one already can be initialized by a cloud that reports none.
-        let node = NodeBuilder::new().provider_id("sim://zone-a/i-1").0;
+        let node = tainted().provider_id("sim://zone-a/i-1").build();
         assert!(initialize(&node, &no_id).is_ok());
     }
 
     #[test]
     fn well_known_labels_are_overwritten_and_empty_values_leave_them() {
-        let node = NodeBuilder::new()
+        let node = tainted()
             .label(labels::ZONE, "stale")
             .label(labels::REGION, "region-1")
-            .0;
+            .build();
         let meta = InstanceMetadata {
             instance_type: String::new(),
             ..cloud()
@@ -498,7 +444,7 @@ mod tests {
 
     #[test]
     fn additional_labels_never_enter_kubernetes_namespaces_nor_overwrite() {
-        let node = NodeBuilder::new().label("team", "mine").0;
+        let node = tainted().label("team", "mine").build();
         let mut meta = cloud();
         meta.additional_labels = [
             ("team", "theirs"),
@@ -525,12 +471,9 @@ mod tests {
 
     #[test]
     fn kubelets_hostname_is_kept_only_when_the_cloud_has_none() {
-        let node = NodeBuilder::new()
-            .addresses(vec![
-                addr("Hostname", "kubelet-name"),
-                addr("InternalIP", "192.168.0.9"),
-            ])
-            .0;
+        let node = tainted()
+            .addresses(&[("Hostname", "kubelet-name"), ("InternalIP", "192.168.0.9")])
+            .build();
         let without = vec![addr("InternalIP", "10.0.0.1")];
         assert_eq!(
             wanted_addresses(&node, &without).unwrap().unwrap(),
@@ -612,9 +555,7 @@ mod tests {
             ("not-an-ip", Err(())),
         ];
         for (value, want) in cases {
-            let node = NodeBuilder::new()
-                .annotation(ANNOTATION_PROVIDED_NODE_IP, value)
-                .0;
+            let node = tainted().annotation(ANNOTATION_PROVIDED_NODE_IP, value).build();
             let got = provided_ip_order(&node, &cloud_addrs)
                 .map(Option::unwrap)
                 .map_err(|_| ());
@@ -624,9 +565,9 @@ mod tests {
 
     #[test]
     fn an_unmatched_provided_ip_keeps_the_taint() {
-        let node = NodeBuilder::new()
+        let node = tainted()
             .annotation(ANNOTATION_PROVIDED_NODE_IP, "10.9.9.9")
-            .0;
+            .build();
         assert!(matches!(
             initialize(&node, &cloud()),
             Err(NotYet::ProvidedIpNotInCloud { .. })
@@ -635,21 +576,21 @@ mod tests {
 
     #[test]
     fn beta_labels_are_the_source_of_truth_on_initialized_nodes() {
-        let node = NodeBuilder::new()
+        let node = tainted()
             .taints(&[])
             .label(labels::ZONE_BETA, "z1")
             .label(labels::REGION_BETA, "r1")
             .label(labels::REGION, "r-old")
             .label(labels::INSTANCE_TYPE_BETA, "t1")
             .label(labels::INSTANCE_TYPE, "t1")
-            .0;
+            .build();
         let want: BTreeMap<String, String> = [
             (labels::ZONE.to_owned(), "z1".to_owned()),
             (labels::REGION.to_owned(), "r1".to_owned()),
         ]
         .into();
         assert_eq!(ga_labels_from_beta(&node), want);
-        assert!(ga_labels_from_beta(&NodeBuilder::new().0).is_empty());
+        assert!(ga_labels_from_beta(&tainted().build()).is_empty());
     }
 
     #[test]
@@ -670,20 +611,65 @@ mod tests {
 
     #[test]
     fn addresses_are_compared_as_sets_so_a_reordered_list_is_not_rewritten() {
-        let node = NodeBuilder::new()
-            .addresses(vec![
-                addr("InternalIP", "1.1.1.1"),
-                addr("InternalIP", "1.1.1.3"),
-                addr("Hostname", "h"),
+        let node = tainted()
+            .addresses(&[
+                ("InternalIP", "1.1.1.1"),
+                ("InternalIP", "1.1.1.3"),
+                ("Hostname", "h"),
             ])
-            .0;
+            .build();
         let cases = [
-            ("same list", vec![("InternalIP", "1.1.1.1"), ("InternalIP", "1.1.1.3"), ("Hostname", "h")], false),
-            ("reordered", vec![("Hostname", "h"), ("InternalIP", "1.1.1.3"), ("InternalIP", "1.1.1.1")], false),
-            ("one changed", vec![("InternalIP", "1.1.1.2"), ("InternalIP", "1.1.1.3"), ("Hostname", "h")], true),
-            ("one more", vec![("InternalIP", "1.1.1.1"), ("InternalIP", "1.1.1.3"), ("Hostname", "h"), ("ExternalIP", "2.2.2.2")], true),
-            ("one fewer", vec![("InternalIP", "1.1.1.1"), ("Hostname", "h")], true),
-            ("type changed", vec![("ExternalIP", "1.1.1.1"), ("InternalIP", "1.1.1.3"), ("Hostname", "h")], true),
+            (
+                "same list",
+                vec![
+                    ("InternalIP", "1.1.1.1"),
+                    ("InternalIP", "1.1.1.3"),
+                    ("Hostname", "h"),
+                ],
+                false,
+            ),
+            (
+                "reordered",
+                vec![
+                    ("Hostname", "h"),
+                    ("InternalIP", "1.1.1.3"),
+                    ("InternalIP", "1.1.1.1"),
+                ],
+                false,
+            ),
+            (
+                "one changed",
+                vec![
+                    ("InternalIP", "1.1.1.2"),
+                    ("InternalIP", "1.1.1.3"),
+                    ("Hostname", "h"),
+                ],
+                true,
+            ),
+            (
+                "one more",
+                vec![
+                    ("InternalIP", "1.1.1.1"),
+                    ("InternalIP", "1.1.1.3"),
+                    ("Hostname", "h"),
+                    ("ExternalIP", "2.2.2.2"),
+                ],
+                true,
+            ),
+            (
+                "one fewer",
+                vec![("InternalIP", "1.1.1.1"), ("Hostname", "h")],
+                true,
+            ),
+            (
+                "type changed",
+                vec![
+                    ("ExternalIP", "1.1.1.1"),
+                    ("InternalIP", "1.1.1.3"),
+                    ("Hostname", "h"),
+                ],
+                true,
+            ),
         ];
         for (what, wanted, differ) in cases {
             let wanted: Vec<_> = wanted.into_iter().map(|(t, a)| addr(t, a)).collect();
@@ -703,7 +689,7 @@ mod tests {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
         .collect();
-        let init = initialize(&NodeBuilder::new().0, &meta).unwrap();
+        let init = initialize(&tainted().build(), &meta).unwrap();
         let l = main(&init)["metadata"]["labels"].as_object().unwrap();
         assert_eq!(l["sim.cloud/rack"], "r7");
         assert_eq!(l[labels::ZONE], "zone-a", "the well-known labels are still set");

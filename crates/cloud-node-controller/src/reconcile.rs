@@ -126,7 +126,11 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
         let written = ctx
             .writer
             .write(&ctx.nodes, &name, |fresh| {
-                Ok::<_, Infallible>(plan::ga_labels_patch(fresh).map(Patches::main).unwrap_or_default())
+                Ok::<_, Infallible>(
+                    plan::ga_labels_patch(fresh)
+                        .map(Patches::main)
+                        .unwrap_or_default(),
+                )
             })
             .await;
         finish_write(&name, written)?;
@@ -179,7 +183,10 @@ async fn initialize(node: &Node, ctx: &Context) -> Result<(), Error> {
     let regarding = object_ref(node);
     for label in plan::invalid_labels(&cloud) {
         tracing::warn!(node = %name, label = %label.key, reason = %label.reason, "discarding invalid node label from the cloud provider");
-        let note = format!("Discarded label {:?} from the cloud provider: {}", label.key, label.reason);
+        let note = format!(
+            "Discarded label {:?} from the cloud provider: {}",
+            label.key, label.reason
+        );
         ctx.events
             .warning(&regarding, "InvalidNodeLabel", "InitializeNode", note)
             .await;
@@ -200,7 +207,10 @@ async fn initialize(node: &Node, ctx: &Context) -> Result<(), Error> {
 
 /// A write's outcome as the reconcile sees it: a node deleted meanwhile is no error (there is
 /// nothing left to sync), a plan that refused is [`Error::NotYet`].
-fn finish_write<E: Into<Error>>(name: &str, written: Result<Option<Node>, WriteError<E>>) -> Result<Option<Node>, Error> {
+fn finish_write<E: Into<Error>>(
+    name: &str,
+    written: Result<Option<Node>, WriteError<E>>,
+) -> Result<Option<Node>, Error> {
     match written {
         Ok(node) => Ok(node),
         Err(err) if err.is_not_found() => Ok(None),
@@ -259,7 +269,8 @@ pub async fn refresh_addresses(ctx: &Context, nodes: Vec<Arc<Node>>, parallelism
             let written = ctx
                 .writer
                 .write(&ctx.nodes, &name, |fresh| {
-                    plan::refresh_addresses(fresh, &cloud).map(|patch| patch.map(Patches::status).unwrap_or_default())
+                    plan::refresh_addresses(fresh, &cloud)
+                        .map(|patch| patch.map(Patches::status).unwrap_or_default())
                 })
                 .await;
             match finish_write(&name, written) {

@@ -61,7 +61,12 @@ async fn harness() -> Harness {
 impl Harness {
     /// Registers `node` and returns it as the watch would deliver it.
     async fn register(&self, node: NodeBuilder) -> Arc<Node> {
-        Arc::new(self.nodes.create(&PostParams::default(), &node.build()).await.unwrap())
+        Arc::new(
+            self.nodes
+                .create(&PostParams::default(), &node.build())
+                .await
+                .unwrap(),
+        )
     }
 
     async fn node(&self, name: &str) -> Node {
@@ -96,17 +101,34 @@ async fn a_tainted_node_is_initialized_from_the_cloud() {
 
     assert_eq!(action, Action::await_change());
     let node = h.node("n1").await;
-    assert_eq!(node.spec.as_ref().unwrap().provider_id.as_deref(), Some("sim://zone-a/i-1"));
+    assert_eq!(
+        node.spec.as_ref().unwrap().provider_id.as_deref(),
+        Some("sim://zone-a/i-1")
+    );
     assert!(!has_taint(&node, TAINT_UNINITIALIZED));
     let labels = node.metadata.labels.unwrap();
     assert_eq!(labels[labels::ZONE], "zone-a");
     assert_eq!(labels[labels::INSTANCE_TYPE_BETA], "sim.large");
-    let addresses: Vec<_> = node.status.unwrap().addresses.unwrap().into_iter().map(|a| a.address).collect();
-    assert_eq!(addresses, ["10.0.0.1", "203.0.113.1", "n1"], "the cloud's, plus kubelet's Hostname");
+    let addresses: Vec<_> = node
+        .status
+        .unwrap()
+        .addresses
+        .unwrap()
+        .into_iter()
+        .map(|a| a.address)
+        .collect();
+    assert_eq!(
+        addresses,
+        ["10.0.0.1", "203.0.113.1", "n1"],
+        "the cloud's, plus kubelet's Hostname"
+    );
     assert_eq!(h.cloud.calls().len(), 1, "one cloud call");
     assert_eq!(h.event_reasons().await, ["Synced"]);
     let metrics = h.metrics.render();
-    assert!(metrics.contains("node_controller_cloud_provider_taint_removal_delay_seconds_count 1"), "{metrics}");
+    assert!(
+        metrics.contains("node_controller_cloud_provider_taint_removal_delay_seconds_count 1"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
@@ -120,7 +142,9 @@ async fn a_retry_after_answer_requeues_after_exactly_that_delay() {
     let node = h.register(kubelet_node("n1")).await;
 
     for _ in 0..3 {
-        let err = reconcile::reconcile(node.clone(), h.ctx.clone()).await.unwrap_err();
+        let err = reconcile::reconcile(node.clone(), h.ctx.clone())
+            .await
+            .unwrap_err();
         let action = reconcile::error_policy(node.clone(), &err, h.ctx.clone());
         assert_eq!(action, Action::requeue(Duration::from_secs(7)), "not the backoff");
     }
@@ -128,8 +152,13 @@ async fn a_retry_after_answer_requeues_after_exactly_that_delay() {
 
     // Any other failure backs off from 1 s.
     h.cloud.set_error("n1", GatewayError::Unavailable("down".into()));
-    let err = reconcile::reconcile(node.clone(), h.ctx.clone()).await.unwrap_err();
-    assert_eq!(reconcile::error_policy(node, &err, h.ctx.clone()), Action::requeue(Duration::from_secs(1)));
+    let err = reconcile::reconcile(node.clone(), h.ctx.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        reconcile::error_policy(node, &err, h.ctx.clone()),
+        Action::requeue(Duration::from_secs(1))
+    );
 }
 
 #[tokio::test]
@@ -140,7 +169,16 @@ async fn an_instance_not_found_keeps_the_taint_and_writes_nothing() {
 
     let err = reconcile::reconcile(node, h.ctx.clone()).await.unwrap_err();
 
-    assert!(matches!(err, Error::CloudLookup { source: GatewayError::InstanceNotFound(_), .. }), "{err:?}");
+    assert!(
+        matches!(
+            err,
+            Error::CloudLookup {
+                source: GatewayError::InstanceNotFound(_),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     let node = h.node("n1").await;
     assert!(has_taint(&node, TAINT_UNINITIALIZED));
     assert_eq!(node.metadata.resource_version, before, "nothing written");
@@ -166,7 +204,10 @@ async fn an_invalid_provider_label_is_dropped_with_a_warning_and_the_node_initia
     let h = harness().await;
     h.cloud.set_instance(
         "n1",
-        instance().label("sim.cloud/rack", "r7").label("sim.cloud/owner", "not a label value").build(),
+        instance()
+            .label("sim.cloud/rack", "r7")
+            .label("sim.cloud/owner", "not a label value")
+            .build(),
     );
     let node = h.register(kubelet_node("n1")).await;
 
@@ -187,15 +228,29 @@ async fn the_refresh_rewrites_changed_addresses_but_not_a_reordered_list() {
     let h = harness().await;
     let node = NodeBuilder::new("n1")
         .provider_id("sim://zone-a/i-1")
-        .addresses(&[("ExternalIP", "203.0.113.1"), ("InternalIP", "10.0.0.1"), ("Hostname", "n1")]);
+        .addresses(&[
+            ("ExternalIP", "203.0.113.1"),
+            ("InternalIP", "10.0.0.1"),
+            ("Hostname", "n1"),
+        ]);
     let node = h.register(node).await;
     h.cloud.set_instance("sim://zone-a/i-1", instance().build());
     let before = h.node("n1").await.metadata.resource_version;
 
-    assert_eq!(reconcile::refresh_addresses(&h.ctx, vec![node.clone()], 4).await, 0);
-    assert_eq!(h.node("n1").await.metadata.resource_version, before, "same set, other order");
+    assert_eq!(
+        reconcile::refresh_addresses(&h.ctx, vec![node.clone()], 4).await,
+        0
+    );
+    assert_eq!(
+        h.node("n1").await.metadata.resource_version,
+        before,
+        "same set, other order"
+    );
 
-    h.cloud.set_instance("sim://zone-a/i-1", instance().address("InternalIP", "10.0.0.2").build());
+    h.cloud.set_instance(
+        "sim://zone-a/i-1",
+        instance().address("InternalIP", "10.0.0.2").build(),
+    );
     assert_eq!(reconcile::refresh_addresses(&h.ctx, vec![node], 4).await, 1);
     let addresses = h.node("n1").await.status.unwrap().addresses.unwrap();
     assert!(addresses.iter().any(|a| a.address == "10.0.0.2"));

@@ -67,7 +67,12 @@ async fn harness(leadership: Leadership, event_delay: Duration) -> Harness {
 
 impl Harness {
     async fn register(&self, node: NodeBuilder) -> Arc<Node> {
-        Arc::new(self.nodes.create(&PostParams::default(), &node.build()).await.unwrap())
+        Arc::new(
+            self.nodes
+                .create(&PostParams::default(), &node.build())
+                .await
+                .unwrap(),
+        )
     }
 
     async fn exists(&self, name: &str) -> bool {
@@ -88,8 +93,20 @@ fn leading_for(duration: Duration) -> Leadership {
 #[tokio::test]
 async fn a_not_ready_node_whose_instance_is_gone_is_deleted() {
     let h = harness(Leadership::unconditional(), Duration::ZERO).await;
-    let gone = h.register(NodeBuilder::new("gone").provider_id("sim://zone-a/i-gone").ready(false)).await;
-    let ready = h.register(NodeBuilder::new("ready").provider_id("sim://zone-a/i-x").ready(true)).await;
+    let gone = h
+        .register(
+            NodeBuilder::new("gone")
+                .provider_id("sim://zone-a/i-gone")
+                .ready(false),
+        )
+        .await;
+    let ready = h
+        .register(
+            NodeBuilder::new("ready")
+                .provider_id("sim://zone-a/i-x")
+                .ready(true),
+        )
+        .await;
 
     monitor_nodes(&h.ctx, &[gone, ready]).await;
 
@@ -97,26 +114,56 @@ async fn a_not_ready_node_whose_instance_is_gone_is_deleted() {
     assert!(h.exists("ready").await, "Ready nodes are not even looked up");
     assert_eq!(h.cloud.calls().len(), 1);
     assert_eq!(h.cloud.calls()[0].len(), 1);
-    assert!(h.metrics.render().contains(r#"cloud_node_lifecycle_controller_actions_total{action="delete"} 1"#));
+    assert!(
+        h.metrics
+            .render()
+            .contains(r#"cloud_node_lifecycle_controller_actions_total{action="delete"} 1"#)
+    );
 }
 
 #[tokio::test]
 async fn nothing_is_deleted_on_an_error_or_for_a_stopped_instance() {
     let h = harness(Leadership::unconditional(), Duration::ZERO).await;
-    h.cloud.set_error("sim://zone-a/i-1", GatewayError::Unavailable("cloud down".into()));
-    h.cloud.set_instance("sim://zone-a/i-2", InstanceBuilder::new("sim://zone-a/i-2").shut_down().build());
-    let erring = h.register(NodeBuilder::new("erring").provider_id("sim://zone-a/i-1").ready(false)).await;
-    let stopped = h.register(NodeBuilder::new("stopped").provider_id("sim://zone-a/i-2").ready(false)).await;
+    h.cloud
+        .set_error("sim://zone-a/i-1", GatewayError::Unavailable("cloud down".into()));
+    h.cloud.set_instance(
+        "sim://zone-a/i-2",
+        InstanceBuilder::new("sim://zone-a/i-2").shut_down().build(),
+    );
+    let erring = h
+        .register(
+            NodeBuilder::new("erring")
+                .provider_id("sim://zone-a/i-1")
+                .ready(false),
+        )
+        .await;
+    let stopped = h
+        .register(
+            NodeBuilder::new("stopped")
+                .provider_id("sim://zone-a/i-2")
+                .ready(false),
+        )
+        .await;
 
     monitor_nodes(&h.ctx, &[erring, stopped]).await;
 
     assert!(h.exists("erring").await);
     let stopped = h.nodes.get("stopped").await.unwrap();
-    assert!(has_taint(&stopped, TAINT_SHUTDOWN), "a stopped instance is tainted, not deleted");
+    assert!(
+        has_taint(&stopped, TAINT_SHUTDOWN),
+        "a stopped instance is tainted, not deleted"
+    );
 
     // A whole failed call changes nothing either.
-    h.cloud.fail_calls(Some(GatewayError::Unavailable("gateway down".into())));
-    let gone = h.register(NodeBuilder::new("gone").provider_id("sim://zone-a/i-gone").ready(false)).await;
+    h.cloud
+        .fail_calls(Some(GatewayError::Unavailable("gateway down".into())));
+    let gone = h
+        .register(
+            NodeBuilder::new("gone")
+                .provider_id("sim://zone-a/i-gone")
+                .ready(false),
+        )
+        .await;
     monitor_nodes(&h.ctx, &[gone]).await;
     assert!(h.exists("gone").await);
 }
@@ -124,13 +171,20 @@ async fn nothing_is_deleted_on_an_error_or_for_a_stopped_instance() {
 #[tokio::test]
 async fn a_replica_without_leadership_deletes_nothing() {
     let h = harness(Leadership::elected(), Duration::ZERO).await;
-    let gone = h.register(NodeBuilder::new("gone").provider_id("sim://zone-a/i-gone").ready(false)).await;
+    let gone = h
+        .register(
+            NodeBuilder::new("gone")
+                .provider_id("sim://zone-a/i-gone")
+                .ready(false),
+        )
+        .await;
 
     monitor_nodes(&h.ctx, &[gone.clone()]).await;
     assert!(h.exists("gone").await);
     assert!(h.deletes().is_empty(), "no DELETE was even sent");
 
-    h.leadership.lead_until(Some(Instant::now() + Duration::from_secs(60)));
+    h.leadership
+        .lead_until(Some(Instant::now() + Duration::from_secs(60)));
     monitor_nodes(&h.ctx, &[gone]).await;
     assert!(!h.exists("gone").await);
 }
@@ -142,8 +196,20 @@ async fn no_delete_reaches_the_server_after_the_lease_ran_out_even_with_slow_eve
     let lease_left = Duration::from_secs(1);
     let h = harness(leading_for(lease_left), Duration::from_secs(5)).await;
     let started = Instant::now();
-    let gone = h.register(NodeBuilder::new("gone").provider_id("sim://zone-a/i-gone").ready(false)).await;
-    let gone_too = h.register(NodeBuilder::new("gone-too").provider_id("sim://zone-a/i-gone-too").ready(false)).await;
+    let gone = h
+        .register(
+            NodeBuilder::new("gone")
+                .provider_id("sim://zone-a/i-gone")
+                .ready(false),
+        )
+        .await;
+    let gone_too = h
+        .register(
+            NodeBuilder::new("gone-too")
+                .provider_id("sim://zone-a/i-gone-too")
+                .ready(false),
+        )
+        .await;
 
     monitor_nodes(&h.ctx, &[gone, gone_too]).await;
 

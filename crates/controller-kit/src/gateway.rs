@@ -281,7 +281,6 @@ impl GatewayClient {
             routes: caps.routes,
         })
     }
-
 }
 
 #[async_trait::async_trait]

@@ -115,7 +115,12 @@ impl Writer {
     /// [`WriteError::NotLeading`] when the leader lease is not fresh; [`WriteError::Plan`]; the
     /// API error of the read or a write (404 when the object is gone), or a 409 after
     /// [`CONFLICT_ATTEMPTS`] attempts.
-    pub async fn write<K, F, E>(&self, api: &Api<K>, name: &str, mut plan: F) -> Result<Option<K>, WriteError<E>>
+    pub async fn write<K, F, E>(
+        &self,
+        api: &Api<K>,
+        name: &str,
+        mut plan: F,
+    ) -> Result<Option<K>, WriteError<E>>
     where
         K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
         F: FnMut(&K) -> Result<Patches, E>,
@@ -140,7 +145,13 @@ impl Writer {
         }
     }
 
-    async fn write_once<K, E>(&self, api: &Api<K>, name: &str, current: K, patches: Patches) -> Result<K, WriteError<E>>
+    async fn write_once<K, E>(
+        &self,
+        api: &Api<K>,
+        name: &str,
+        current: K,
+        patches: Patches,
+    ) -> Result<K, WriteError<E>>
     where
         K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
     {

@@ -61,33 +61,34 @@ async fn a_merge_patch_with_a_stale_resource_version_is_a_conflict() {
 async fn a_concurrent_write_is_kept_and_the_change_recomputed() {
     let (_server, nodes) = server_and_node().await;
     let attempts = AtomicU32::new(0);
-    let written = writer().write(&nodes, "n1", |fresh: &Node| {
-        if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
-            // Another writer changes the node between our read and our write.
-            let nodes = nodes.clone();
-            std::thread::scope(|s| {
-                s.spawn(|| {
-                    let rt = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
+    let written = writer()
+        .write(&nodes, "n1", |fresh: &Node| {
+            if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
+                // Another writer changes the node between our read and our write.
+                let nodes = nodes.clone();
+                std::thread::scope(|s| {
+                    s.spawn(|| {
+                        let rt = tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                            .unwrap();
+                        rt.block_on(nodes.patch(
+                            "n1",
+                            &PatchParams::default(),
+                            &Patch::Merge(json!({"metadata": {"labels": {"other": "x"}}})),
+                        ))
                         .unwrap();
-                    rt.block_on(nodes.patch(
-                        "n1",
-                        &PatchParams::default(),
-                        &Patch::Merge(json!({"metadata": {"labels": {"other": "x"}}})),
-                    ))
-                    .unwrap();
+                    });
                 });
-            });
-        }
-        let count = fresh.metadata.labels.as_ref().map_or(0, |l| l.len());
-        Ok::<_, Infallible>(Patches::main(
-            json!({"metadata": {"labels": {"seen": count.to_string()}}}),
-        ))
-    })
-    .await
-    .unwrap()
-    .unwrap();
+            }
+            let count = fresh.metadata.labels.as_ref().map_or(0, |l| l.len());
+            Ok::<_, Infallible>(Patches::main(
+                json!({"metadata": {"labels": {"seen": count.to_string()}}}),
+            ))
+        })
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         attempts.load(Ordering::SeqCst),
         2,
@@ -121,7 +122,9 @@ async fn status_then_main_from_one_plan_and_a_plan_error_writes_nothing() {
         .write(&nodes, "n1", |_: &Node| {
             planned.fetch_add(1, Ordering::SeqCst);
             Ok::<_, Infallible>(Patches {
-                status: Some(json!({"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]}})),
+                status: Some(
+                    json!({"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.1"}]}}),
+                ),
                 main: Some(json!({"metadata": {"labels": {"initialized": "yes"}}})),
             })
         })

@@ -40,21 +40,39 @@ async fn a_conflict_on_renewal_is_retried_and_the_lease_kept() {
     let seen = renewals.clone();
     // The first two renewals lose a race with another writer of the Lease.
     let (client, log) = intercept::client(&server, move |method, path| {
-        if method == Method::PUT && path.ends_with("/leases/lease") && seen.fetch_add(1, Ordering::SeqCst) < 2 {
-            intercept::status(409, "Conflict", "the object has been modified; please apply your changes to the latest version and try again")
+        if method == Method::PUT && path.ends_with("/leases/lease") && seen.fetch_add(1, Ordering::SeqCst) < 2
+        {
+            intercept::status(
+                409,
+                "Conflict",
+                "the object has been modified; please apply your changes to the latest version and try again",
+            )
         } else {
             Intercept::Pass
         }
     });
     let leadership = Leadership::elected();
     let args = election("lease");
-    let election = run_as_leader(client, &args, "lease", &leadership, std::future::pending(), std::future::pending());
+    let election = run_as_leader(
+        client,
+        &args,
+        "lease",
+        &leadership,
+        std::future::pending(),
+        std::future::pending(),
+    );
     tokio::select! {
         result = election => panic!("leadership ended: {result:?}"),
         () = tokio::time::sleep(Duration::from_millis(2500)) => {}
     }
-    assert!(renewals.load(Ordering::SeqCst) >= 4, "conflicts, then renewals that went through");
-    assert_eq!(log.matching(&Method::PUT, "/leases/lease").len() as u32, renewals.load(Ordering::SeqCst));
+    assert!(
+        renewals.load(Ordering::SeqCst) >= 4,
+        "conflicts, then renewals that went through"
+    );
+    assert_eq!(
+        log.matching(&Method::PUT, "/leases/lease").len() as u32,
+        renewals.load(Ordering::SeqCst)
+    );
     assert!(leadership.may_act(), "still the leader");
     let lease: Api<Lease> = Api::namespaced(server.client().unwrap(), "default");
     let holder = lease.get("lease").await.unwrap().spec.unwrap().holder_identity;

@@ -86,7 +86,8 @@ spec:
     ignore = "no kubectl: build the tests with KUBECTL naming one (make test does, after scripts/tools/setup.sh)"
 )]
 async fn kubectl_get_apply_label_taint_delete() {
-    let bin = PathBuf::from(option_env!("KUBECTL_BIN").expect("KUBECTL named no file when the tests were built"));
+    let bin =
+        PathBuf::from(option_env!("KUBECTL_BIN").expect("KUBECTL named no file when the tests were built"));
     let s = start().await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");

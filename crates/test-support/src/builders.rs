@@ -137,10 +137,7 @@ impl InstanceBuilder {
 
     /// With an additional label.
     pub fn label(mut self, key: &str, value: &str) -> Self {
-        self.0
-            .metadata
-            .additional_labels
-            .insert(key.into(), value.into());
+        self.0.metadata.additional_labels.insert(key.into(), value.into());
         self
     }
 

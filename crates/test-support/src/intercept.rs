@@ -43,7 +43,10 @@ pub struct Log(Arc<Mutex<Vec<Sent>>>);
 impl Log {
     /// The requests so far.
     pub fn sent(&self) -> Vec<Sent> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// The requests with `method` whose path contains `fragment`.
@@ -55,7 +58,10 @@ impl Log {
     }
 
     fn push(&self, sent: Sent) {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(sent);
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(sent);
     }
 }
 
@@ -113,7 +119,9 @@ where
             entry.forwarded_at = Some(Instant::now());
             log.push(entry);
             let response = http.request(request).await.map_err(BoxError::from)?;
-            Ok::<_, BoxError>(response.map(|b| -> BoxBody<Bytes, BoxError> { b.map_err(BoxError::from).boxed() }))
+            Ok::<_, BoxError>(
+                response.map(|b| -> BoxBody<Bytes, BoxError> { b.map_err(BoxError::from).boxed() }),
+            )
         }
     });
     let service = tower::ServiceBuilder::new()
