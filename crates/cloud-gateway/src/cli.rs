@@ -1,5 +1,10 @@
 //! The command line: gateway settings and the provider choice. Cloud credentials and provider
 //! configuration are read here, in the gateway, and nowhere else in the system.
+//!
+//! Each provider is a cargo feature of this crate (`simulator`, `aws`; both by default). A build
+//! without a provider's feature keeps its flags, so `--help` still lists them under a heading that
+//! says they need the feature, and `--provider` of it fails at start-up with
+//! [`SetupError::NotBuiltIn`] (exit code 64) instead of clap's "unexpected argument".
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
@@ -88,14 +93,38 @@ pub struct Args {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ProviderKind {
     /// The embedded simulated cloud (no account needed).
+    #[cfg_attr(
+        not(feature = "simulator"),
+        value(
+            help = "NOT IN THIS BUILD (needs the cargo feature `simulator`): the embedded simulated cloud"
+        )
+    )]
     Simulator,
     /// Amazon Web Services: EC2 instances, NLBs, VPC routes (or an AWS-compatible endpoint).
+    #[cfg_attr(
+        not(feature = "aws"),
+        value(help = "NOT IN THIS BUILD (needs the cargo feature `aws`): Amazon Web Services")
+    )]
     Aws,
+}
+
+impl ProviderKind {
+    /// The `--provider` value, which is also the name of the cargo feature that builds it in.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Simulator => "simulator",
+            Self::Aws => "aws",
+        }
+    }
 }
 
 /// Settings of AWS (`--provider aws`). Credentials come only from the standard AWS chain
 /// (environment, profile, web identity, instance metadata) of the gateway's process.
 #[derive(Debug, Clone, clap::Args)]
+#[cfg_attr(
+    not(feature = "aws"),
+    command(next_help_heading = "AWS options (NOT IN THIS BUILD: need the cargo feature `aws`)")
+)]
 pub struct AwsArgs {
     /// Region; the standard chain's when unset.
     #[arg(long = "aws-region", env = "AWS_REGION")]
@@ -123,6 +152,7 @@ pub struct AwsArgs {
     pub operation_timeout: Duration,
 }
 
+#[cfg(feature = "aws")]
 impl AwsArgs {
     fn config(&self) -> provider_aws::AwsConfig {
         provider_aws::AwsConfig {
@@ -140,6 +170,10 @@ impl AwsArgs {
 
 /// Settings of the simulated cloud (`--provider simulator`).
 #[derive(Debug, Clone, clap::Args)]
+#[cfg_attr(
+    not(feature = "simulator"),
+    command(next_help_heading = "Simulator options (NOT IN THIS BUILD: need the cargo feature `simulator`)")
+)]
 pub struct SimulatorArgs {
     /// State file; the cloud survives restarts. In memory only when unset.
     #[arg(long = "simulator-state", env = "SIMULATOR_STATE")]
@@ -213,10 +247,23 @@ pub enum SetupError {
     /// A setting is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// The provider asked for was left out of this build (its cargo feature was off).
+    #[error(
+        "--provider {provider} is not in this build: it was compiled without the cargo feature \
+         `{provider}`. Build cloud-gateway with it, e.g. `cargo build -p cloud-gateway --features \
+         {provider}` (the default features include every provider, as in `make build` and the \
+         release images)"
+    )]
+    NotBuiltIn {
+        /// The `--provider` value, also the missing feature's name.
+        provider: &'static str,
+    },
     /// The simulated cloud cannot be opened (bad inventory, unreadable state).
+    #[cfg(feature = "simulator")]
     #[error("cannot open the simulated cloud: {0}")]
     Simulator(#[from] provider_simulator::SimulatorError),
     /// AWS cannot be set up (no region, no credentials, bad setting).
+    #[cfg(feature = "aws")]
     #[error("cannot set up AWS: {0}")]
     Aws(#[from] provider_aws::AwsSetupError),
 }
@@ -266,21 +313,29 @@ impl Args {
     }
 
     /// Builds the provider, plus any HTTP routes it serves (the simulator's admin API).
+    /// Fails with [`SetupError::NotBuiltIn`] for a provider this build does not include.
     pub async fn provider(&self) -> Result<(Arc<dyn Provider>, Option<axum::Router>), SetupError> {
         match self.provider {
+            #[cfg(feature = "simulator")]
             ProviderKind::Simulator => {
                 let sim = provider_simulator::Simulator::open(self.simulator.config()?)?;
                 let admin = provider_simulator::admin_router(sim.clone());
                 Ok((sim, Some(admin)))
             }
+            #[cfg(feature = "aws")]
             ProviderKind::Aws => {
                 let aws = provider_aws::AwsProvider::new(self.aws.config()).await?;
                 Ok((aws, None))
             }
+            #[cfg(not(all(feature = "simulator", feature = "aws")))]
+            missing => Err(SetupError::NotBuiltIn {
+                provider: missing.name(),
+            }),
         }
     }
 }
 
+#[cfg(feature = "simulator")]
 impl SimulatorArgs {
     fn config(&self) -> Result<provider_simulator::SimulatorConfig, SetupError> {
         let knobs = provider_simulator::Knobs {
@@ -332,6 +387,7 @@ mod tests {
         assert_eq!(config.lookups.cache_ttl, Duration::from_secs(10));
     }
 
+    #[cfg(feature = "simulator")]
     #[test]
     fn simulator_flags_parse() {
         let args = Args::parse_from([
@@ -357,6 +413,7 @@ mod tests {
         assert_eq!(config.knobs.latency, Duration::from_millis(20));
     }
 
+    #[cfg(feature = "aws")]
     #[test]
     fn aws_flags_parse() {
         let args = Args::parse_from([
@@ -388,17 +445,39 @@ mod tests {
                 .to_string()
                 .contains("read limit")
         );
-        let args = Args::parse_from([
-            "cloud-gateway",
-            "--simulator-error-rate",
-            "describe_instances=1.5",
-        ]);
-        assert!(
-            args.simulator
-                .config()
-                .unwrap_err()
-                .to_string()
-                .contains("simulator knobs")
-        );
+        #[cfg(feature = "simulator")]
+        {
+            let args = Args::parse_from([
+                "cloud-gateway",
+                "--simulator-error-rate",
+                "describe_instances=1.5",
+            ]);
+            assert!(
+                args.simulator
+                    .config()
+                    .unwrap_err()
+                    .to_string()
+                    .contains("simulator knobs")
+            );
+        }
+    }
+
+    /// A provider left out of the build is still a valid `--provider` value (with its flags), so
+    /// the refusal comes from start-up, naming the feature, not from clap.
+    #[cfg(not(feature = "aws"))]
+    #[tokio::test]
+    async fn aws_without_its_feature_is_refused_naming_the_feature() {
+        let args = Args::parse_from(["cloud-gateway", "--provider", "aws", "--aws-region", "eu-west-1"]);
+        let err = args.provider().await.err().expect("refused").to_string();
+        assert!(err.contains("cargo feature `aws`"), "{err}");
+        assert!(err.contains("--features aws"), "{err}");
+    }
+
+    #[cfg(not(feature = "simulator"))]
+    #[tokio::test]
+    async fn the_simulator_without_its_feature_is_refused_naming_the_feature() {
+        let args = Args::parse_from(["cloud-gateway", "--provider", "simulator"]);
+        let err = args.provider().await.err().expect("refused").to_string();
+        assert!(err.contains("cargo feature `simulator`"), "{err}");
     }
 }

@@ -183,10 +183,44 @@ fn launch(sim: &Simulator, count: usize) -> Vec<String> {
         .collect()
 }
 
-/// Caller `caller` starts `n` calls at once; `call` makes the i-th.
+/// The sum of the samples of metric `name` (as the gateway exports it) whose labels include every
+/// `key="value"` of `labels`; 0 while no such series exists.
+fn metric(gateway: &RunningGateway, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let wanted: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    gateway
+        .handles
+        .metrics
+        .render()
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let labels = series.strip_prefix(name)?;
+            let matches = (labels.is_empty() || labels.starts_with('{'))
+                && wanted.iter().all(|w| labels.contains(w.as_str()));
+            matches.then(|| value.parse::<f64>().ok()).flatten()
+        })
+        .sum()
+}
+
+/// Polls `condition` until it holds; fails the test naming `what` if it does not within `timeout`.
+async fn wait_until(what: &str, timeout: Duration, mut condition: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !condition() {
+        assert!(
+            Instant::now() < deadline,
+            "waited {timeout:?} in vain until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Caller `caller` starts `n` calls of `class` at once; `call` makes the i-th. Returns once every
+/// call has reached the gateway's queue for `class` (is waiting there, or already had its turn).
 async fn flood<F, Fut>(
     gateway: &RunningGateway,
     caller: &str,
+    class: Class,
     n: usize,
     call: F,
 ) -> Vec<tokio::task::JoinHandle<()>>
@@ -196,8 +230,22 @@ where
 {
     let clients = gateway.clients(caller).await;
     let flood = (0..n).map(|i| tokio::spawn(call(clients.clone(), i))).collect();
-    // Let the flood reach the gateway's queue before anyone else calls.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Nobody else calls before then, so every call waiting in `class` is one of the flood's.
+    let class = class.label();
+    wait_until(
+        &format!("{caller}'s {n} {class} calls are queued"),
+        Duration::from_secs(30),
+        || {
+            let waiting = metric(gateway, "cloudgateway_queue_depth", &[("class", class)]);
+            let had_their_turn = metric(
+                gateway,
+                "cloudgateway_queue_wait_seconds_count",
+                &[("class", class), ("caller", caller)],
+            );
+            waiting + had_their_turn >= n as f64
+        },
+    )
+    .await;
     flood
 }
 
@@ -223,14 +271,20 @@ async fn a_flood_of_load_balancer_updates_does_not_starve_node_lookups() {
     cfg.lookups = no_cache();
     let gateway = RunningGateway::start(cfg, sim.clone(), None).await;
     // Caller A: 1000 UpdateLoadBalancer calls at once (50 s of write budget at 20/s).
-    let flood = flood(&gateway, "service-controller", 1000, |mut a, i| async move {
-        let req = pb::UpdateLoadBalancerRequest {
-            cluster_name: "policy".into(),
-            service: Some(service(&format!("5e0a1c3e-0000-4000-8000-{i:012}"))),
-            nodes: vec![],
-        };
-        let _ = a.load_balancers.update_load_balancer(req).await;
-    })
+    let flood = flood(
+        &gateway,
+        "service-controller",
+        Class::Write,
+        1000,
+        |mut a, i| async move {
+            let req = pb::UpdateLoadBalancerRequest {
+                cluster_name: "policy".into(),
+                service: Some(service(&format!("5e0a1c3e-0000-4000-8000-{i:012}"))),
+                nodes: vec![],
+            };
+            let _ = a.load_balancers.update_load_balancer(req).await;
+        },
+    )
     .await;
     // Caller B: 20 lookups one after another. Reads have their own bucket (50/s, burst 5), so
     // B's fair share is the whole read rate: 20 lookups need at most 15 token waits of 20 ms.
@@ -252,12 +306,18 @@ async fn a_flood_of_reads_leaves_another_caller_its_fair_share() {
     cfg.lookups = no_cache();
     let gateway = RunningGateway::start(cfg, sim.clone(), None).await;
     // Caller A: 1000 GetLoadBalancer calls at once, in the same read bucket as B (20 s at 50/s).
-    let flood = flood(&gateway, "service-controller", 1000, |mut a, _| async move {
-        let _ = a
-            .load_balancers
-            .get_load_balancer(get_lb("5e0a1c3e-0000-4000-8000-000000000002"))
-            .await;
-    })
+    let flood = flood(
+        &gateway,
+        "service-controller",
+        Class::Read,
+        1000,
+        |mut a, _| async move {
+            let _ = a
+                .load_balancers
+                .get_load_balancer(get_lb("5e0a1c3e-0000-4000-8000-000000000002"))
+                .await;
+        },
+    )
     .await;
     // With two callers contending, B gets every other token: each of its 20 sequential lookups
     // waits at most 2 token intervals (40 ms). FIFO would make B wait behind A's 20 s backlog.
@@ -408,7 +468,18 @@ async fn shutdown_drains_calls_in_flight() {
             .get_load_balancer(get_lb("5e0a1c3e-0000-4000-8000-000000000005"))
             .await
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // In flight: the call has reached the cloud, which takes 800 ms to answer.
+    wait_until(
+        "the call reaches the simulated cloud",
+        Duration::from_secs(30),
+        || {
+            sim.stats()
+                .operations
+                .get("get_load_balancer")
+                .is_some_and(|o| o.calls >= 1)
+        },
+    )
+    .await;
     let endpoint = gateway.endpoint();
     gateway.stop().await;
     let answer = in_flight.await.unwrap();
