@@ -384,13 +384,11 @@ mod tests {
         ] {
             *cloud.fail_batch.lock().unwrap() = Some(failure.clone());
             // Two callers: the second joins the first one's call in flight.
-            let (first, second) = tokio::join!(
-                lookups.lookup("node-controller", NodeRef::by_name("a")),
-                async {
+            let (first, second) =
+                tokio::join!(lookups.lookup("node-controller", NodeRef::by_name("a")), async {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     lookups.lookup("service-controller", NodeRef::by_name("a")).await
-                },
-            );
+                },);
             for answer in [first, second] {
                 let err = answer.expect_err("the batch failed");
                 assert!(

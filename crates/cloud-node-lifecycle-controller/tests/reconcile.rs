@@ -179,7 +179,7 @@ async fn a_replica_without_leadership_deletes_nothing() {
         )
         .await;
 
-    monitor_nodes(&h.ctx, &[gone.clone()]).await;
+    monitor_nodes(&h.ctx, std::slice::from_ref(&gone)).await;
     assert!(h.exists("gone").await);
     assert!(h.deletes().is_empty(), "no DELETE was even sent");
 

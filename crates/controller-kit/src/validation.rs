@@ -10,12 +10,12 @@ pub fn label_key_error(key: &str) -> Option<String> {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),
     };
-    if let Some(prefix) = prefix {
-        if prefix.is_empty() || prefix.len() > 253 || !prefix.split('.').all(is_subdomain_part) {
-            return Some(format!(
-                "prefix of {key:?} must be a lowercase DNS-1123 subdomain"
-            ));
-        }
+    if let Some(prefix) = prefix
+        && (prefix.is_empty() || prefix.len() > 253 || !prefix.split('.').all(is_subdomain_part))
+    {
+        return Some(format!(
+            "prefix of {key:?} must be a lowercase DNS-1123 subdomain"
+        ));
     }
     if name.is_empty() || name.len() > 63 || !is_label_body(name) {
         return Some(format!(

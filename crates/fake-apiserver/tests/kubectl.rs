@@ -10,6 +10,17 @@ use std::time::Duration;
 use common::*;
 use serde_json::Value;
 
+/// The kubectl the tests were built with (see build.rs).
+#[cfg(kubectl)]
+fn kubectl_bin() -> PathBuf {
+    PathBuf::from(env!("KUBECTL_BIN"))
+}
+
+#[cfg(not(kubectl))]
+fn kubectl_bin() -> PathBuf {
+    panic!("no kubectl: build the tests with KUBECTL naming one")
+}
+
 struct Kubectl {
     bin: PathBuf,
     kubeconfig: PathBuf,
@@ -86,8 +97,7 @@ spec:
     ignore = "no kubectl: build the tests with KUBECTL naming one (make test does, after scripts/tools/setup.sh)"
 )]
 async fn kubectl_get_apply_label_taint_delete() {
-    let bin =
-        PathBuf::from(option_env!("KUBECTL_BIN").expect("KUBECTL named no file when the tests were built"));
+    let bin = kubectl_bin();
     let s = start().await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
