@@ -105,3 +105,62 @@ async fn renewals_do_not_wait_behind_the_controllers_rate_limit() {
     assert!(time_gets(clients.limited.clone()).await >= Duration::from_millis(1400));
     assert!(time_gets(clients.elector.clone()).await < Duration::from_millis(1000));
 }
+
+/// Leadership is a handle, not process state: two candidates in one process never lead at
+/// once, and when the leader steps down the other takes over.
+#[tokio::test]
+async fn two_candidates_in_one_process_never_lead_at_once() {
+    let server = fake_apiserver::FakeApiServer::start(fake_apiserver::Config::default())
+        .await
+        .unwrap();
+    let candidate = |identity: &str| {
+        let args = LeaderElectionArgs {
+            identity: Some(identity.into()),
+            ..election("shared")
+        };
+        let leadership = Leadership::elected();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let client = server.client().unwrap();
+        let task = {
+            let (leadership, stop) = (leadership.clone(), stop.clone());
+            tokio::spawn(async move {
+                run_as_leader(
+                    client,
+                    &args,
+                    "shared",
+                    &leadership,
+                    std::future::pending(),
+                    stop.cancelled_owned(),
+                )
+                .await
+            })
+        };
+        (leadership, stop, task)
+    };
+    let (a, stop_a, task_a) = candidate("a");
+    let (b, stop_b, task_b) = candidate("b");
+
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let first_leader = loop {
+        assert!(!(a.may_act() && b.may_act()), "both lead at once");
+        match (a.may_act(), b.may_act()) {
+            (true, false) => break "a",
+            (false, true) => break "b",
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "nobody became leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    // The leader steps down (shutdown releases the lease); the standby takes over.
+    let (leader_stop, leader_task, standby) = match first_leader {
+        "a" => (stop_a, task_a, b.clone()),
+        _ => (stop_b, task_b, a.clone()),
+    };
+    leader_stop.cancel();
+    leader_task.await.unwrap().unwrap();
+    while !standby.may_act() {
+        assert!(!(a.may_act() && b.may_act()), "both lead at once");
+        assert!(Instant::now() < deadline, "the standby never took over");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
