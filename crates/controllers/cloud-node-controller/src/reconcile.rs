@@ -125,7 +125,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
     } else {
         let written = ctx
             .writer
-            .write(&ctx.nodes, &name, |fresh| {
+            .write_from(&ctx.nodes, &node, |fresh| {
                 Ok::<_, Infallible>(
                     plan::ga_labels_patch(fresh)
                         .map(Patches::main)
@@ -173,7 +173,7 @@ async fn initialize(node: &Node, ctx: &Context) -> Result<(), Error> {
         .metadata;
     let written = ctx
         .writer
-        .write(&ctx.nodes, &name, |fresh| {
+        .write_from(&ctx.nodes, node, |fresh| {
             plan::initialize(fresh, &cloud).map(|init| init.patches)
         })
         .await;
@@ -258,17 +258,18 @@ pub async fn refresh_addresses(ctx: &Context, nodes: Vec<Arc<Node>>, parallelism
         }
     };
     let work = nodes.into_iter().zip(answers).filter_map(|(node, answer)| match answer {
-        Ok(instance) => Some((node.name_any(), instance.metadata.addresses)),
+        Ok(instance) => Some((node, instance.metadata.addresses)),
         Err(err) => {
             tracing::warn!(node = %node.name_any(), error = %err, "error getting instance metadata for node addresses");
             None
         }
     });
     futures::stream::iter(work)
-        .map(|(name, cloud)| async move {
+        .map(|(node, cloud)| async move {
+            let name = node.name_any();
             let written = ctx
                 .writer
-                .write(&ctx.nodes, &name, |fresh| {
+                .write_from(&ctx.nodes, &*node, |fresh| {
                     plan::refresh_addresses(fresh, &cloud)
                         .map(|patch| patch.map(Patches::status).unwrap_or_default())
                 })

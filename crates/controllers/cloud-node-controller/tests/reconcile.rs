@@ -22,11 +22,17 @@ use kube::{
     runtime::controller::Action,
 };
 use side_port::MetricsRegistry;
-use test_support::{FakeCloud, InstanceBuilder, NodeBuilder};
+use test_support::{
+    FakeCloud, InstanceBuilder, NodeBuilder,
+    intercept::{self, Intercept},
+};
 
 struct Harness {
     _server: fake_apiserver::RunningServer,
+    /// For the test's own reads and writes.
     nodes: Api<Node>,
+    /// What the controller sent to the API server.
+    requests: intercept::Log,
     events: Api<Event>,
     cloud: Arc<FakeCloud>,
     ctx: Arc<Context>,
@@ -38,19 +44,20 @@ async fn harness() -> Harness {
         .await
         .unwrap();
     let client = server.client().unwrap();
-    let nodes: Api<Node> = Api::all(client.clone());
+    let (controllers_client, requests) = intercept::client(&server, |_, _| Intercept::Pass);
     let cloud = FakeCloud::new();
     let metrics = MetricsRegistry::new();
     let ctx = Arc::new(Context::new(
-        nodes.clone(),
+        Api::all(controllers_client.clone()),
         cloud.clone(),
         Writer::new("cloud-node-controller", Leadership::unconditional()),
-        Events::new(client.clone(), "cloud-node-controller", None),
+        Events::new(controllers_client, "cloud-node-controller", None),
         Metrics::register(&metrics),
     ));
     Harness {
         _server: server,
-        nodes,
+        nodes: Api::all(client.clone()),
+        requests,
         events: Api::namespaced(client, "default"),
         cloud,
         ctx,
@@ -123,6 +130,21 @@ async fn a_tainted_node_is_initialized_from_the_cloud() {
         "the cloud's, plus kubelet's Hostname"
     );
     assert_eq!(h.cloud.calls().len(), 1, "one cloud call");
+    let requests: Vec<_> = h
+        .requests
+        .sent()
+        .into_iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(
+        requests,
+        [
+            "PATCH /api/v1/nodes/n1/status",
+            "PATCH /api/v1/nodes/n1",
+            "POST /apis/events.k8s.io/v1/namespaces/default/events",
+        ],
+        "three API requests per node: no read, the watch delivered the node"
+    );
     assert_eq!(h.event_reasons().await, ["Synced"]);
     let metrics = h.metrics.render();
     assert!(

@@ -142,7 +142,7 @@ async fn act(ctx: &Context, node: &Node, action: Action) -> Result<bool, Error> 
     };
     let written = ctx
         .writer
-        .write(&ctx.nodes, &name, |fresh| {
+        .write_from(&ctx.nodes, node, |fresh| {
             Ok::<_, Infallible>(
                 plan::shutdown_taint_patch(fresh, add)
                     .map(Patches::main)

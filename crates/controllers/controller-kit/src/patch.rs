@@ -115,10 +115,39 @@ impl Writer {
     /// [`WriteError::NotLeading`] when the leader lease is not fresh; [`WriteError::Plan`]; the
     /// API error of the read or a write (404 when the object is gone), or a 409 after
     /// [`CONFLICT_ATTEMPTS`] attempts.
-    pub async fn write<K, F, E>(
+    pub async fn write<K, F, E>(&self, api: &Api<K>, name: &str, plan: F) -> Result<Option<K>, WriteError<E>>
+    where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+        F: FnMut(&K) -> Result<Patches, E>,
+    {
+        self.write_planned(api, name, None, plan).await
+    }
+
+    /// [`Writer::write`], planned first from `known`, the object as the watch delivered it: a
+    /// write costs no read, and nothing to do costs no request at all. A stale copy only costs
+    /// a 409, then a fresh read and plan.
+    ///
+    /// # Errors
+    /// As [`Writer::write`].
+    pub async fn write_from<K, F, E>(
+        &self,
+        api: &Api<K>,
+        known: &K,
+        plan: F,
+    ) -> Result<Option<K>, WriteError<E>>
+    where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+        F: FnMut(&K) -> Result<Patches, E>,
+    {
+        let name = known.meta().name.clone().unwrap_or_default();
+        self.write_planned(api, &name, Some(known.clone()), plan).await
+    }
+
+    async fn write_planned<K, F, E>(
         &self,
         api: &Api<K>,
         name: &str,
+        mut known: Option<K>,
         mut plan: F,
     ) -> Result<Option<K>, WriteError<E>>
     where
@@ -127,7 +156,10 @@ impl Writer {
     {
         let mut attempt = 1;
         loop {
-            let current = api.get(name).await?;
+            let current = match known.take() {
+                Some(known) => known,
+                None => api.get(name).await?,
+            };
             let patches = plan(&current).map_err(WriteError::Plan)?;
             if patches.is_empty() {
                 return Ok(None);

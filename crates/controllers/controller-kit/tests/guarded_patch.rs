@@ -159,3 +159,51 @@ async fn no_write_or_delete_once_the_lease_has_run_out() {
     assert!(matches!(err, WriteError::NotLeading), "{err:?}");
     assert!(nodes.get_opt("n1").await.unwrap().is_some());
 }
+
+/// Planned from the watched object, a write costs no GET; a stale copy costs one 409, then a
+/// GET and a fresh plan.
+#[tokio::test]
+async fn a_write_from_the_watched_object_reads_only_after_a_conflict() {
+    let (server, nodes) = server_and_node().await;
+    let (client, log) =
+        test_support::intercept::client(&server, |_, _| test_support::intercept::Intercept::Pass);
+    let watched: Api<Node> = Api::all(client);
+    let known = nodes.get("n1").await.unwrap();
+    let label = |value: &'static str| {
+        move |_: &Node| Ok::<_, Infallible>(Patches::main(json!({"metadata": {"labels": {"b": value}}})))
+    };
+
+    writer()
+        .write_from(&watched, &known, label("1"))
+        .await
+        .unwrap()
+        .unwrap();
+    let methods: Vec<_> = log.sent().into_iter().map(|s| s.method.to_string()).collect();
+    assert_eq!(methods, ["PATCH"], "no read before the write");
+
+    // `known` is stale now: one conflict, one read, one write.
+    let written = writer()
+        .write_from(&watched, &known, label("2"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(written.metadata.labels.unwrap()["b"], "2");
+    let methods: Vec<_> = log
+        .sent()
+        .into_iter()
+        .skip(1)
+        .map(|s| s.method.to_string())
+        .collect();
+    assert_eq!(methods, ["PATCH", "GET", "PATCH"]);
+
+    // Nothing to do costs nothing.
+    let nothing = |_: &Node| Ok::<_, Infallible>(Patches::default());
+    assert!(
+        writer()
+            .write_from(&watched, &known, nothing)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(log.sent().len(), 4);
+}

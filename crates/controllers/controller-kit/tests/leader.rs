@@ -89,7 +89,7 @@ async fn renewals_do_not_wait_behind_the_controllers_rate_limit() {
     server.write_kubeconfig(&kubeconfig).unwrap();
     let args = KubeArgs {
         kubeconfig: Some(kubeconfig),
-        qps: 2.0,
+        qps: Some(2.0),
         burst: 1,
     };
     let clients = kube_client::clients(&args).await.unwrap();

@@ -28,7 +28,31 @@ pub struct AppState {
 }
 
 pub fn router(state: AppState) -> Router {
-    Router::new().fallback(handle).with_state(state)
+    Router::new()
+        .fallback(handle)
+        .with_state(state)
+        .layer(axum::middleware::map_response(with_priority_and_fairness))
+}
+
+/// The FlowSchema and PriorityLevel a real server's API Priority and Fairness classified the
+/// request into (on by default since v1.20; every response carries them, and clients such as
+/// controller-runtime and Flux read them to turn their own client-side limit off).
+pub const HEADER_PF_FLOW_SCHEMA_UID: &str = "x-kubernetes-pf-flowschema-uid";
+/// See [`HEADER_PF_FLOW_SCHEMA_UID`].
+pub const HEADER_PF_PRIORITY_LEVEL_UID: &str = "x-kubernetes-pf-prioritylevel-uid";
+
+async fn with_priority_and_fairness(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    // The UIDs of the suggested "global-default" FlowSchema and PriorityLevelConfiguration, fixed.
+    headers.insert(
+        HEADER_PF_FLOW_SCHEMA_UID,
+        header::HeaderValue::from_static("9e1d2cbc-8f8a-4b1f-9c3b-4e5f6a7b8c9d"),
+    );
+    headers.insert(
+        HEADER_PF_PRIORITY_LEVEL_UID,
+        header::HeaderValue::from_static("0f6d3e2a-1b4c-4d5e-8f9a-0b1c2d3e4f5a"),
+    );
+    response
 }
 
 fn json_response(code: u16, body: &impl Serialize) -> Response {

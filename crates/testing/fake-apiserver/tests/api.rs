@@ -570,3 +570,26 @@ async fn dry_run_does_not_persist() {
     let _ = Patch::Merge(json!({})); // keep the import set small and explicit
     let _ = PatchParams::default();
 }
+
+/// A real kube-apiserver (v1.20 on, APF on by default) answers every request with the
+/// FlowSchema and PriorityLevel it classified it into; clients turn their own limit off on it.
+#[tokio::test]
+async fn every_response_carries_the_priority_and_fairness_headers() {
+    let s = start().await;
+    for (method, path, body) in [
+        ("GET", "/version", ""),
+        ("GET", "/api/v1/nodes", ""),
+        ("GET", "/api/v1/nodes/missing", ""),
+        ("POST", "/api/v1/nodes", r#"{"metadata":{"name":"n1"}}"#),
+        ("GET", "/apis/not.a.group/v1/things", ""),
+    ] {
+        let (_, head, _) = raw(&s, method, path, "application/json", body).await;
+        let head = head.to_ascii_lowercase();
+        for header in [
+            "x-kubernetes-pf-flowschema-uid:",
+            "x-kubernetes-pf-prioritylevel-uid:",
+        ] {
+            assert!(head.contains(header), "{method} {path}: no {header}\n{head}");
+        }
+    }
+}
