@@ -47,9 +47,9 @@ pub struct Args {
     /// Most nodes per batched instance lookup (the provider's own limit also applies).
     #[arg(long, default_value_t = 100)]
     pub instance_batch_size: usize,
-    /// How long a batch waits for more lookups after its first.
-    #[arg(long, default_value = "5ms", value_parser = humantime::parse_duration)]
-    pub instance_batch_window: Duration,
+    /// Whether an instance lookup joins an identical one already in flight (from any caller).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub instance_coalescing: bool,
     /// How long a found instance is served from the cache; 0s turns the cache off.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub instance_cache_ttl: Duration,
@@ -286,8 +286,8 @@ impl Args {
             },
             lookups: LookupConfig {
                 batch_size: self.instance_batch_size,
-                batch_window: self.instance_batch_window,
                 cache_ttl: self.instance_cache_ttl,
+                coalesce: self.instance_coalescing,
             },
             max_call_duration: self.max_call_duration,
             shutdown_grace: self.shutdown_grace,

@@ -39,10 +39,30 @@ impl ProviderGate {
         F: FnOnce() -> Fut,
         Fut: Future<Output = provider::Result<T>>,
     {
+        self.admit(class, caller).await?;
+        self.call_admitted(class, operation, call).await
+    }
+
+    /// Waits for `caller`'s turn in `class`. Cancel-safe: dropping the future gives the place
+    /// up without spending a token.
+    pub async fn admit(&self, class: Class, caller: &str) -> Result<(), GatewayError> {
         self.scheduler
             .admit(class, caller)
             .await
-            .map_err(|closed| GatewayError::Unavailable(closed.to_string()))?;
+            .map_err(|closed| GatewayError::Unavailable(closed.to_string()))
+    }
+
+    /// Runs `call` against the provider for a turn already granted by [`ProviderGate::admit`].
+    pub async fn call_admitted<T, F, Fut>(
+        &self,
+        class: Class,
+        operation: &'static str,
+        call: F,
+    ) -> Result<T, GatewayError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = provider::Result<T>>,
+    {
         let started = Instant::now();
         let result = call().await;
         self.metrics

@@ -2,11 +2,12 @@
 //! concurrent lookups of one caller into batched provider calls.
 //!
 //! A lookup that misses the cache either joins an identical lookup already in flight (from any
-//! caller) or is added to its caller's pending batch. A batch goes to the provider when it is
-//! full or when the batching window since its first lookup has passed, whichever is first; it
-//! waits for its caller's turn at the rate limiter like any other call, so batching never lets a
-//! caller jump the fair queue. A batch whose every waiter has gone away is dropped before it
-//! spends a token.
+//! caller) or joins its caller's pending lookups. Batching follows the rate limit: a pending
+//! batch waits for its caller's turn at the rate limiter like any other call (so batching never
+//! lets a caller jump the fair queue) and keeps taking lookups until that turn comes; then it
+//! goes out with up to a batch's worth. Idle, a lookup goes out at once; under load every token
+//! carries a full batch, so N concurrent lookups cost about N / batch size calls. A waiting
+//! batch whose every waiter has gone away gives its place up before it spends a token.
 
 use std::{
     collections::HashMap,
@@ -23,23 +24,27 @@ use crate::{gate::ProviderGate, metrics::Metrics, scheduler::Class};
 /// The answer for one node.
 pub type LookupResult = Result<InstanceInfo, GatewayError>;
 
+/// How often a batch waiting for its turn checks whether anyone still waits for it.
+const ABANDON_CHECK: Duration = Duration::from_millis(50);
+
 /// Batching and caching settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LookupConfig {
-    /// Most nodes per provider call (further capped by the provider's own limit).
+    /// Most nodes per provider call (further capped by the provider's own limit); 1 turns
+    /// batching off.
     pub batch_size: usize,
-    /// How long a batch waits for more lookups after its first one.
-    pub batch_window: Duration,
     /// How long a found instance is served from the cache; zero turns the cache off.
     pub cache_ttl: Duration,
+    /// Whether a lookup joins an identical one already in flight.
+    pub coalesce: bool,
 }
 
 impl Default for LookupConfig {
     fn default() -> Self {
         Self {
             batch_size: 100,
-            batch_window: Duration::from_millis(5),
             cache_ttl: Duration::from_secs(10),
+            coalesce: true,
         }
     }
 }
@@ -63,11 +68,20 @@ impl NodeKey {
 
 type Slot = Arc<watch::Sender<Option<LookupResult>>>;
 
+/// How a registered lookup gets its answer.
+enum Wait {
+    /// From the cache, at once.
+    Cached(InstanceInfo),
+    /// From a provider call, its own or one it joined.
+    Answer(watch::Receiver<Option<LookupResult>>),
+}
+
+/// One caller's lookups waiting for a provider call, and the batches waiting for a turn at
+/// the rate limiter to carry them.
 #[derive(Default)]
 struct Pending {
-    nodes: Vec<(NodeKey, NodeRef)>,
-    /// Bumped each time the batch is sent, so a stale window timer does nothing.
-    generation: u64,
+    nodes: Vec<(NodeKey, NodeRef, Slot)>,
+    waiting_batches: usize,
 }
 
 #[derive(Default)]
@@ -114,28 +128,62 @@ impl InstanceLookups {
 
     /// Looks `node` up for `caller`.
     pub async fn lookup(self: &Arc<Self>, caller: &str, node: NodeRef) -> LookupResult {
-        let key = NodeKey::of(&node);
-        let mut rx = {
+        let mut answers = self.lookup_many(caller, vec![node]).await;
+        answers.pop().unwrap_or_else(|| Err(aborted()))
+    }
+
+    /// Looks `nodes` up for `caller`, one answer per node in order. They join the caller's
+    /// pending lookups together, so one request's nodes share provider calls.
+    pub async fn lookup_many(self: &Arc<Self>, caller: &str, nodes: Vec<NodeRef>) -> Vec<LookupResult> {
+        let waits: Vec<Wait> = {
             let mut state = self.lock();
-            if let Some(info) = self.cached(&mut state, &key) {
-                self.metrics.cache_hits.inc();
-                return Ok(info);
-            }
-            self.metrics.cache_misses.inc();
-            if let Some(slot) = state.in_flight.get(&key) {
-                self.metrics.coalesced_saved.inc();
-                slot.subscribe()
-            } else {
-                let (tx, rx) = watch::channel(None);
-                state.in_flight.insert(key.clone(), Arc::new(tx));
-                self.add_to_batch(&mut state, caller, key, node);
-                rx
-            }
+            let waits = nodes
+                .into_iter()
+                .map(|node| self.register(&mut state, caller, node))
+                .collect();
+            self.ensure_batches(&mut state, caller);
+            waits
         };
-        match rx.wait_for(Option::is_some).await {
-            Ok(answer) => answer.clone().unwrap_or_else(|| Err(aborted())),
-            Err(_) => Err(aborted()),
+        futures::future::join_all(waits.into_iter().map(|wait| async move {
+            match wait {
+                Wait::Answer(mut rx) => match rx.wait_for(Option::is_some).await {
+                    Ok(answer) => answer.clone().unwrap_or_else(|| Err(aborted())),
+                    Err(_) => Err(aborted()),
+                },
+                Wait::Cached(cached) => Ok(cached),
+            }
+        }))
+        .await
+    }
+
+    /// The cached answer, or a receiver for the answer of an identical lookup in flight or of
+    /// a new pending one.
+    fn register(&self, state: &mut State, caller: &str, node: NodeRef) -> Wait {
+        let key = NodeKey::of(&node);
+        if let Some(info) = self.cached(state, &key) {
+            self.metrics.cache_hits.inc();
+            return Wait::Cached(info);
         }
+        self.metrics.cache_misses.inc();
+        if self.config.coalesce
+            && let Some(slot) = state.in_flight.get(&key)
+        {
+            self.metrics.coalesced_saved.inc();
+            return Wait::Answer(slot.subscribe());
+        }
+        let (tx, rx) = watch::channel(None);
+        let slot = Arc::new(tx);
+        if self.config.coalesce {
+            state.in_flight.insert(key.clone(), slot.clone());
+        }
+        let caller: Arc<str> = Arc::from(caller);
+        state
+            .pending
+            .entry(caller)
+            .or_default()
+            .nodes
+            .push((key, node, slot));
+        Wait::Answer(rx)
     }
 
     fn cached(&self, state: &mut State, key: &NodeKey) -> Option<InstanceInfo> {
@@ -152,67 +200,47 @@ impl InstanceLookups {
         }
     }
 
-    fn add_to_batch(self: &Arc<Self>, state: &mut State, caller: &str, key: NodeKey, node: NodeRef) {
-        let caller: Arc<str> = Arc::from(caller);
-        let pending = state.pending.entry(caller.clone()).or_default();
-        pending.nodes.push((key, node));
-        if pending.nodes.len() >= self.config.batch_size {
-            let batch = std::mem::take(&mut pending.nodes);
-            pending.generation += 1;
-            tokio::spawn(self.clone().run_batch(caller, batch));
-        } else if pending.nodes.len() == 1 {
-            let generation = pending.generation;
-            let this = self.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(this.config.batch_window).await;
-                this.flush_window(caller, generation);
-            });
+    /// Starts batches until the caller's waiting ones can carry every pending lookup.
+    fn ensure_batches(self: &Arc<Self>, state: &mut State, caller: &str) {
+        let Some((caller, pending)) = state.pending.get_key_value(caller) else {
+            return;
+        };
+        let caller = caller.clone();
+        let needed = pending.nodes.len().div_ceil(self.config.batch_size);
+        let missing = needed.saturating_sub(pending.waiting_batches);
+        if let Some(pending) = state.pending.get_mut(&caller) {
+            pending.waiting_batches += missing;
+        }
+        for _ in 0..missing {
+            tokio::spawn(self.clone().run_batch(caller.clone()));
         }
     }
 
-    /// Sends the caller's batch when its window closes, unless it already went out.
-    fn flush_window(self: &Arc<Self>, caller: Arc<str>, generation: u64) {
-        let batch = {
-            let mut state = self.lock();
-            let Some(pending) = state.pending.get_mut(&caller) else {
-                return;
-            };
-            if pending.generation != generation || pending.nodes.is_empty() {
-                return;
-            }
-            pending.generation += 1;
-            std::mem::take(&mut pending.nodes)
+    /// One batch: waits for the caller's turn, takes up to a batch's worth of the caller's
+    /// pending lookups, calls the provider and answers them.
+    async fn run_batch(self: Arc<Self>, caller: Arc<str>) {
+        let admitted = match self.provider.instances() {
+            None => Err(GatewayError::NotImplemented("instances".into())),
+            Some(_) => tokio::select! {
+                admitted = self.gate.admit(Class::Read, &caller) => admitted,
+                () = self.not_needed(&caller) => return,
+            },
         };
-        tokio::spawn(self.clone().run_batch(caller, batch));
-    }
-
-    async fn run_batch(self: Arc<Self>, caller: Arc<str>, batch: Vec<(NodeKey, NodeRef)>) {
-        let slots: Vec<Slot> = {
-            let state = self.lock();
-            batch
-                .iter()
-                .filter_map(|(key, _)| state.in_flight.get(key).cloned())
-                .collect()
+        let batch = self.take_batch(&caller);
+        if batch.is_empty() {
+            return;
+        }
+        let answers = match admitted {
+            Ok(()) => self.call_provider(&batch).await,
+            Err(err) => batch.iter().map(|_| Err(err.clone())).collect(),
         };
         // Every node in the batch but the first rides along for free.
         self.metrics
             .coalesced_saved
             .inc_by(batch.len().saturating_sub(1) as u64);
-        let nodes: Vec<NodeRef> = batch.iter().map(|(_, node)| node.clone()).collect();
-        let everyone_left = futures::future::join_all(slots.iter().map(|slot| slot.closed()));
-        let answers = tokio::select! {
-            answers = self.call_provider(&caller, &nodes) => answers,
-            _ = everyone_left => {
-                let mut state = self.lock();
-                for (key, _) in &batch {
-                    state.in_flight.remove(key);
-                }
-                return;
-            }
-        };
         let now = Instant::now();
         let mut state = self.lock();
-        for ((key, _), answer) in batch.into_iter().zip(answers) {
+        for ((key, _, slot), answer) in batch.into_iter().zip(answers) {
             if let Ok(info) = &answer
                 && !self.config.cache_ttl.is_zero()
             {
@@ -220,9 +248,8 @@ impl InstanceLookups {
                 // about which instance carries the node's name now (names are reused).
                 state.cache.insert(key.clone(), (now, info.clone()));
             }
-            if let Some(slot) = state.in_flight.remove(&key) {
-                slot.send_replace(Some(answer));
-            }
+            forget_in_flight(&mut state.in_flight, &key, &slot);
+            slot.send_replace(Some(answer));
         }
         if state.cache.len() > 4 * self.config.batch_size.max(1024) {
             let ttl = self.config.cache_ttl;
@@ -230,18 +257,62 @@ impl InstanceLookups {
         }
     }
 
-    /// One provider call for `nodes`; always one answer per node, in order.
-    async fn call_provider(&self, caller: &str, nodes: &[NodeRef]) -> Vec<LookupResult> {
+    /// Completes when the caller's pending lookups no longer need this waiting batch (their
+    /// waiters went away): it then leaves the queue before spending a token.
+    async fn not_needed(&self, caller: &Arc<str>) {
+        loop {
+            tokio::time::sleep(ABANDON_CHECK).await;
+            let mut state = self.lock();
+            let State {
+                pending, in_flight, ..
+            } = &mut *state;
+            let Some(p) = pending.get_mut(caller) else {
+                return;
+            };
+            drop_abandoned(&mut p.nodes, in_flight);
+            if p.nodes.len().div_ceil(self.config.batch_size) < p.waiting_batches {
+                p.waiting_batches -= 1;
+                if p.nodes.is_empty() && p.waiting_batches == 0 {
+                    pending.remove(caller);
+                }
+                return;
+            }
+        }
+    }
+
+    /// Up to a batch of the caller's pending lookups, oldest first, for a batch whose turn came.
+    fn take_batch(&self, caller: &Arc<str>) -> Vec<(NodeKey, NodeRef, Slot)> {
+        let mut state = self.lock();
+        let State {
+            pending, in_flight, ..
+        } = &mut *state;
+        let Some(p) = pending.get_mut(caller) else {
+            return Vec::new();
+        };
+        p.waiting_batches = p.waiting_batches.saturating_sub(1);
+        drop_abandoned(&mut p.nodes, in_flight);
+        let take = p.nodes.len().min(self.config.batch_size);
+        let batch: Vec<_> = p.nodes.drain(..take).collect();
+        if p.nodes.is_empty() && p.waiting_batches == 0 {
+            pending.remove(caller);
+        }
+        batch
+    }
+
+    /// One provider call for `batch` (the caller's turn has come); always one answer per
+    /// node, in order.
+    async fn call_provider(&self, batch: &[(NodeKey, NodeRef, Slot)]) -> Vec<LookupResult> {
         let Some(instances) = self.provider.instances() else {
-            return nodes
+            return batch
                 .iter()
                 .map(|_| Err(GatewayError::NotImplemented("instances".into())))
                 .collect();
         };
+        let nodes: Vec<NodeRef> = batch.iter().map(|(_, node, _)| node.clone()).collect();
         let result = self
             .gate
-            .call(Class::Read, caller, "lookup_instances", || {
-                instances.lookup_instances(nodes)
+            .call_admitted(Class::Read, "lookup_instances", || {
+                instances.lookup_instances(&nodes)
             })
             .await;
         match result {
@@ -262,6 +333,25 @@ impl InstanceLookups {
                 nodes.iter().map(|_| Err(err.clone())).collect()
             }
         }
+    }
+}
+
+/// Drops pending lookups nobody waits for any more (their callers went away), and their
+/// in-flight entries, so no later lookup joins a slot that will never be answered.
+fn drop_abandoned(nodes: &mut Vec<(NodeKey, NodeRef, Slot)>, in_flight: &mut HashMap<NodeKey, Slot>) {
+    nodes.retain(|(key, _, slot)| {
+        let wanted = slot.receiver_count() > 0;
+        if !wanted {
+            forget_in_flight(in_flight, key, slot);
+        }
+        wanted
+    });
+}
+
+/// Removes `key`'s in-flight entry if it is `slot` (not a newer lookup of the same key).
+fn forget_in_flight(in_flight: &mut HashMap<NodeKey, Slot>, key: &NodeKey, slot: &Slot) {
+    if in_flight.get(key).is_some_and(|s| Arc::ptr_eq(s, slot)) {
+        in_flight.remove(key);
     }
 }
 
@@ -300,6 +390,8 @@ mod tests {
         names: Mutex<BTreeMap<String, String>>,
         /// When set, every batched call fails with it.
         fail_batch: Mutex<Option<ProviderError>>,
+        /// The size of every batched call so far.
+        calls: Mutex<Vec<usize>>,
     }
 
     impl StubCloud {
@@ -324,6 +416,7 @@ mod tests {
             &self,
             nodes: &[NodeRef],
         ) -> provider::Result<Vec<Result<InstanceInfo, ProviderError>>> {
+            self.calls.lock().unwrap().push(nodes.len());
             // Let lookups from several callers pile up on the in-flight call.
             tokio::time::sleep(Duration::from_millis(50)).await;
             if let Some(err) = self.fail_batch.lock().unwrap().clone() {
@@ -364,8 +457,11 @@ mod tests {
     }
 
     fn lookups(cloud: Arc<StubCloud>) -> Arc<InstanceLookups> {
+        limited_lookups(cloud, Limit::new(1000.0, 1000.0).unwrap())
+    }
+
+    fn limited_lookups(cloud: Arc<StubCloud>, limit: Limit) -> Arc<InstanceLookups> {
         let metrics = Arc::new(Metrics::new());
-        let limit = Limit::new(1000.0, 1000.0).unwrap();
         let scheduler = Scheduler::start(limit, limit, AdaptiveConfig::default(), metrics.clone());
         let gate = Arc::new(ProviderGate::new(scheduler, metrics.clone()));
         InstanceLookups::new(cloud, gate, metrics, LookupConfig::default())
@@ -420,5 +516,69 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(by_name.metadata.provider_id, "stub://i-2");
+    }
+
+    #[tokio::test]
+    async fn under_load_every_token_carries_a_full_batch() {
+        let cloud = Arc::new(StubCloud::default());
+        for i in 0..250 {
+            cloud.name_instance(&format!("n{i}"), &format!("stub://i-{i}"));
+        }
+        // One call every 100 ms, no burst beyond one.
+        let lookups = limited_lookups(cloud.clone(), Limit::new(10.0, 1.0).unwrap());
+        let answers = futures::future::join_all(
+            (0..250).map(|i| lookups.lookup("node-controller", NodeRef::by_name(format!("n{i}")))),
+        )
+        .await;
+        assert!(answers.iter().all(Result::is_ok));
+        let calls = cloud.calls.lock().unwrap().clone();
+        // ceil(250 / 100) calls, one more if the first lookup went out alone with the token
+        // there was before the others arrived; every node asked once.
+        assert!(calls.len() <= 4, "{calls:?}");
+        assert_eq!(calls.iter().sum::<usize>(), 250, "{calls:?}");
+        assert!(calls.iter().all(|&n| n <= 100), "{calls:?}");
+    }
+
+    #[tokio::test]
+    async fn an_idle_lookup_goes_out_at_once_alone() {
+        let cloud = Arc::new(StubCloud::default());
+        cloud.name_instance("a", "stub://i-a");
+        cloud.name_instance("b", "stub://i-b");
+        let lookups = limited_lookups(cloud.clone(), Limit::new(10.0, 10.0).unwrap());
+        lookups
+            .lookup("node-controller", NodeRef::by_name("a"))
+            .await
+            .unwrap();
+        lookups
+            .lookup("node-controller", NodeRef::by_name("b"))
+            .await
+            .unwrap();
+        assert_eq!(*cloud.calls.lock().unwrap(), [1, 1]);
+    }
+
+    #[tokio::test]
+    async fn a_waiting_batch_nobody_waits_for_spends_no_call() {
+        let cloud = Arc::new(StubCloud::default());
+        cloud.name_instance("a", "stub://i-a");
+        // One token, then one every 10 s: the second lookup would wait.
+        let lookups = limited_lookups(cloud.clone(), Limit::new(0.1, 1.0).unwrap());
+        lookups
+            .lookup("node-controller", NodeRef::by_name("a"))
+            .await
+            .unwrap();
+        let gave_up = tokio::time::timeout(
+            Duration::from_millis(100),
+            lookups.lookup("node-controller", NodeRef::by_name("b")),
+        )
+        .await;
+        assert!(gave_up.is_err(), "the caller went away");
+        // The batch notices and leaves the queue; nothing stays pending.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while lookups.lock().pending.contains_key("node-controller") {
+            assert!(Instant::now() < deadline, "the abandoned batch still waits");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(lookups.lock().in_flight.is_empty());
+        assert_eq!(*cloud.calls.lock().unwrap(), [1]);
     }
 }

@@ -213,8 +213,7 @@ impl GatewayService {
             .iter()
             .map(|n| convert::node_ref(Some(n.clone())))
             .collect::<Result<Vec<_>, _>>()?;
-        let answers =
-            futures::future::join_all(refs.into_iter().map(|node| self.lookups.lookup(caller, node))).await;
+        let answers = self.lookups.lookup_many(caller, refs).await;
         let results = nodes
             .into_iter()
             .zip(answers)

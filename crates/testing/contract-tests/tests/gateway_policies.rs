@@ -340,11 +340,13 @@ async fn concurrent_lookups_are_coalesced_into_few_provider_calls() {
     let sim = simulator(Knobs::default());
     let ids = launch(&sim, 200);
     let batch = 50;
-    let mut cfg = config((1000.0, 1000.0), (1000.0, 1000.0));
+    // Batching follows the rate limit: with a token every 50 ms, lookups pile up while they
+    // wait, and each token carries a full batch.
+    let mut cfg = config((20.0, 1.0), (1000.0, 1000.0));
     cfg.lookups = LookupConfig {
         batch_size: batch,
-        batch_window: Duration::from_millis(20),
         cache_ttl: Duration::ZERO,
+        coalesce: true,
     };
     let gateway = RunningGateway::start(cfg, sim.clone(), None).await;
     let c = gateway.clients("node-controller").await;
