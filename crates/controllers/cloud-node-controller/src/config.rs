@@ -5,8 +5,10 @@ use std::time::Duration;
 /// Flags of `cloud-node-controller` beyond the common ones.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Config {
-    /// Nodes initialized in parallel.
-    #[arg(long = "concurrent-node-syncs", default_value_t = 1)]
+    /// Nodes initialized in parallel (upstream's default is 1). Nodes initializing at once
+    /// share cloud calls, so enough of them keep the cloud's rate limit, not this controller,
+    /// the bottleneck.
+    #[arg(long = "concurrent-node-syncs", default_value_t = 100)]
     pub concurrent_node_syncs: u16,
     /// Period of the address refresh of initialized nodes.
     #[arg(long = "node-status-update-frequency", default_value = "5m", value_parser = humantime::parse_duration)]

@@ -2,7 +2,9 @@
 
 use std::{sync::Arc, time::Duration};
 
-use controller_kit::{events::Events, names::controllers::CLOUD_NODE, patch::Writer, runner::Runtime};
+use controller_kit::{
+    events::Events, gateway::BatchingLookups, names::controllers::CLOUD_NODE, patch::Writer, runner::Runtime,
+};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::{
@@ -22,7 +24,8 @@ pub async fn run(runtime: Runtime, config: Config) {
     let nodes: Api<Node> = Api::all(runtime.client.clone());
     let ctx = Arc::new(Context::new(
         nodes.clone(),
-        Arc::new(runtime.gateway.clone()),
+        // Nodes initializing at once share BatchLookupInstances calls.
+        Arc::new(BatchingLookups::new(Arc::new(runtime.gateway.clone()))),
         Writer::new(CLOUD_NODE, runtime.leadership.clone()),
         Events::new(runtime.client.clone(), CLOUD_NODE, None),
         Metrics::register(&runtime.metrics),

@@ -5,7 +5,12 @@
 //! that is replaced (another vendor, a rolling update) is picked up without restarting the
 //! controller.
 
-use std::{collections::BTreeMap, path::PathBuf, time::Duration};
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 pub use gateway_api::error::GatewayError;
 use gateway_api::{
@@ -167,6 +172,102 @@ pub trait CloudInstances: Send + Sync {
                 "the gateway did not answer exactly one result".into(),
             )),
         }
+    }
+}
+
+/// Merges a controller's concurrent one-node lookups into `BatchLookupInstances` calls: while
+/// one call is out, the lookups that arrive wait together and go out in the next call. Idle, a
+/// lookup goes out at once; busy, a call carries every node that queued meanwhile (up to
+/// [`BATCH_CHUNK`]). Batched lookups pass straight through.
+pub struct BatchingLookups {
+    inner: Arc<dyn CloudInstances>,
+    queue: Arc<Mutex<LookupQueue>>,
+}
+
+type Reply = tokio::sync::oneshot::Sender<Result<Instance, GatewayError>>;
+
+#[derive(Default)]
+struct LookupQueue {
+    waiting: Vec<(NodeRef, Reply)>,
+    sending: bool,
+}
+
+impl BatchingLookups {
+    /// Batches over `inner`.
+    pub fn new(inner: Arc<dyn CloudInstances>) -> Self {
+        Self {
+            inner,
+            queue: Arc::default(),
+        }
+    }
+
+    /// Sends the queue's lookups, a call at a time, until it is empty.
+    async fn send_queued(inner: Arc<dyn CloudInstances>, queue: Arc<Mutex<LookupQueue>>) {
+        loop {
+            let batch: Vec<(NodeRef, Reply)> = {
+                let mut queue = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                queue.waiting.retain(|(_, reply)| !reply.is_closed());
+                if queue.waiting.is_empty() {
+                    queue.sending = false;
+                    return;
+                }
+                let take = queue.waiting.len().min(BATCH_CHUNK);
+                queue.waiting.drain(..take).collect()
+            };
+            let nodes: Vec<NodeRef> = batch.iter().map(|(node, _)| node.clone()).collect();
+            match inner.lookup_instances(&nodes).await {
+                Ok(answers) if answers.len() == batch.len() => {
+                    for ((_, reply), answer) in batch.into_iter().zip(answers) {
+                        let _ = reply.send(answer);
+                    }
+                }
+                Ok(answers) => {
+                    let err = GatewayError::Internal(format!(
+                        "the gateway answered {} results for {} nodes",
+                        answers.len(),
+                        batch.len()
+                    ));
+                    for (_, reply) in batch {
+                        let _ = reply.send(Err(err.clone()));
+                    }
+                }
+                Err(err) => {
+                    for (_, reply) in batch {
+                        let _ = reply.send(Err(err.clone()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl CloudInstances for BatchingLookups {
+    async fn lookup_instances(
+        &self,
+        nodes: &[NodeRef],
+    ) -> Result<Vec<Result<Instance, GatewayError>>, GatewayError> {
+        self.inner.lookup_instances(nodes).await
+    }
+
+    async fn instance(&self, node: &NodeRef) -> Result<Instance, GatewayError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let start_sender = {
+            let mut queue = self
+                .queue
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            queue.waiting.push((node.clone(), reply));
+            !std::mem::replace(&mut queue.sending, true)
+        };
+        if start_sender {
+            tokio::spawn(Self::send_queued(self.inner.clone(), self.queue.clone()));
+        }
+        answer.await.unwrap_or_else(|_| {
+            Err(GatewayError::Unavailable(
+                "the instance lookup was dropped; retry".into(),
+            ))
+        })
     }
 }
 

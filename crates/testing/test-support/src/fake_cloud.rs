@@ -20,6 +20,7 @@ struct State {
     answers: HashMap<String, Result<Instance, GatewayError>>,
     call_error: Option<GatewayError>,
     calls: Vec<Vec<NodeRef>>,
+    latency: std::time::Duration,
 }
 
 impl FakeCloud {
@@ -54,6 +55,11 @@ impl FakeCloud {
         self.state().call_error = error;
     }
 
+    /// Makes every call take `latency` (answered as of its end).
+    pub fn set_latency(&self, latency: std::time::Duration) {
+        self.state().latency = latency;
+    }
+
     /// The nodes of every call so far, in order.
     pub fn calls(&self) -> Vec<Vec<NodeRef>> {
         self.state().calls.clone()
@@ -66,8 +72,15 @@ impl CloudInstances for FakeCloud {
         &self,
         nodes: &[NodeRef],
     ) -> Result<Vec<Result<Instance, GatewayError>>, GatewayError> {
-        let mut state = self.state();
-        state.calls.push(nodes.to_vec());
+        let latency = {
+            let mut state = self.state();
+            state.calls.push(nodes.to_vec());
+            state.latency
+        };
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        let state = self.state();
         if let Some(err) = &state.call_error {
             return Err(err.clone());
         }
