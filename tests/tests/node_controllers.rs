@@ -305,3 +305,50 @@ async fn batch_lookups(gateway: std::net::SocketAddr) -> f64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
 }
+
+/// The periodic refresh brings addresses back in line with the cloud (here after someone
+/// rewrote them), every `--node-status-update-frequency`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_periodic_refresh_restores_the_clouds_addresses() {
+    let mut cluster = Cluster::start(ClusterSpec::with_instances(&["refreshed"])).await;
+    cluster.start_controller(
+        "cloud-node-controller",
+        "node-controller",
+        &["--node-status-update-frequency", "1s"],
+    );
+    cluster.register_node("refreshed", true).await;
+    let nodes = cluster.nodes();
+    let internal_ip = |node: &Node| {
+        node.status
+            .as_ref()
+            .and_then(|s| s.addresses.as_ref())
+            .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
+            .map(|a| a.address.clone())
+    };
+    let initialized_node = wait_for("refreshed initialized", Duration::from_secs(60), || {
+        let nodes = nodes.clone();
+        async move { get(&nodes, "refreshed").await.filter(initialized) }
+    })
+    .await;
+    let cloud_ip = internal_ip(&initialized_node).expect("the cloud's InternalIP");
+    let wrong = serde_json::json!({ "status": { "addresses": [
+        { "type": "InternalIP", "address": "192.168.99.99" },
+        { "type": "Hostname", "address": "refreshed" },
+    ]}});
+    nodes
+        .patch_status(
+            "refreshed",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&wrong),
+        )
+        .await
+        .unwrap();
+    wait_for("the refresh to restore the cloud's address", Duration::from_secs(30), || {
+        let (nodes, cloud_ip) = (nodes.clone(), cloud_ip.clone());
+        async move {
+            let node = get(&nodes, "refreshed").await?;
+            (internal_ip(&node).as_deref() == Some(cloud_ip.as_str())).then_some(())
+        }
+    })
+    .await;
+}

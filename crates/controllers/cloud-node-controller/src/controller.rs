@@ -51,7 +51,8 @@ pub async fn run(runtime: Runtime, config: Config) {
     refresh.abort();
 }
 
-/// Once the cache is filled, a refresh pass every `period` after the last one ended.
+/// A refresh pass every `period` after the last one ended, over the nodes in the cache (the
+/// reconciles initialize new nodes meanwhile; upstream's first pass too finds them tainted).
 async fn refresh_periodically(
     ctx: Arc<Context>,
     store: Store<Node>,
@@ -59,15 +60,12 @@ async fn refresh_periodically(
     parallelism: usize,
     shutdown: CancellationToken,
 ) {
-    if store.wait_until_ready().await.is_err() {
-        return;
-    }
     loop {
-        let updated = reconcile::refresh_addresses(&ctx, store.state(), parallelism).await;
-        tracing::debug!(updated, "node address refresh done");
         tokio::select! {
             () = shutdown.cancelled() => return,
             () = tokio::time::sleep(period) => {}
         }
+        let updated = reconcile::refresh_addresses(&ctx, store.state(), parallelism).await;
+        tracing::debug!(updated, "node address refresh done");
     }
 }
