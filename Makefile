@@ -48,6 +48,11 @@ lint-deploy: ## hadolint the Dockerfile; helm lint, render and schema-check the 
 	scripts/tools/setup.sh
 	scripts/check-deploy.sh
 
+.PHONY: bench
+bench: ## node initialization at cloud scale, ours beside upstream mode (release build; prints a table, writes target/bench.json)
+	$(CARGO) build --release --bins $(DEMO_BUILD)
+	target/release/ccm-bench --json target/bench.json $(BENCH_ARGS)
+
 .PHONY: bench-gateway
 bench-gateway: ## gateway throughput and added latency versus calling the provider in-process
 	$(CARGO) run --release -p cloud-gateway --example bench-gateway

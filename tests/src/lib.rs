@@ -317,9 +317,15 @@ impl Cluster {
             "--simulator-state".into(),
             dir.path().join("cloud-state.json").display().to_string(),
             "--simulator-no-fsync".into(),
-            "--instance-cache-ttl".into(),
-            "0s".into(),
         ];
+        // No cache unless the spec says otherwise: tests see every change of the cloud at once.
+        if !spec
+            .gateway_args
+            .iter()
+            .any(|a| a.starts_with("--instance-cache-ttl"))
+        {
+            args.extend(["--instance-cache-ttl".into(), "0s".into()]);
+        }
         args.extend(spec.gateway_args.iter().cloned());
         let gateway = spawn(dir.path(), "cloud-gateway", &binary("cloud-gateway"), &args);
         let procs = Procs(vec![apiserver, gateway]);

@@ -343,12 +343,16 @@ async fn the_periodic_refresh_restores_the_clouds_addresses() {
         )
         .await
         .unwrap();
-    wait_for("the refresh to restore the cloud's address", Duration::from_secs(30), || {
-        let (nodes, cloud_ip) = (nodes.clone(), cloud_ip.clone());
-        async move {
-            let node = get(&nodes, "refreshed").await?;
-            (internal_ip(&node).as_deref() == Some(cloud_ip.as_str())).then_some(())
-        }
-    })
+    wait_for(
+        "the refresh to restore the cloud's address",
+        Duration::from_secs(30),
+        || {
+            let (nodes, cloud_ip) = (nodes.clone(), cloud_ip.clone());
+            async move {
+                let node = get(&nodes, "refreshed").await?;
+                (internal_ip(&node).as_deref() == Some(cloud_ip.as_str())).then_some(())
+            }
+        },
+    )
     .await;
 }

@@ -47,9 +47,10 @@ pub enum NotYet {
 /// Everything the initial sync writes to a tainted node.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Initialization {
-    /// Both writes, planned together: `status.addresses` when they must change (written first:
-    /// once the taint is gone the node is complete), and the main patch: providerID (only if
-    /// unset), labels, the taint removed. Empty when the node is not tainted any more.
+    /// Both writes, planned together: the main patch (providerID only if unset, labels, the
+    /// taint removed) and `status.addresses` when they must change, written in that order as
+    /// upstream does: the watch events of both writes then show an initialized node, so the
+    /// reconciles they trigger cost nothing. Empty when the node is not tainted any more.
     pub patches: Patches,
 }
 

@@ -139,8 +139,8 @@ async fn a_tainted_node_is_initialized_from_the_cloud() {
     assert_eq!(
         requests,
         [
-            "PATCH /api/v1/nodes/n1/status",
             "PATCH /api/v1/nodes/n1",
+            "PATCH /api/v1/nodes/n1/status",
             "POST /apis/events.k8s.io/v1/namespaces/default/events",
         ],
         "three API requests per node: no read, the watch delivered the node"

@@ -19,13 +19,13 @@ use crate::leader::Leadership;
 /// Attempts before giving up on a conflicting object (client-go's `UpdateNodeSpecBackoff`).
 const CONFLICT_ATTEMPTS: u32 = 20;
 
-/// The merge patches a plan wants written to one object: its `/status` and its main resource
-/// (metadata and spec). Either may be absent; both absent means there is nothing to do.
+/// The merge patches a plan wants written to one object: its main resource (metadata and
+/// spec) and its `/status`. Either may be absent; both absent means there is nothing to do.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Patches {
-    /// Merge patch of the `/status` subresource, written first.
+    /// Merge patch of the `/status` subresource, written second.
     pub status: Option<Value>,
-    /// Merge patch of the object (the server ignores status here), written second.
+    /// Merge patch of the object (the server ignores status here), written first.
     pub main: Option<Value>,
 }
 
@@ -106,8 +106,9 @@ impl Writer {
 
     /// Reads `name`, lets `plan` decide the patches from it (`Err`: the change cannot be made,
     /// returned as [`WriteError::Plan`]) and writes them guarded by the resourceVersion read:
-    /// the status patch first, then the main patch guarded by the version the first write
-    /// returned. A conflict on either starts over with a fresh read and a fresh plan.
+    /// the main patch first, then the status patch guarded by the version the first write
+    /// returned (upstream's order: update the node, then patch its status). A conflict on
+    /// either starts over with a fresh read and a fresh plan.
     ///
     /// Returns the object as last written, or `None` when there was nothing to do.
     ///
@@ -192,7 +193,7 @@ impl Writer {
             ..Default::default()
         };
         let mut object = current;
-        for (target, patch) in [(Target::Status, patches.status), (Target::Main, patches.main)] {
+        for (target, patch) in [(Target::Main, patches.main), (Target::Status, patches.status)] {
             let Some(mut body) = patch else { continue };
             let Some(version) = object.meta().resource_version.clone() else {
                 return Err(WriteError::Api(kube::Error::Api(

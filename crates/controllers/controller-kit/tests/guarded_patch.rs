@@ -115,7 +115,7 @@ async fn nothing_to_do_writes_nothing() {
 }
 
 #[tokio::test]
-async fn status_then_main_from_one_plan_and_a_plan_error_writes_nothing() {
+async fn both_patches_from_one_plan_and_a_plan_error_writes_nothing() {
     let (_server, nodes) = server_and_node().await;
     let planned = AtomicU32::new(0);
     let written = writer()

@@ -19,18 +19,29 @@ use crate::registry::{DeleteOpts, FieldValidation, ListOpts, PatchType, Registry
 use crate::resources::{self, ResourceDef};
 use crate::selectors::{FieldSelector, LabelSelector, Selection, convert_field_selector};
 use crate::watch::{self, WatchOpts};
-use crate::{discovery, table, typed};
+use crate::{discovery, metrics, table, typed};
 
 #[derive(Clone)]
 pub struct AppState {
     pub reg: Arc<Registry>,
     pub server_address: Arc<str>,
+    /// What `/metrics` reports.
+    pub requests: metrics::RequestCounter,
 }
 
 pub fn router(state: AppState) -> Router {
+    let requests = state.requests.clone();
     Router::new()
+        .route(
+            "/metrics",
+            axum::routing::get(|State(app): State<AppState>| async move { app.requests.render() }),
+        )
         .fallback(handle)
         .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(
+            requests,
+            metrics::count_requests,
+        ))
         .layer(axum::middleware::map_response(with_priority_and_fairness))
 }
 

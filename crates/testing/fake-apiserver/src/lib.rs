@@ -16,6 +16,7 @@ mod b64;
 pub mod discovery;
 pub mod errors;
 pub mod http;
+pub mod metrics;
 pub mod patch;
 pub mod registry;
 pub mod resources;
@@ -91,6 +92,7 @@ impl FakeApiServer {
         let state = http::AppState {
             reg: registry.clone(),
             server_address: Arc::from(addr.to_string()),
+            requests: metrics::RequestCounter::default(),
         };
         let app = http::router(state);
         let (tx, rx) = oneshot::channel::<()>();

@@ -1,0 +1,516 @@
+//! `make bench`: node initialization at cloud scale, ours side by side with upstream mode.
+//!
+//! Starts fake-apiserver, cloud-gateway on the simulator and the node controllers as processes
+//! (the binaries next to this one: `make bench` builds them in release mode) and drives each
+//! scenario twice: **ours** (default flags) and **upstream mode** (the same binaries configured
+//! like the upstream cloud-controller-manager: one worker, no batching, no cache, no
+//! coalescing, one provider call per node per refresh, a client-side limit of 20 QPS). Prints a
+//! table and writes it as JSON.
+//!
+//! Scenarios:
+//! - (a) N Ready nodes join at once, tainted, on a cloud allowing 10 calls/s (burst 10) at
+//!   50 ms per call: time until all are initialized, provider calls, throttled answers, API
+//!   requests, peak RSS;
+//! - (b) steady state: N initialized nodes, the address refresh shortened 50-fold (5 min → 6 s)
+//!   and the cloud's limit raised as much: provider calls per refresh period;
+//! - (c) a large cluster (5 × N nodes, fast cloud): peak RSS of each process.
+//!
+//! `--quick` runs small sizes (CI checks that it completes and prints the table).
+
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use e2e::{Cluster, ClusterSpec, http_get};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::{Api, api::ListParams};
+use serde_json::{Value, json};
+
+const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Ours,
+    Upstream,
+}
+
+impl Mode {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Ours => "ours",
+            Self::Upstream => "upstream mode",
+        }
+    }
+
+    /// Gateway flags: upstream has no batching, cache or coalescing.
+    fn gateway_args(self) -> Vec<String> {
+        match self {
+            Self::Ours => vec!["--instance-cache-ttl".into(), "10s".into()],
+            Self::Upstream => vec![
+                "--instance-batch-size".into(),
+                "1".into(),
+                "--instance-cache-ttl".into(),
+                "0s".into(),
+                "--instance-coalescing=false".into(),
+            ],
+        }
+    }
+
+    /// Node controller flags: upstream's one worker and client-side limit of 20 QPS.
+    fn node_controller_args(self) -> Vec<&'static str> {
+        match self {
+            Self::Ours => vec![],
+            Self::Upstream => vec!["--concurrent-node-syncs", "1", "--kube-api-qps", "20"],
+        }
+    }
+}
+
+struct Sizes {
+    join: usize,
+    steady: usize,
+    steady_periods: u32,
+    large: usize,
+    large_deadline: Duration,
+}
+
+/// One scenario's figures for one mode.
+#[derive(Default, Clone)]
+struct Row {
+    scenario: String,
+    mode: String,
+    nodes: usize,
+    seconds: f64,
+    provider_calls: u64,
+    throttled: u64,
+    api_requests: u64,
+    peak_rss_mib: BTreeMap<String, f64>,
+    /// Least time the provider's limit allows for the calls this mode needs.
+    floor_seconds: Option<f64>,
+    note: String,
+}
+
+fn inventory(n: usize) -> String {
+    let mut inventory = String::from(
+        "region: sim-east-1\nzones: [sim-east-1a, sim-east-1b]\ninstance_subnet: 10.0.0.0/16\ninstances:\n",
+    );
+    for i in 0..n {
+        inventory.push_str(&format!(
+            "  - name: node-{i}\n    type: sim.medium\n    zone: sim-east-1{}\n    private_ip: 10.0.{}.{}\n",
+            if i % 2 == 0 { 'a' } else { 'b' },
+            10 + i / 250,
+            1 + i % 250
+        ));
+    }
+    inventory
+}
+
+/// Sum of a Prometheus counter's series whose labels contain every `(name, value)` of `with`.
+fn counter(metrics: &str, name: &str, with: &[(&str, &str)]) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (metric, labels) = series.split_once('{').unwrap_or((series, ""));
+            (metric == name && with.iter().all(|(k, v)| labels.contains(&format!("{k}=\"{v}\""))))
+                .then(|| value.parse::<f64>().ok())
+                .flatten()
+        })
+        .sum::<f64>() as u64
+}
+
+struct Bench {
+    cluster: Cluster,
+    mode: Mode,
+    /// LISTs of nodes this program made itself (not the controllers' requests).
+    own_lists: u64,
+}
+
+impl Bench {
+    async fn start(mode: Mode, nodes: usize, cloud: &[&str], gateway: &[&str]) -> Self {
+        let mut spec = ClusterSpec::with_instances(&[]);
+        spec.inventory = inventory(nodes);
+        spec.gateway_args = cloud.iter().chain(gateway).map(|s| (*s).to_owned()).collect();
+        spec.gateway_args.extend(mode.gateway_args());
+        Self {
+            cluster: Cluster::start(spec).await,
+            mode,
+            own_lists: 0,
+        }
+    }
+
+    async fn gateway_metrics(&self) -> String {
+        http_get(self.cluster.gateway_http, "/metrics")
+            .await
+            .map(|(_, body)| body)
+            .unwrap_or_default()
+    }
+
+    /// BatchLookupInstances calls the node controller made: one per refresh pass in steady state.
+    async fn refresh_passes(&self) -> u64 {
+        let m = self.gateway_metrics().await;
+        counter(
+            &m,
+            "cloudgateway_grpc_calls_total",
+            &[("method", "BatchLookupInstances"), ("caller", "node-controller")],
+        )
+    }
+
+    async fn provider_calls(&self) -> (u64, u64) {
+        let m = self.gateway_metrics().await;
+        let calls = counter(
+            &m,
+            "cloudgateway_provider_calls_total",
+            &[("operation", "lookup_instances")],
+        );
+        (calls, counter(&m, "cloudgateway_provider_throttled_total", &[]))
+    }
+
+    /// Every API request served so far (this program's own LISTs excluded).
+    async fn api_requests(&self) -> u64 {
+        let request = http::Request::get("/metrics").body(Vec::new()).expect("request");
+        let text = self
+            .cluster
+            .client
+            .request_text(request)
+            .await
+            .unwrap_or_default();
+        counter(&text, "apiserver_request_total", &[]).saturating_sub(self.own_lists)
+    }
+
+    async fn register(&self, n: usize) {
+        futures::stream::iter(0..n)
+            .map(|i| async move { self.cluster.register_node(&format!("node-{i}"), true).await })
+            .buffer_unordered(64)
+            .collect::<Vec<_>>()
+            .await;
+    }
+
+    fn start_controllers(&mut self, extra_node: &[&str]) {
+        let mut node_args = self.mode.node_controller_args();
+        node_args.extend_from_slice(extra_node);
+        node_args.push("--leader-elect=false");
+        self.cluster
+            .start_controller("cloud-node-controller", "cloud-node-controller", &node_args);
+        self.cluster.start_controller(
+            "cloud-node-lifecycle-controller",
+            "cloud-node-lifecycle-controller",
+            &["--leader-elect=false"],
+        );
+    }
+
+    async fn initialized(&mut self) -> usize {
+        self.own_lists += 1;
+        let nodes: Api<Node> = self.cluster.nodes();
+        let list = nodes
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        list.iter()
+            .filter(|n| {
+                !n.spec
+                    .as_ref()
+                    .and_then(|s| s.taints.as_ref())
+                    .is_some_and(|t| t.iter().any(|t| t.key == UNINITIALIZED))
+            })
+            .count()
+    }
+
+    async fn wait_initialized(&mut self, n: usize, deadline: Duration) -> Option<f64> {
+        let started = Instant::now();
+        loop {
+            if self.initialized().await >= n {
+                return Some(started.elapsed().as_secs_f64());
+            }
+            if started.elapsed() > deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn peak_rss(&self) -> BTreeMap<String, f64> {
+        self.cluster
+            .procs
+            .iter()
+            .filter_map(|p| {
+                let status = std::fs::read_to_string(format!("/proc/{}/status", p.id()?)).ok()?;
+                let kib: f64 = status
+                    .lines()
+                    .find_map(|l| l.strip_prefix("VmHWM:"))?
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse()
+                    .ok()?;
+                Some((p.name.clone(), (kib / 1024.0 * 10.0).round() / 10.0))
+            })
+            .collect()
+    }
+
+    async fn stop(mut self) {
+        self.cluster.stop().await;
+    }
+}
+
+/// (a) `n` Ready nodes join at once; cloud 10 calls/s, burst 10, 50 ms per call.
+async fn join_at_once(mode: Mode, n: usize) -> Row {
+    let cloud = ["--simulator-rate-limit", "10/10", "--simulator-latency", "50ms"];
+    let mut bench = Bench::start(mode, n, &cloud, &[]).await;
+    bench.register(n).await;
+    let api_before = bench.api_requests().await;
+    bench.start_controllers(&[]);
+    let seconds = bench.wait_initialized(n, Duration::from_secs(1800)).await;
+    let (calls, throttled) = bench.provider_calls().await;
+    let api = bench.api_requests().await.saturating_sub(api_before);
+    let needed = match mode {
+        Mode::Ours => n.div_ceil(100),
+        Mode::Upstream => n,
+    };
+    let row = Row {
+        scenario: format!("(a) {n} nodes join at once, cloud 10 calls/s, 50 ms/call"),
+        mode: mode.label().into(),
+        nodes: n,
+        seconds: seconds.unwrap_or(f64::NAN),
+        provider_calls: calls,
+        throttled,
+        api_requests: api,
+        peak_rss_mib: bench.peak_rss(),
+        floor_seconds: Some(needed.saturating_sub(10) as f64 / 10.0),
+        note: if seconds.is_none() {
+            "did not converge".into()
+        } else {
+            String::new()
+        },
+    };
+    bench.stop().await;
+    row
+}
+
+/// (b) steady state: `n` initialized nodes, refresh every 6 s (5 min / 50), cloud limit ×50:
+/// provider calls per refresh pass, over `periods` passes.
+async fn steady_state(mode: Mode, n: usize, periods: u32) -> Row {
+    let cloud = ["--simulator-rate-limit", "500/500"];
+    let gateway = ["--read-rate", "500", "--read-burst", "500"];
+    let mut bench = Bench::start(mode, n, &cloud, &gateway).await;
+    bench.register(n).await;
+    let period = Duration::from_secs(6);
+    bench.start_controllers(&["--node-status-update-frequency", "6s"]);
+    let converged = bench.wait_initialized(n, Duration::from_secs(900)).await;
+    // Count from the first pass after every node is initialized.
+    let deadline = Instant::now() + Duration::from_secs(60) + 2 * period * periods;
+    let first = bench.refresh_passes().await;
+    while bench.refresh_passes().await == first && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let passes_before = bench.refresh_passes().await;
+    let (calls_before, _) = bench.provider_calls().await;
+    let api_before = bench.api_requests().await;
+    while bench.refresh_passes().await < passes_before + u64::from(periods) && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The last pass's calls have gone out once its RPC is counted; let its answers land.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let passes = bench.refresh_passes().await - passes_before;
+    let (calls, throttled) = bench.provider_calls().await;
+    let api = bench.api_requests().await.saturating_sub(api_before);
+    let row = Row {
+        scenario: format!("(b) steady state, {n} nodes: per refresh period (5 min, run as 6 s)"),
+        mode: mode.label().into(),
+        nodes: n,
+        seconds: f64::NAN,
+        provider_calls: (calls - calls_before) / passes.max(1),
+        throttled,
+        api_requests: api / passes.max(1),
+        peak_rss_mib: bench.peak_rss(),
+        floor_seconds: None,
+        note: match converged {
+            None => "did not converge".into(),
+            Some(_) => format!("average of {passes} passes"),
+        },
+    };
+    bench.stop().await;
+    row
+}
+
+/// (c) a large cluster on a fast cloud: peak RSS once every node is initialized.
+async fn large_cluster(mode: Mode, n: usize, deadline: Duration) -> Row {
+    let gateway = ["--read-rate", "1000", "--read-burst", "1000"];
+    let mut bench = Bench::start(mode, n, &[], &gateway).await;
+    bench.register(n).await;
+    let api_before = bench.api_requests().await;
+    bench.start_controllers(&[]);
+    let seconds = bench.wait_initialized(n, deadline).await;
+    let done = bench.initialized().await;
+    let (calls, throttled) = bench.provider_calls().await;
+    let api = bench.api_requests().await.saturating_sub(api_before);
+    let row = Row {
+        scenario: format!("(c) {n} nodes, fast cloud: peak RSS"),
+        mode: mode.label().into(),
+        nodes: n,
+        seconds: seconds.unwrap_or(f64::NAN),
+        provider_calls: calls,
+        throttled,
+        api_requests: api,
+        peak_rss_mib: bench.peak_rss(),
+        floor_seconds: None,
+        note: if seconds.is_none() {
+            format!("{done} of {n} initialized after {deadline:?}")
+        } else {
+            String::new()
+        },
+    };
+    bench.stop().await;
+    row
+}
+
+fn fmt_f(v: f64) -> String {
+    if v.is_nan() { "-".into() } else { format!("{v:.1}") }
+}
+
+fn ratio(ours: f64, upstream: f64) -> String {
+    if ours.is_nan() || upstream.is_nan() || upstream == 0.0 {
+        "-".into()
+    } else {
+        format!("{:.3}", ours / upstream)
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "\n| scenario | mode | converge s | floor s | provider calls | throttled | API requests | per node | peak RSS MiB (apiserver / gateway / node / lifecycle) | note |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        let rss = [
+            "fake-apiserver",
+            "cloud-gateway",
+            "cloud-node-controller",
+            "cloud-node-lifecycle-controller",
+        ]
+        .iter()
+        .map(|p| r.peak_rss_mib.get(*p).map_or("-".into(), |v| format!("{v}")))
+        .collect::<Vec<_>>()
+        .join(" / ");
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {} | {} |",
+            r.scenario,
+            r.mode,
+            fmt_f(r.seconds),
+            r.floor_seconds.map_or("-".into(), fmt_f),
+            r.provider_calls,
+            r.throttled,
+            r.api_requests,
+            r.api_requests as f64 / r.nodes.max(1) as f64,
+            rss,
+            r.note
+        );
+    }
+    println!("\n| scenario | ours / upstream mode: time | provider calls | API requests |");
+    println!("|---|---|---|---|");
+    for pair in rows.chunks(2) {
+        if let [ours, up] = pair {
+            println!(
+                "| {} | {} | {} | {} |",
+                ours.scenario,
+                ratio(ours.seconds, up.seconds),
+                ratio(ours.provider_calls as f64, up.provider_calls as f64),
+                ratio(ours.api_requests as f64, up.api_requests as f64)
+            );
+        }
+    }
+}
+
+fn to_json(rows: &[Row]) -> Value {
+    Value::Array(
+        rows.iter()
+            .map(|r| {
+                json!({
+                    "scenario": r.scenario, "mode": r.mode, "nodes": r.nodes,
+                    "seconds": (!r.seconds.is_nan()).then_some(r.seconds),
+                    "floor_seconds": r.floor_seconds,
+                    "provider_calls": r.provider_calls, "throttled": r.throttled,
+                    "api_requests": r.api_requests, "peak_rss_mib": r.peak_rss_mib, "note": r.note,
+                })
+            })
+            .collect(),
+    )
+}
+
+#[tokio::main]
+async fn main() {
+    let mut quick = false;
+    let mut json_out = PathBuf::from("target/bench.json");
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            "--json" => json_out = args.next().map(PathBuf::from).unwrap_or(json_out),
+            "-h" | "--help" => {
+                println!("usage: ccm-bench [--quick] [--json FILE]");
+                return;
+            }
+            other => {
+                eprintln!("ccm-bench: unknown argument {other:?} (try --help)");
+                std::process::exit(64);
+            }
+        }
+    }
+    let sizes = if quick {
+        Sizes {
+            join: 40,
+            steady: 40,
+            steady_periods: 1,
+            large: 100,
+            large_deadline: Duration::from_secs(60),
+        }
+    } else {
+        Sizes {
+            join: 1000,
+            steady: 1000,
+            steady_periods: 2,
+            large: 5000,
+            large_deadline: Duration::from_secs(180),
+        }
+    };
+    let mut rows = Vec::new();
+    for mode in [Mode::Ours, Mode::Upstream] {
+        eprintln!(
+            "ccm-bench: (a) {} nodes join at once, {}",
+            sizes.join,
+            mode.label()
+        );
+        rows.push(join_at_once(mode, sizes.join).await);
+    }
+    for mode in [Mode::Ours, Mode::Upstream] {
+        eprintln!(
+            "ccm-bench: (b) steady state, {} nodes, {}",
+            sizes.steady,
+            mode.label()
+        );
+        rows.push(steady_state(mode, sizes.steady, sizes.steady_periods).await);
+    }
+    for mode in [Mode::Ours, Mode::Upstream] {
+        eprintln!("ccm-bench: (c) {} nodes, {}", sizes.large, mode.label());
+        // Upstream mode initializes a node at a time at 20 QPS: its RSS is read after at most
+        // `large_deadline` (the note says how far it got).
+        let deadline = match mode {
+            Mode::Ours => Duration::from_secs(1800),
+            Mode::Upstream => sizes.large_deadline,
+        };
+        rows.push(large_cluster(mode, sizes.large, deadline).await);
+    }
+    print_table(&rows);
+    let json = serde_json::to_string_pretty(&to_json(&rows)).unwrap_or_default();
+    if let Some(dir) = json_out.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    match std::fs::write(&json_out, json) {
+        Ok(()) => println!("\n(JSON in {})", json_out.display()),
+        Err(err) => eprintln!("ccm-bench: cannot write {}: {err}", json_out.display()),
+    }
+}
