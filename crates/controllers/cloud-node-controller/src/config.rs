@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use controller_kit::runner::ControllerConfig;
+
 /// Flags of `cloud-node-controller` beyond the common ones.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Config {
@@ -19,11 +21,21 @@ pub struct Config {
 }
 
 impl Config {
+    /// Address patches in parallel during a refresh.
+    pub fn status_update_parallelism(&self) -> usize {
+        usize::from(match self.concurrent_node_status_updates {
+            0 => self.concurrent_node_syncs,
+            n => n,
+        })
+    }
+}
+
+impl ControllerConfig for Config {
     /// Checks what the types cannot.
     ///
     /// # Errors
     /// A message naming the flag.
-    pub fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), String> {
         if self.concurrent_node_syncs == 0 {
             return Err("--concurrent-node-syncs must be at least 1".into());
         }
@@ -31,13 +43,5 @@ impl Config {
             return Err("--node-status-update-frequency must be positive".into());
         }
         Ok(())
-    }
-
-    /// Address patches in parallel during a refresh.
-    pub fn status_update_parallelism(&self) -> usize {
-        usize::from(match self.concurrent_node_status_updates {
-            0 => self.concurrent_node_syncs,
-            n => n,
-        })
     }
 }

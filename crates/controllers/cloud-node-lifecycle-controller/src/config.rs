@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use controller_kit::runner::ControllerConfig;
+
 /// Flags of `cloud-node-lifecycle-controller` beyond the common ones.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Config {
@@ -10,12 +12,12 @@ pub struct Config {
     pub node_monitor_period: Duration,
 }
 
-impl Config {
+impl ControllerConfig for Config {
     /// Checks what the types cannot.
     ///
     /// # Errors
     /// A message naming the flag.
-    pub fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), String> {
         if self.node_monitor_period.is_zero() {
             return Err("--node-monitor-period must be positive".into());
         }

@@ -107,6 +107,67 @@ impl RunError {
     }
 }
 
+/// A controller's own flags, beside [`CommonArgs`].
+pub trait ControllerConfig: clap::Args + Send + 'static {
+    /// Checks what the types cannot.
+    ///
+    /// # Errors
+    /// A message naming the flag.
+    fn validate(&self) -> Result<(), String>;
+}
+
+/// What a controller binary is.
+#[derive(Debug, Clone, Copy)]
+pub struct Binary {
+    /// Controller ID, binary name and default lease name ([`crate::names::controllers`]).
+    pub name: &'static str,
+    /// What it does, for `--help`.
+    pub about: &'static str,
+    /// Who it is to the gateway ([`crate::names::callers`]).
+    pub caller: &'static str,
+    /// The provider capability it needs.
+    pub needs: Needs,
+}
+
+#[derive(clap::Parser)]
+struct BinaryArgs<C: clap::Args> {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(flatten)]
+    config: C,
+}
+
+/// The whole `main` of a controller binary: parses [`CommonArgs`] and the controller's `C`
+/// (bad flags exit 64, saying why), then runs `work` under [`run`] until SIGTERM; a failure
+/// exits with [`RunError::exit_code`].
+pub async fn main<C, F, Fut>(binary: Binary, work: F)
+where
+    C: ControllerConfig,
+    F: FnOnce(Runtime, C) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    use clap::{CommandFactory, FromArgMatches};
+    let command = BinaryArgs::<C>::command()
+        .name(binary.name)
+        .bin_name(binary.name)
+        .about(binary.about)
+        .version(env!("CARGO_PKG_VERSION"));
+    let parsed = BinaryArgs::<C>::from_arg_matches(&command.get_matches());
+    let BinaryArgs { common, config } = parsed.unwrap_or_else(|err| err.exit());
+    if let Err(err) = config.validate() {
+        eprintln!("{}: {err}", binary.name);
+        std::process::exit(64);
+    }
+    let result = run(binary.name, binary.caller, binary.needs, common, |runtime| {
+        work(runtime, config)
+    })
+    .await;
+    if let Err(err) = result {
+        eprintln!("{}: {err}", binary.name);
+        std::process::exit(err.exit_code());
+    }
+}
+
 /// Runs controller `name` (calling the gateway as `caller`) until SIGTERM: builds the clients,
 /// serves the side port, waits until the provider offers `needs` (idle but ready meanwhile,
 /// saying why), then runs `work` while holding the leader lease.
