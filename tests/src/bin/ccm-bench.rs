@@ -444,14 +444,18 @@ fn to_json(rows: &[Row]) -> Value {
 #[tokio::main]
 async fn main() {
     let mut quick = false;
+    let mut only: Option<String> = None;
+    let mut modes = vec![Mode::Ours, Mode::Upstream];
     let mut json_out = PathBuf::from("target/bench.json");
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => quick = true,
+            "--only" => only = args.next(),
+            "--ours-only" => modes = vec![Mode::Ours],
             "--json" => json_out = args.next().map(PathBuf::from).unwrap_or(json_out),
             "-h" | "--help" => {
-                println!("usage: ccm-bench [--quick] [--json FILE]");
+                println!("usage: ccm-bench [--quick] [--only a|b|c] [--ours-only] [--json FILE]");
                 return;
             }
             other => {
@@ -478,7 +482,8 @@ async fn main() {
         }
     };
     let mut rows = Vec::new();
-    for mode in [Mode::Ours, Mode::Upstream] {
+    let run = |scenario: &str| only.as_deref().is_none_or(|o| o == scenario);
+    for &mode in modes.iter().filter(|_| run("a")) {
         eprintln!(
             "ccm-bench: (a) {} nodes join at once, {}",
             sizes.join,
@@ -486,7 +491,7 @@ async fn main() {
         );
         rows.push(join_at_once(mode, sizes.join).await);
     }
-    for mode in [Mode::Ours, Mode::Upstream] {
+    for &mode in modes.iter().filter(|_| run("b")) {
         eprintln!(
             "ccm-bench: (b) steady state, {} nodes, {}",
             sizes.steady,
@@ -494,7 +499,7 @@ async fn main() {
         );
         rows.push(steady_state(mode, sizes.steady, sizes.steady_periods).await);
     }
-    for mode in [Mode::Ours, Mode::Upstream] {
+    for &mode in modes.iter().filter(|_| run("c")) {
         eprintln!("ccm-bench: (c) {} nodes, {}", sizes.large, mode.label());
         // Upstream mode initializes a node at a time at 20 QPS: its RSS is read after at most
         // `large_deadline` (the note says how far it got).
