@@ -346,13 +346,7 @@ impl GatewayClient {
                 Ok(value) => return Ok(value),
                 Err(status) => GatewayError::from(status),
             };
-            let transient = matches!(
-                err,
-                GatewayError::Unavailable(_)
-                    | GatewayError::Throttled { .. }
-                    | GatewayError::DeadlineExceeded(_)
-            );
-            if !transient || attempt >= self.retries {
+            if !is_transient(&err) || attempt >= self.retries {
                 return Err(err);
             }
             let wait = err.retry_after().unwrap_or(backoff).min(Duration::from_secs(10));
@@ -386,8 +380,44 @@ impl GatewayClient {
 
 #[async_trait::async_trait]
 impl CloudInstances for GatewayClient {
-    /// Sent in chunks; the gateway batches them into provider calls.
+    /// Sent in chunks; the gateway batches them into provider calls. Nodes whose answer is a
+    /// transient error (the provider's call for them failed as a whole, or was throttled) are
+    /// asked again with backoff, like a failed call, so a flaky cloud does not send them
+    /// through the controller's slower requeue.
     async fn lookup_instances(
+        &self,
+        nodes: &[NodeRef],
+    ) -> Result<Vec<Result<Instance, GatewayError>>, GatewayError> {
+        let mut answers: Vec<Option<Result<Instance, GatewayError>>> = vec![None; nodes.len()];
+        let mut pending: Vec<usize> = (0..nodes.len()).collect();
+        let mut backoff = Duration::from_millis(200);
+        for attempt in 1..=self.retries {
+            let asked: Vec<NodeRef> = pending.iter().map(|&i| nodes[i].clone()).collect();
+            let results = self.lookup_once(&asked).await?;
+            let mut again = Vec::new();
+            for (&i, result) in pending.iter().zip(results) {
+                if attempt < self.retries && result.as_ref().is_err_and(is_transient) {
+                    again.push(i);
+                }
+                answers[i] = Some(result);
+            }
+            if again.is_empty() {
+                break;
+            }
+            tokio::time::sleep(jitter(backoff)).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+            pending = again;
+        }
+        Ok(answers
+            .into_iter()
+            .map(|a| a.unwrap_or_else(|| Err(GatewayError::Internal("no answer".into()))))
+            .collect())
+    }
+}
+
+impl GatewayClient {
+    /// One BatchLookupInstances call per chunk of `nodes`; one answer per node, in order.
+    async fn lookup_once(
         &self,
         nodes: &[NodeRef],
     ) -> Result<Vec<Result<Instance, GatewayError>>, GatewayError> {
@@ -422,6 +452,15 @@ impl CloudInstances for GatewayClient {
         }
         Ok(answers)
     }
+}
+
+/// Whether asking again soon can succeed (RETRY_AFTER is not: the cloud named its delay, and
+/// the controller requeues after exactly that).
+fn is_transient(err: &GatewayError) -> bool {
+    matches!(
+        err,
+        GatewayError::Unavailable(_) | GatewayError::Throttled { .. } | GatewayError::DeadlineExceeded(_)
+    )
 }
 
 /// One node's answer. "Found" without metadata is an error, not an instance without labels or
