@@ -21,8 +21,17 @@ fn has_taint(node: &Node, key: &str) -> bool {
         .is_some_and(|t| t.iter().any(|t| t.key == key))
 }
 
+/// Initialization is done: the taint is gone, the providerID set, and the cloud's addresses in
+/// (the node is patched first and its status right after, as upstream does).
 fn initialized(node: &Node) -> bool {
-    !has_taint(node, UNINITIALIZED) && node.spec.as_ref().and_then(|s| s.provider_id.as_ref()).is_some()
+    let addressed = node
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .is_some_and(|a| a.iter().any(|a| a.type_ == "InternalIP"));
+    !has_taint(node, UNINITIALIZED)
+        && node.spec.as_ref().and_then(|s| s.provider_id.as_ref()).is_some()
+        && addressed
 }
 
 async fn get(nodes: &Api<Node>, name: &str) -> Option<Node> {

@@ -280,7 +280,15 @@ async fn demo(opts: &Options, inventory: String) -> Cluster {
                     (_, None) => false,
                     (state, Some(node)) => {
                         let t = taints(&node);
+                        // Initialized: the taint is gone and the cloud's addresses are in
+                        // (the node is patched first, its status right after).
+                        let addressed = node
+                            .status
+                            .as_ref()
+                            .and_then(|s| s.addresses.as_ref())
+                            .is_some_and(|a| a.iter().any(|a| a.type_ == "InternalIP"));
                         !t.contains(UNINITIALIZED.rsplit('/').next()?)
+                            && addressed
                             && (state != "stopped" || t.contains(SHUTDOWN.rsplit('/').next()?))
                     }
                 };
