@@ -84,6 +84,11 @@ impl Harness {
     }
 }
 
+/// A node whose kubelet reports `ready`, on instance `provider_id`.
+fn node(name: &str, provider_id: &str, ready: bool) -> NodeBuilder {
+    NodeBuilder::new(name).provider_id(provider_id).ready(ready)
+}
+
 fn leading_for(duration: Duration) -> Leadership {
     let leadership = Leadership::elected();
     leadership.lead_until(Some(Instant::now() + duration));
@@ -93,20 +98,8 @@ fn leading_for(duration: Duration) -> Leadership {
 #[tokio::test]
 async fn a_not_ready_node_whose_instance_is_gone_is_deleted() {
     let h = harness(Leadership::unconditional(), Duration::ZERO).await;
-    let gone = h
-        .register(
-            NodeBuilder::new("gone")
-                .provider_id("sim://zone-a/i-gone")
-                .ready(false),
-        )
-        .await;
-    let ready = h
-        .register(
-            NodeBuilder::new("ready")
-                .provider_id("sim://zone-a/i-x")
-                .ready(true),
-        )
-        .await;
+    let gone = h.register(node("gone", "sim://zone-a/i-gone", false)).await;
+    let ready = h.register(node("ready", "sim://zone-a/i-x", true)).await;
 
     monitor_nodes(&h.ctx, &[gone, ready]).await;
 
@@ -130,20 +123,8 @@ async fn nothing_is_deleted_on_an_error_or_for_a_stopped_instance() {
         "sim://zone-a/i-2",
         InstanceBuilder::new("sim://zone-a/i-2").shut_down().build(),
     );
-    let erring = h
-        .register(
-            NodeBuilder::new("erring")
-                .provider_id("sim://zone-a/i-1")
-                .ready(false),
-        )
-        .await;
-    let stopped = h
-        .register(
-            NodeBuilder::new("stopped")
-                .provider_id("sim://zone-a/i-2")
-                .ready(false),
-        )
-        .await;
+    let erring = h.register(node("erring", "sim://zone-a/i-1", false)).await;
+    let stopped = h.register(node("stopped", "sim://zone-a/i-2", false)).await;
 
     monitor_nodes(&h.ctx, &[erring, stopped]).await;
 
@@ -157,13 +138,7 @@ async fn nothing_is_deleted_on_an_error_or_for_a_stopped_instance() {
     // A whole failed call changes nothing either.
     h.cloud
         .fail_calls(Some(GatewayError::Unavailable("gateway down".into())));
-    let gone = h
-        .register(
-            NodeBuilder::new("gone")
-                .provider_id("sim://zone-a/i-gone")
-                .ready(false),
-        )
-        .await;
+    let gone = h.register(node("gone", "sim://zone-a/i-gone", false)).await;
     monitor_nodes(&h.ctx, &[gone]).await;
     assert!(h.exists("gone").await);
 }
@@ -171,13 +146,7 @@ async fn nothing_is_deleted_on_an_error_or_for_a_stopped_instance() {
 #[tokio::test]
 async fn a_replica_without_leadership_deletes_nothing() {
     let h = harness(Leadership::elected(), Duration::ZERO).await;
-    let gone = h
-        .register(
-            NodeBuilder::new("gone")
-                .provider_id("sim://zone-a/i-gone")
-                .ready(false),
-        )
-        .await;
+    let gone = h.register(node("gone", "sim://zone-a/i-gone", false)).await;
 
     monitor_nodes(&h.ctx, std::slice::from_ref(&gone)).await;
     assert!(h.exists("gone").await);
@@ -196,19 +165,9 @@ async fn no_delete_reaches_the_server_after_the_lease_ran_out_even_with_slow_eve
     let lease_left = Duration::from_secs(1);
     let h = harness(leading_for(lease_left), Duration::from_secs(5)).await;
     let started = Instant::now();
-    let gone = h
-        .register(
-            NodeBuilder::new("gone")
-                .provider_id("sim://zone-a/i-gone")
-                .ready(false),
-        )
-        .await;
+    let gone = h.register(node("gone", "sim://zone-a/i-gone", false)).await;
     let gone_too = h
-        .register(
-            NodeBuilder::new("gone-too")
-                .provider_id("sim://zone-a/i-gone-too")
-                .ready(false),
-        )
+        .register(node("gone-too", "sim://zone-a/i-gone-too", false))
         .await;
 
     monitor_nodes(&h.ctx, &[gone, gone_too]).await;
