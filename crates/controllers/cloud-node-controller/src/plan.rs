@@ -44,13 +44,18 @@ pub enum NotYet {
     },
 }
 
-/// Everything the initial sync writes to a tainted node.
+/// Everything the initial sync writes to a node.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Initialization {
+    /// Whether the main patch removes the uninitialized taint, i.e. whether this write is the
+    /// one that initializes the node (its `Synced` event and delay metrics). False when the
+    /// node had lost the taint already and only its addresses are left to write.
+    pub untaints: bool,
     /// Both writes, planned together: the main patch (providerID only if unset, labels, the
     /// taint removed) and `status.addresses` when they must change, written in that order as
     /// upstream does: the watch events of both writes then show an initialized node, so the
-    /// reconciles they trigger cost nothing. Empty when the node is not tainted any more.
+    /// reconciles they trigger cost nothing. For a node that is not tainted any more, only the
+    /// status patch, when its addresses still differ from the cloud's.
     pub patches: Patches,
 }
 
@@ -102,14 +107,25 @@ pub fn ga_labels_from_beta(node: &Node) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// Plans the initialization of a node carrying the uninitialized taint; nothing for a node that
-/// lost it meanwhile (another replica or an admin finished).
+/// Plans the initialization of a node carrying the uninitialized taint.
+///
+/// A node that lost the taint meanwhile gets only its addresses, if they still differ from the
+/// cloud's, and `untaints: false`. That is the replan after a 409 on the status patch, which
+/// goes out after the main patch removed the taint (kubelet updated the status in between):
+/// planning nothing there would leave the node initialized without the cloud's addresses until
+/// the next refresh. A node another replica or an admin fully initialized gets nothing.
 ///
 /// # Errors
-/// Why the node cannot be initialized from this answer yet; it keeps its taint.
+/// Why the node cannot be initialized from this answer yet; it keeps its taint. For a node
+/// without the taint: the provided node IP matches no cloud address.
 pub fn initialize(node: &Node, cloud: &InstanceMetadata) -> Result<Initialization, NotYet> {
     if !has_taint(node, TAINT_UNINITIALIZED) {
-        return Ok(Initialization::default());
+        return Ok(Initialization {
+            untaints: false,
+            patches: address_patch(node, &cloud.addresses)?
+                .map(Patches::status)
+                .unwrap_or_default(),
+        });
     }
     let name = node_name(node);
     let node_provider_id = node
@@ -170,6 +186,7 @@ pub fn initialize(node: &Node, cloud: &InstanceMetadata) -> Result<Initializatio
         patch["metadata"] = json!({ "labels": new_labels });
     }
     Ok(Initialization {
+        untaints: true,
         patches: Patches {
             status: address_patch(node, &cloud.addresses)?,
             main: Some(patch),
@@ -400,6 +417,36 @@ mod tests {
             init.patches.status.unwrap()["status"]["addresses"],
             serde_json::to_value(cloud().addresses).unwrap()
         );
+    }
+
+    #[test]
+    fn a_node_that_lost_the_taint_gets_only_the_addresses_it_lacks() {
+        // The replan after a 409 on the status patch: this write removed the taint already.
+        let untainted = tainted()
+            .taints(&[])
+            .addresses(&[("Hostname", "n1"), ("InternalIP", "192.168.0.9")])
+            .build();
+        let init = initialize(&untainted, &cloud()).unwrap();
+        assert!(!init.untaints);
+        assert_eq!(init.patches.main, None, "no labels, no providerID, no taints");
+        assert_eq!(
+            init.patches.status.unwrap()["status"]["addresses"],
+            serde_json::to_value(cloud().addresses).unwrap()
+        );
+
+        // Fully initialized by someone else (the same addresses, in another order): nothing.
+        let done = tainted()
+            .taints(&[])
+            .addresses(&[
+                ("Hostname", "n1"),
+                ("InternalIP", "10.0.0.1"),
+                ("ExternalIP", "203.0.113.1"),
+            ])
+            .build();
+        assert_eq!(initialize(&done, &cloud()), Ok(Initialization::default()));
+
+        // The tainted node is the one the write initializes.
+        assert!(initialize(&tainted().build(), &cloud()).unwrap().untaints);
     }
 
     #[test]

@@ -171,14 +171,23 @@ async fn initialize(node: &Node, ctx: &Context) -> Result<(), Error> {
             source,
         })?
         .metadata;
+    // Whether a plan of this write removed the taint. After a 409 on the status patch the
+    // replan sees the node untainted (by this write's main patch, or by someone else's
+    // concurrent one that this write's 409 met) and plans only the addresses.
+    let mut untaints = false;
     let written = ctx
         .writer
         .write_from(&ctx.nodes, node, |fresh| {
-            plan::initialize(fresh, &cloud).map(|init| init.patches)
+            let init = plan::initialize(fresh, &cloud)?;
+            untaints |= init.untaints;
+            Ok::<_, plan::NotYet>(init.patches)
         })
         .await;
     if finish_write(&name, written)?.is_none() {
         return Ok(()); // already initialized (another replica, an admin), or deleted
+    }
+    if !untaints {
+        return Ok(()); // never planned with the taint: only the addresses were missing
     }
     let regarding = object_ref(node);
     for label in plan::invalid_labels(&cloud) {

@@ -1,7 +1,13 @@
 //! Reconcile-level tests: one node's reconcile against fake-apiserver in-process and a fake
 //! cloud, between the pure plan tests and the end-to-end tests of the processes.
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use cloud_node_controller::{
     metrics::Metrics,
@@ -15,6 +21,7 @@ use controller_kit::{
     node::has_taint,
     patch::Writer,
 };
+use http::Method;
 use k8s_openapi::api::{core::v1::Node, events::v1::Event};
 use kube::{
     Api,
@@ -40,11 +47,20 @@ struct Harness {
 }
 
 async fn harness() -> Harness {
+    harness_with(|_, _| Intercept::Pass).await
+}
+
+/// The controller talks to the API server through a client that asks `hook` about every
+/// request (to answer some itself, e.g. with a conflict).
+async fn harness_with<F>(hook: F) -> Harness
+where
+    F: Fn(&Method, &str) -> Intercept + Send + Sync + 'static,
+{
     let server = fake_apiserver::FakeApiServer::start(fake_apiserver::Config::default())
         .await
         .unwrap();
     let client = server.client().unwrap();
-    let (controllers_client, requests) = intercept::client(&server, |_, _| Intercept::Pass);
+    let (controllers_client, requests) = intercept::client(&server, hook);
     let cloud = FakeCloud::new();
     let metrics = MetricsRegistry::new();
     let ctx = Arc::new(Context::new(
@@ -90,6 +106,17 @@ fn kubelet_node(name: &str) -> NodeBuilder {
     NodeBuilder::new(name)
         .taint(TAINT_UNINITIALIZED)
         .addresses(&[("Hostname", name), ("InternalIP", "192.168.0.9")])
+}
+
+/// The node's `status.addresses`, as `type=address`.
+fn addresses(node: &Node) -> Vec<String> {
+    node.status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|a| format!("{}={}", a.type_, a.address))
+        .collect()
 }
 
 fn instance() -> InstanceBuilder {
@@ -276,4 +303,52 @@ async fn the_refresh_rewrites_changed_addresses_but_not_a_reordered_list() {
     assert_eq!(reconcile::refresh_addresses(&h.ctx, vec![node], 4).await, 1);
     let addresses = h.node("n1").await.status.unwrap().addresses.unwrap();
     assert!(addresses.iter().any(|a| a.address == "10.0.0.2"));
+}
+
+/// Kubelet updates the node's status between the controller's two writes: the status patch
+/// meets a 409 after the main patch has removed the taint. The re-planned write must still
+/// bring the cloud's addresses, not leave an initialized node without them until the refresh.
+#[tokio::test]
+async fn addresses_are_written_when_the_status_patch_conflicts_after_the_taint_is_gone() {
+    let conflicted = AtomicBool::new(false);
+    let h = harness_with(move |method, path| {
+        if method == Method::PATCH
+            && path.ends_with("/nodes/n1/status")
+            && !conflicted.swap(true, Ordering::SeqCst)
+        {
+            intercept::status(
+                409,
+                "Conflict",
+                "Operation cannot be fulfilled on nodes \"n1\": the object has been modified",
+            )
+        } else {
+            Intercept::Pass
+        }
+    })
+    .await;
+    h.cloud.set_instance("n1", instance().build());
+    let node = h.register(kubelet_node("n1")).await;
+
+    let action = reconcile::reconcile(node, h.ctx.clone()).await.unwrap();
+
+    assert_eq!(action, Action::await_change());
+    let node = h.node("n1").await;
+    assert!(!has_taint(&node, TAINT_UNINITIALIZED));
+    assert_eq!(
+        addresses(&node),
+        ["InternalIP=10.0.0.1", "ExternalIP=203.0.113.1", "Hostname=n1"],
+        "the cloud's addresses, not kubelet's"
+    );
+    let status_patches = h.requests.matching(&Method::PATCH, "/nodes/n1/status");
+    assert_eq!(status_patches.len(), 2, "the conflict, then the retry");
+    assert_eq!(
+        h.event_reasons().await,
+        ["Synced"],
+        "one Synced: this reconcile removed the taint"
+    );
+    assert!(
+        h.metrics
+            .render()
+            .contains("node_controller_cloud_provider_taint_removal_delay_seconds_count 1")
+    );
 }
