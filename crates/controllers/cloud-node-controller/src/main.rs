@@ -3,7 +3,7 @@
 use cloud_node_controller::{config::Config, controller};
 use controller_kit::{
     names::{callers::NODE_CONTROLLER, controllers::CLOUD_NODE},
-    runner::{self, Binary, Needs},
+    runner::{self, Binary, Needs, Replicas},
 };
 
 #[tokio::main]
@@ -13,6 +13,7 @@ async fn main() {
         about: "Initializes Nodes from the cloud (providerID, addresses, zone/region/instance-type labels) and removes the `node.cloudprovider.kubernetes.io/uninitialized` taint.",
         caller: NODE_CONTROLLER,
         needs: Needs::Instances,
+        replicas: Replicas::LeaderElected,
     };
     runner::main::<Config, _, _>(binary, controller::run).await;
 }

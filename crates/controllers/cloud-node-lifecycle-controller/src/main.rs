@@ -3,7 +3,7 @@
 use cloud_node_lifecycle_controller::{config::Config, controller};
 use controller_kit::{
     names::{callers::NODE_CONTROLLER, controllers::CLOUD_NODE_LIFECYCLE},
-    runner::{self, Binary, Needs},
+    runner::{self, Binary, Needs, Replicas},
 };
 
 #[tokio::main]
@@ -13,6 +13,7 @@ async fn main() {
         about: "Deletes Nodes whose cloud instance no longer exists and taints Nodes whose instance is shut down (`node.cloudprovider.kubernetes.io/shutdown:NoSchedule`).",
         caller: NODE_CONTROLLER,
         needs: Needs::Instances,
+        replicas: Replicas::LeaderElected,
     };
     runner::main::<Config, _, _>(binary, controller::run).await;
 }

@@ -17,7 +17,7 @@ use gateway_api::{
     caller::NameCaller,
     v1::{
         self as pb, identity_client::IdentityClient, instance_lookup::Result as LookupResult,
-        instances_client::InstancesClient,
+        instances_client::InstancesClient, load_balancers_client::LoadBalancersClient,
     },
 };
 use k8s_openapi::api::core::v1::NodeAddress;
@@ -278,6 +278,7 @@ type Svc = InterceptedService<Channel, NameCaller>;
 pub struct GatewayClient {
     identity: IdentityClient<Svc>,
     instances: InstancesClient<Svc>,
+    pub(crate) load_balancers: LoadBalancersClient<Svc>,
     timeout: Duration,
     retries: u32,
 }
@@ -325,7 +326,8 @@ impl GatewayClient {
             NameCaller::new(caller).ok_or_else(|| GatewayClientError::InvalidCaller(caller.to_owned()))?;
         Ok(Self {
             identity: IdentityClient::with_interceptor(channel.clone(), name.clone()),
-            instances: InstancesClient::with_interceptor(channel, name),
+            instances: InstancesClient::with_interceptor(channel.clone(), name.clone()),
+            load_balancers: LoadBalancersClient::with_interceptor(channel, name),
             timeout: args.timeout,
             retries: args.retries.max(1),
         })
@@ -334,7 +336,11 @@ impl GatewayClient {
     /// Runs `call` with a deadline, retrying transient failures with exponential backoff.
     /// Every gateway call is idempotent, so a retry is always safe. `RetryAfter` is not retried
     /// here: the controller requeues with the delay the cloud asked for.
-    async fn with_retries<T, F, Fut>(&self, what: &'static str, mut call: F) -> Result<T, GatewayError>
+    pub(crate) async fn with_retries<T, F, Fut>(
+        &self,
+        what: &'static str,
+        mut call: F,
+    ) -> Result<T, GatewayError>
     where
         F: FnMut(Duration) -> Fut,
         Fut: std::future::Future<Output = Result<T, Status>>,
@@ -485,7 +491,7 @@ fn lookup_from_pb(lookup: pb::InstanceLookup) -> Result<Instance, GatewayError> 
     }
 }
 
-fn with_timeout<T>(message: T, timeout: Duration) -> Request<T> {
+pub(crate) fn with_timeout<T>(message: T, timeout: Duration) -> Request<T> {
     let mut request = Request::new(message);
     request.set_timeout(timeout);
     request

@@ -77,6 +77,25 @@ impl Leadership {
     pub fn gauge(&self) -> Gauge {
         self.gauge.clone()
     }
+
+    /// Completes once this replica may no longer act: a cloud call raced against it is
+    /// abandoned (its gRPC stream cancelled) when the lease could be taken over, however long
+    /// the call itself may take. Never completes without leader election.
+    pub async fn lost(&self) {
+        let Some(cell) = &self.until else {
+            return std::future::pending().await;
+        };
+        loop {
+            let until = *cell.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match until {
+                Some(until) if std::time::Instant::now() < until => {
+                    // Renewals push `until` later; look again when the current one passes.
+                    tokio::time::sleep_until(until.into()).await;
+                }
+                _ => return,
+            }
+        }
+    }
 }
 
 /// Leader-election flags (upstream names and defaults).
@@ -186,7 +205,7 @@ pub fn decide(
     }
 }
 
-fn observe(lease: &Lease) -> Observed {
+pub(crate) fn observe(lease: &Lease) -> Observed {
     let spec = lease.spec.clone().unwrap_or_default();
     Observed {
         holder: spec.holder_identity.unwrap_or_default(),
@@ -413,7 +432,7 @@ impl Elector {
     }
 }
 
-fn default_identity() -> String {
+pub(crate) fn default_identity() -> String {
     let host = std::env::var("HOSTNAME")
         .ok()
         .filter(|h| !h.is_empty())
@@ -427,7 +446,7 @@ fn default_identity() -> String {
 }
 
 /// client-go's JitterUntil with factor 1.2: up to 20% later.
-fn jittered(d: Duration) -> Duration {
+pub(crate) fn jittered(d: Duration) -> Duration {
     d.mul_f64(1.0 + rand::random::<f64>() * 0.2)
 }
 

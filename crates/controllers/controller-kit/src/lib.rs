@@ -5,10 +5,12 @@
 //! - [`kube_client`]: the Kubernetes client with a client-side QPS limit.
 //! - [`leader`]: leader election through a Lease.
 //! - [`gateway`]: the typed cloud-gateway client (retries, reconnects, caller identity).
+//! - [`load_balancers`]: the cloud's load balancers behind a trait, Services in, statuses out.
 //! - [`metrics`]: metric helpers (the side port and its registry are the `side-port` crate).
 //! - [`events`]: best-effort Kubernetes events.
 //! - [`node`]: reading Nodes: readiness, taints, provider references.
 //! - [`patch`]: resourceVersion-guarded merge patches, fenced by leadership, retried on conflict.
+//! - [`shards`]: scale-out: shards of the work, each owned through a Lease of its own.
 //! - [`runner`]: the common start-up of a controller binary.
 //! - [`validation`]: label key and value rules, as the API server checks them.
 
@@ -16,9 +18,11 @@ pub mod events;
 pub mod gateway;
 pub mod kube_client;
 pub mod leader;
+pub mod load_balancers;
 pub mod metrics;
 pub mod names;
 pub mod node;
 pub mod patch;
 pub mod runner;
+pub mod shards;
 pub mod validation;

@@ -66,6 +66,16 @@ impl Needs {
     }
 }
 
+/// How the replicas of a controller share the work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replicas {
+    /// One leader at a time does all the work (`--leader-elect`); the others stand by.
+    LeaderElected,
+    /// Every replica works on its own shards ([`crate::shards`]); the controller runs the
+    /// shard leases itself, with [`Runtime::lease_client`] and [`Runtime::leader_args`].
+    Sharded,
+}
+
 /// What the runner hands a controller: clients and the handles it owns for its whole run.
 #[derive(Clone)]
 pub struct Runtime {
@@ -81,6 +91,11 @@ pub struct Runtime {
     pub leadership: Leadership,
     /// The registry `/metrics` serves; the controller registers its metrics here.
     pub metrics: MetricsRegistry,
+    /// A client with no client-side limit, for leases (a renewal never waits behind the
+    /// controller's own requests).
+    pub lease_client: kube::Client,
+    /// The leader-election flags (durations, namespace, identity), which shard leases use too.
+    pub leader_args: LeaderElectionArgs,
 }
 
 /// Why a controller stopped with an error.
@@ -127,6 +142,8 @@ pub struct Binary {
     pub caller: &'static str,
     /// The provider capability it needs.
     pub needs: Needs,
+    /// How its replicas share the work.
+    pub replicas: Replicas,
 }
 
 #[derive(clap::Parser)]
@@ -158,26 +175,17 @@ where
         eprintln!("{}: {err}", binary.name);
         std::process::exit(64);
     }
-    let result = run(binary.name, binary.caller, binary.needs, common, |runtime| {
-        work(runtime, config)
-    })
-    .await;
+    let result = run(binary, common, |runtime| work(runtime, config)).await;
     if let Err(err) = result {
         eprintln!("{}: {err}", binary.name);
         std::process::exit(err.exit_code());
     }
 }
 
-/// Runs controller `name` (calling the gateway as `caller`) until SIGTERM: builds the clients,
-/// serves the side port, waits until the provider offers `needs` (idle but ready meanwhile,
-/// saying why), then runs `work` while holding the leader lease.
-pub async fn run<F, Fut>(
-    name: &str,
-    caller: &str,
-    needs: Needs,
-    args: CommonArgs,
-    work: F,
-) -> Result<(), RunError>
+/// Runs controller `binary` until SIGTERM: builds the clients, serves the side port, waits
+/// until the provider offers what it needs (idle but ready meanwhile, saying why), then runs
+/// `work`: while holding the leader lease, or at once for a sharded controller.
+pub async fn run<F, Fut>(binary: Binary, args: CommonArgs, work: F) -> Result<(), RunError>
 where
     F: FnOnce(Runtime) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
@@ -191,14 +199,12 @@ where
             shutdown.cancel();
         });
     }
-    run_until(name, caller, needs, args, work, shutdown).await
+    run_until(binary, args, work, shutdown).await
 }
 
 /// [`run`] with an explicit shutdown token (tests cancel it).
 pub async fn run_until<F, Fut>(
-    name: &str,
-    caller: &str,
-    needs: Needs,
+    binary: Binary,
     args: CommonArgs,
     work: F,
     shutdown: CancellationToken,
@@ -207,22 +213,27 @@ where
     F: FnOnce(Runtime) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    let name = binary.name;
     args.leader.validate().map_err(RunError::Config)?;
     let clients = kube_client::clients(&args.kube)
         .await
         .map_err(|e| RunError::Config(e.to_string()))?;
-    let gateway = GatewayClient::new(&args.gateway, caller).map_err(|e| RunError::Config(e.to_string()))?;
-    let leadership = if args.leader.enabled {
+    let gateway =
+        GatewayClient::new(&args.gateway, binary.caller).map_err(|e| RunError::Config(e.to_string()))?;
+    let leader_elected = binary.replicas == Replicas::LeaderElected && args.leader.enabled;
+    let leadership = if leader_elected {
         Leadership::elected()
     } else {
         Leadership::unconditional()
     };
     let metrics = MetricsRegistry::new();
-    metrics.register(
-        "leader_election_master_status",
-        "1 while this replica holds the leader lease, 0 otherwise",
-        leadership.gauge(),
-    );
+    if binary.replicas == Replicas::LeaderElected {
+        metrics.register(
+            "leader_election_master_status",
+            "1 while this replica holds the leader lease, 0 otherwise",
+            leadership.gauge(),
+        );
+    }
     let readiness = Readiness::new();
     let health = side_port::serve(
         args.http_listen,
@@ -236,7 +247,7 @@ where
 
     let result = tokio::select! {
         () = shutdown.cancelled() => Ok(()),
-        () = wait_for_capability(&gateway, needs, name) => {
+        () = wait_for_capability(&gateway, binary.needs, name) => {
             let runtime = Runtime {
                 client: clients.limited,
                 gateway,
@@ -244,12 +255,23 @@ where
                 shutdown: shutdown.clone(),
                 leadership: leadership.clone(),
                 metrics,
+                lease_client: clients.elector.clone(),
+                leader_args: args.leader.clone(),
             };
             let work = work(runtime);
-            let shutdown = shutdown.clone().cancelled_owned();
-            leader::run_as_leader(clients.elector, &args.leader, name, &leadership, work, shutdown)
-                .await
-                .map_err(RunError::from)
+            match binary.replicas {
+                Replicas::LeaderElected => {
+                    let shutdown = shutdown.clone().cancelled_owned();
+                    leader::run_as_leader(clients.elector, &args.leader, name, &leadership, work, shutdown)
+                        .await
+                        .map_err(RunError::from)
+                }
+                // The controller stops by itself at shutdown, after its in-flight work.
+                Replicas::Sharded => {
+                    work.await;
+                    Ok(())
+                }
+            }
         }
     };
     shutdown.cancel();

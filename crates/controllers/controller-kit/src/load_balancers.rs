@@ -1,0 +1,332 @@
+//! The cloud's load balancers as the service controller sees them: a trait over the gateway's
+//! `LoadBalancers` service (a fake in tests), taking Kubernetes Services and answering
+//! Kubernetes statuses. The protobuf types stop here.
+
+use gateway_api::v1 as pb;
+use k8s_openapi::api::core::v1::{
+    LoadBalancerIngress, LoadBalancerStatus, NodeAddress, Service, ServicePort,
+};
+
+use crate::gateway::{GatewayClient, GatewayError, with_timeout};
+
+/// A backend of a load balancer: a node as the cloud needs to know it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BackendNode {
+    /// `metadata.name`.
+    pub name: String,
+    /// `spec.providerID`, empty when unset.
+    pub provider_id: String,
+    /// `status.addresses`.
+    pub addresses: Vec<NodeAddress>,
+}
+
+/// cloudprovider.LoadBalancer, over the gateway. Every call is idempotent: the load balancer's
+/// name derives from the Service's UID, so a repeat after a crash never creates a second one.
+#[async_trait::async_trait]
+pub trait CloudLoadBalancers: Send + Sync {
+    /// The load balancer's status, `None` when it does not exist.
+    async fn get_load_balancer(
+        &self,
+        cluster: &str,
+        service: &Service,
+    ) -> Result<Option<LoadBalancerStatus>, GatewayError>;
+
+    /// Creates or updates the load balancer for `service` over `nodes`.
+    ///
+    /// # Errors
+    /// `ImplementedElsewhere` (leave the Service alone), `RetryAfter` (provisioning; ask again
+    /// after exactly that delay), `InvalidArgument` (the Service asks for what the cloud cannot
+    /// do), or a transient error.
+    async fn ensure_load_balancer(
+        &self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[BackendNode],
+    ) -> Result<LoadBalancerStatus, GatewayError>;
+
+    /// Replaces the backends of the existing load balancer.
+    async fn update_load_balancer(
+        &self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[BackendNode],
+    ) -> Result<(), GatewayError>;
+
+    /// Deletes the load balancer; succeeds when there is none.
+    async fn ensure_load_balancer_deleted(
+        &self,
+        cluster: &str,
+        service: &Service,
+    ) -> Result<(), GatewayError>;
+}
+
+#[async_trait::async_trait]
+impl CloudLoadBalancers for GatewayClient {
+    async fn get_load_balancer(
+        &self,
+        cluster: &str,
+        service: &Service,
+    ) -> Result<Option<LoadBalancerStatus>, GatewayError> {
+        let request = pb::GetLoadBalancerRequest {
+            cluster_name: cluster.to_owned(),
+            service: Some(service_to_pb(service)?),
+        };
+        let answer = self
+            .with_retries("GetLoadBalancer", |timeout| {
+                let mut c = self.load_balancers.clone();
+                let request = with_timeout(request.clone(), timeout);
+                async move { c.get_load_balancer(request).await }
+            })
+            .await?
+            .into_inner();
+        Ok(answer
+            .exists
+            .then(|| status_from_pb(answer.status.unwrap_or_default())))
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[BackendNode],
+    ) -> Result<LoadBalancerStatus, GatewayError> {
+        let request = pb::EnsureLoadBalancerRequest {
+            cluster_name: cluster.to_owned(),
+            service: Some(service_to_pb(service)?),
+            nodes: nodes.iter().map(node_to_pb).collect(),
+        };
+        let answer = self
+            .with_retries("EnsureLoadBalancer", |timeout| {
+                let mut c = self.load_balancers.clone();
+                let request = with_timeout(request.clone(), timeout);
+                async move { c.ensure_load_balancer(request).await }
+            })
+            .await?
+            .into_inner();
+        // Upstream refuses a nil status ("service status returned by EnsureLoadBalancer is nil").
+        let status = answer.status.ok_or_else(|| {
+            GatewayError::Internal("the gateway answered EnsureLoadBalancer without a status".into())
+        })?;
+        Ok(status_from_pb(status))
+    }
+
+    async fn update_load_balancer(
+        &self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[BackendNode],
+    ) -> Result<(), GatewayError> {
+        let request = pb::UpdateLoadBalancerRequest {
+            cluster_name: cluster.to_owned(),
+            service: Some(service_to_pb(service)?),
+            nodes: nodes.iter().map(node_to_pb).collect(),
+        };
+        self.with_retries("UpdateLoadBalancer", |timeout| {
+            let mut c = self.load_balancers.clone();
+            let request = with_timeout(request.clone(), timeout);
+            async move { c.update_load_balancer(request).await }
+        })
+        .await?;
+        Ok(())
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        cluster: &str,
+        service: &Service,
+    ) -> Result<(), GatewayError> {
+        let request = pb::EnsureLoadBalancerDeletedRequest {
+            cluster_name: cluster.to_owned(),
+            service: Some(service_to_pb(service)?),
+        };
+        self.with_retries("EnsureLoadBalancerDeleted", |timeout| {
+            let mut c = self.load_balancers.clone();
+            let request = with_timeout(request.clone(), timeout);
+            async move { c.ensure_load_balancer_deleted(request).await }
+        })
+        .await?;
+        Ok(())
+    }
+}
+
+/// The parts of a Service a load balancer is built from.
+///
+/// # Errors
+/// `InvalidArgument` for what the contract cannot carry (a port protocol other than TCP, UDP
+/// or SCTP, a port number out of range): the Service can never be served as it is.
+pub fn service_to_pb(service: &Service) -> Result<pb::Service, GatewayError> {
+    let meta = &service.metadata;
+    let spec = service.spec.clone().unwrap_or_default();
+    let ports = spec
+        .ports
+        .unwrap_or_default()
+        .iter()
+        .map(port_to_pb)
+        .collect::<Result<Vec<_>, _>>()?;
+    let policy = match spec.external_traffic_policy.as_deref() {
+        Some("Local") => pb::ExternalTrafficPolicy::Local,
+        _ => pb::ExternalTrafficPolicy::Cluster,
+    };
+    Ok(pb::Service {
+        uid: meta.uid.clone().unwrap_or_default(),
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+        ports,
+        external_traffic_policy: policy.into(),
+        health_check_node_port: spec.health_check_node_port.unwrap_or(0),
+        load_balancer_source_ranges: spec.load_balancer_source_ranges.unwrap_or_default(),
+        load_balancer_ip: spec.load_balancer_ip.unwrap_or_default(),
+        annotations: meta.annotations.clone().unwrap_or_default().into_iter().collect(),
+        session_affinity_client_ip: spec.session_affinity.as_deref() == Some("ClientIP"),
+    })
+}
+
+fn port_to_pb(port: &ServicePort) -> Result<pb::ServicePort, GatewayError> {
+    let protocol = match port.protocol.as_deref().unwrap_or("TCP") {
+        "TCP" => pb::Protocol::Tcp,
+        "UDP" => pb::Protocol::Udp,
+        "SCTP" => pb::Protocol::Sctp,
+        other => {
+            return Err(GatewayError::InvalidArgument(format!(
+                "port {} has protocol {other:?}; a load balancer serves TCP, UDP or SCTP",
+                port.port
+            )));
+        }
+    };
+    let in_range = |n: i32| (0..=65535).contains(&n);
+    if !in_range(port.port) || !in_range(port.node_port.unwrap_or(0)) {
+        return Err(GatewayError::InvalidArgument(format!(
+            "port {} (nodePort {}) is out of range",
+            port.port,
+            port.node_port.unwrap_or(0)
+        )));
+    }
+    Ok(pb::ServicePort {
+        name: port.name.clone().unwrap_or_default(),
+        protocol: protocol.into(),
+        port: port.port,
+        node_port: port.node_port.unwrap_or(0),
+    })
+}
+
+fn node_to_pb(node: &BackendNode) -> pb::LoadBalancerNode {
+    let address_type = |t: &str| match t {
+        "Hostname" => pb::AddressType::Hostname,
+        "InternalIP" => pb::AddressType::InternalIp,
+        "ExternalIP" => pb::AddressType::ExternalIp,
+        "InternalDNS" => pb::AddressType::InternalDns,
+        "ExternalDNS" => pb::AddressType::ExternalDns,
+        _ => pb::AddressType::Unspecified,
+    };
+    pb::LoadBalancerNode {
+        name: node.name.clone(),
+        provider_id: node.provider_id.clone(),
+        addresses: node
+            .addresses
+            .iter()
+            .map(|a| pb::NodeAddress {
+                r#type: address_type(&a.type_).into(),
+                address: a.address.clone(),
+            })
+            .collect(),
+    }
+}
+
+fn status_from_pb(status: pb::LoadBalancerStatus) -> LoadBalancerStatus {
+    let non_empty = |s: String| (!s.is_empty()).then_some(s);
+    LoadBalancerStatus {
+        ingress: Some(
+            status
+                .ingress
+                .into_iter()
+                .map(|i| LoadBalancerIngress {
+                    ip: non_empty(i.ip),
+                    hostname: non_empty(i.hostname),
+                    ..Default::default()
+                })
+                .collect(),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ServiceSpec;
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn service(ports: Vec<ServicePort>) -> Service {
+        Service {
+            metadata: ObjectMeta {
+                name: Some("web".into()),
+                namespace: Some("shop".into()),
+                uid: Some("u-1".into()),
+                ..Default::default()
+            },
+            spec: Some(ServiceSpec {
+                type_: Some("LoadBalancer".into()),
+                ports: Some(ports),
+                external_traffic_policy: Some("Local".into()),
+                health_check_node_port: Some(31000),
+                session_affinity: Some("ClientIP".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn port(protocol: &str, port: i32, node_port: i32) -> ServicePort {
+        ServicePort {
+            protocol: Some(protocol.into()),
+            port,
+            node_port: Some(node_port),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_service_becomes_the_contracts_view_of_it() {
+        let pb = service_to_pb(&service(vec![port("UDP", 53, 30053)])).unwrap();
+        assert_eq!(
+            (pb.uid.as_str(), pb.namespace.as_str(), pb.name.as_str()),
+            ("u-1", "shop", "web")
+        );
+        assert_eq!(pb.ports[0].protocol, i32::from(pb::Protocol::Udp));
+        assert_eq!((pb.ports[0].port, pb.ports[0].node_port), (53, 30053));
+        assert_eq!(
+            pb.external_traffic_policy,
+            i32::from(pb::ExternalTrafficPolicy::Local)
+        );
+        assert_eq!(pb.health_check_node_port, 31000);
+        assert!(pb.session_affinity_client_ip);
+    }
+
+    #[test]
+    fn what_the_contract_cannot_carry_is_an_invalid_argument() {
+        for bad in [
+            port("HTTP", 80, 30080),
+            port("TCP", 70000, 30080),
+            port("TCP", 80, -1),
+        ] {
+            let err = service_to_pb(&service(vec![bad.clone()])).unwrap_err();
+            assert!(
+                matches!(err, GatewayError::InvalidArgument(_)),
+                "{bad:?}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_ingress_fields_are_absent_not_empty_strings() {
+        let status = status_from_pb(pb::LoadBalancerStatus {
+            ingress: vec![pb::LoadBalancerIngress {
+                ip: "203.0.113.7".into(),
+                hostname: String::new(),
+            }],
+        });
+        let ingress = &status.ingress.unwrap()[0];
+        assert_eq!(ingress.ip.as_deref(), Some("203.0.113.7"));
+        assert_eq!(ingress.hostname, None);
+    }
+}
