@@ -352,3 +352,57 @@ async fn addresses_are_written_when_the_status_patch_conflicts_after_the_taint_i
             .contains("node_controller_cloud_provider_taint_removal_delay_seconds_count 1")
     );
 }
+
+/// The gateway turns a "found" answer without metadata into an internal error: the node is
+/// not initialized from nothing, keeps its taint, and is retried with the backoff.
+#[tokio::test]
+async fn found_without_metadata_keeps_the_taint_and_is_retried_with_backoff() {
+    let h = harness().await;
+    h.cloud.set_error(
+        "n1",
+        GatewayError::Internal("the gateway answered found without metadata for node n1".into()),
+    );
+    let node = h.register(kubelet_node("n1")).await;
+    let before = h.node("n1").await.metadata.resource_version;
+
+    let mut delays = Vec::new();
+    for _ in 0..3 {
+        let err = reconcile::reconcile(node.clone(), h.ctx.clone())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::CloudLookup {
+                    source: GatewayError::Internal(_),
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(err.retry_after(), None);
+        delays.push(reconcile::error_policy(node.clone(), &err, h.ctx.clone()));
+    }
+
+    assert_eq!(
+        delays,
+        [1, 2, 4].map(|s| Action::requeue(Duration::from_secs(s))),
+        "exponential backoff"
+    );
+    let node = h.node("n1").await;
+    assert!(has_taint(&node, TAINT_UNINITIALIZED));
+    assert_eq!(node.metadata.resource_version, before, "nothing written");
+    assert!(
+        h.requests.sent().is_empty(),
+        "no request at all: {:?}",
+        h.requests.sent()
+    );
+    assert!(h.event_reasons().await.is_empty());
+    assert!(
+        h.metrics
+            .render()
+            .contains(r#"cloud_node_controller_reconcile_errors_total{error="cloud_lookup"} 3"#),
+        "{}",
+        h.metrics.render()
+    );
+}
