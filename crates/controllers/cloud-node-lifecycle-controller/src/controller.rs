@@ -22,13 +22,13 @@ use crate::{
 /// every `--node-monitor-period` after the last one ended.
 pub async fn run(runtime: Runtime, config: Config) {
     let nodes: Api<Node> = Api::all(runtime.client.clone());
-    let ctx = Context {
-        nodes: nodes.clone(),
-        cloud: Arc::new(runtime.gateway.clone()),
-        writer: Writer::new(CLOUD_NODE_LIFECYCLE, runtime.leadership.clone()),
-        events: Events::new(runtime.client.clone(), CLOUD_NODE_LIFECYCLE, None),
-        metrics: Metrics::register(&runtime.metrics),
-    };
+    let ctx = Context::new(
+        nodes.clone(),
+        Arc::new(runtime.gateway.clone()),
+        Writer::new(CLOUD_NODE_LIFECYCLE, runtime.leadership.clone()),
+        Events::new(runtime.client.clone(), CLOUD_NODE_LIFECYCLE, None),
+        Metrics::register(&runtime.metrics),
+    );
     let (store, writer) = reflector::store();
     let watch = watcher(nodes, watcher::Config::default())
         .default_backoff()

@@ -2,7 +2,11 @@
 //! up in the cloud in one batch, then deleted (instance definitely gone) or tainted (shut down).
 //! The decisions are in [`crate::plan`]; this module does the I/O around them.
 
-use std::{convert::Infallible, sync::Arc};
+use std::{
+    convert::Infallible,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use controller_kit::{
     events::Events,
@@ -35,6 +39,61 @@ pub struct Context {
     pub events: Events,
     /// The controller's metrics.
     pub metrics: Metrics,
+    /// No cloud lookup before this (the cloud answered RETRY_AFTER).
+    lookup_pause: LookupPause,
+}
+
+impl Context {
+    /// A context over these clients and handles.
+    pub fn new(
+        nodes: Api<Node>,
+        cloud: Arc<dyn CloudInstances>,
+        writer: Writer,
+        events: Events,
+        metrics: Metrics,
+    ) -> Self {
+        Self {
+            nodes,
+            cloud,
+            writer,
+            events,
+            metrics,
+            lookup_pause: LookupPause::default(),
+        }
+    }
+}
+
+/// Until when the cloud asked not to be asked again: the batched lookup was answered
+/// RETRY_AFTER. Passes before then make no lookup (as if it had failed: nothing is deleted or
+/// tainted, Ready nodes are still handled) instead of asking every `--node-monitor-period`.
+#[derive(Debug, Default)]
+struct LookupPause(Mutex<Option<Instant>>);
+
+impl LookupPause {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Instant>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// No lookup for `after` from `now` (a longer pause already asked for stands).
+    fn pause(&self, now: Instant, after: Duration) {
+        let mut until = self.lock();
+        let asked = now + after;
+        if until.is_none_or(|u| u < asked) {
+            *until = Some(asked);
+        }
+    }
+
+    /// How long lookups must still wait at `now`; `None` when they may go out.
+    fn remaining(&self, now: Instant) -> Option<Duration> {
+        let mut until = self.lock();
+        match until.and_then(|u| u.checked_duration_since(now)) {
+            Some(left) if !left.is_zero() => Some(left),
+            _ => {
+                *until = None;
+                None
+            }
+        }
+    }
 }
 
 /// What went wrong with one node during a pass; the next pass retries it.
@@ -66,6 +125,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// The delay the cloud asked for before the next attempt (a RETRY_AFTER answer to the
+    /// batched lookup): the passes until then look nothing up.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::CloudLookup(GatewayError::RetryAfter { after, .. }) => Some(*after),
+            _ => None,
+        }
+    }
+
     /// The error's label in `cloud_node_lifecycle_controller_reconcile_errors_total`.
     pub fn metric_label(&self) -> &'static str {
         match self {
@@ -85,13 +153,20 @@ pub async fn monitor_nodes(ctx: &Context, nodes: &[Arc<Node>]) {
         .collect();
     let answers = if needing_lookup.is_empty() {
         Vec::new()
+    } else if let Some(left) = ctx.lookup_pause.remaining(Instant::now()) {
+        tracing::debug!(nodes = needing_lookup.len(), retry_in = ?left, "the cloud asked to wait; no lookup in this pass");
+        Vec::new()
     } else {
         let refs: Vec<_> = needing_lookup.iter().map(|&i| node_ref(&nodes[i])).collect();
         match ctx.cloud.lookup_instances(&refs).await {
             Ok(answers) => answers,
             Err(err) => {
                 // Without answers nothing is deleted or tainted; Ready nodes are still handled.
-                report(ctx, &Error::CloudLookup(err));
+                let err = Error::CloudLookup(err);
+                if let Some(after) = err.retry_after() {
+                    ctx.lookup_pause.pause(Instant::now(), after);
+                }
+                report(ctx, &err);
                 Vec::new()
             }
         }
@@ -207,5 +282,55 @@ async fn delete(ctx: &Context, node: &Node) -> Result<bool, Error> {
                 source,
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_retry_after_answer_names_a_delay() {
+        let after = Duration::from_secs(30);
+        let retry = Error::CloudLookup(GatewayError::RetryAfter {
+            after,
+            message: "the cloud is busy".into(),
+        });
+        assert_eq!(retry.retry_after(), Some(after));
+        for other in [
+            Error::CloudLookup(GatewayError::Unavailable("down".into())),
+            Error::CloudLookup(GatewayError::Throttled {
+                retry_after: Some(after),
+                message: "slow down".into(),
+            }),
+            Error::CloudLookup(GatewayError::InstanceNotFound("i-1".into())),
+            Error::Write {
+                node: "n1".into(),
+                action: "delete",
+                source: WriteError::NotLeading,
+            },
+        ] {
+            assert_eq!(other.retry_after(), None, "{other:?}");
+        }
+    }
+
+    #[test]
+    fn lookups_wait_for_the_longest_delay_asked_then_go_out_again() {
+        let pause = LookupPause::default();
+        let now = Instant::now();
+        assert_eq!(pause.remaining(now), None, "no pause at first");
+        pause.pause(now, Duration::from_secs(30));
+        pause.pause(now, Duration::from_secs(10));
+        assert_eq!(
+            pause.remaining(now),
+            Some(Duration::from_secs(30)),
+            "the longer stands"
+        );
+        assert_eq!(
+            pause.remaining(now + Duration::from_secs(20)),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(pause.remaining(now + Duration::from_secs(30)), None);
+        assert_eq!(pause.remaining(now), None, "a pause that ran out is forgotten");
     }
 }

@@ -47,13 +47,13 @@ async fn harness(leadership: Leadership, event_delay: Duration) -> Harness {
     });
     let cloud = FakeCloud::new();
     let metrics = MetricsRegistry::new();
-    let ctx = Context {
-        nodes: Api::all(client.clone()),
-        cloud: cloud.clone(),
-        writer: Writer::new("cloud-node-lifecycle-controller", leadership.clone()),
-        events: Events::new(client, "cloud-node-lifecycle-controller", None),
-        metrics: Metrics::register(&metrics),
-    };
+    let ctx = Context::new(
+        Api::all(client.clone()),
+        cloud.clone(),
+        Writer::new("cloud-node-lifecycle-controller", leadership.clone()),
+        Events::new(client, "cloud-node-lifecycle-controller", None),
+        Metrics::register(&metrics),
+    );
     Harness {
         nodes: Api::all(server.client().unwrap()),
         _server: server,
@@ -184,4 +184,34 @@ async fn no_delete_reaches_the_server_after_the_lease_ran_out_even_with_slow_eve
         );
     }
     assert!(!h.exists("gone").await);
+}
+
+/// A RETRY_AFTER answer to the batched lookup: the following passes do not ask the cloud
+/// before the delay (they would every `--node-monitor-period`), delete nothing, and still
+/// handle Ready nodes.
+#[tokio::test]
+async fn after_a_retry_after_answer_passes_do_not_ask_the_cloud_before_the_delay() {
+    let h = harness(Leadership::unconditional(), Duration::ZERO).await;
+    h.cloud.fail_calls(Some(GatewayError::RetryAfter {
+        after: Duration::from_secs(60),
+        message: "the cloud is busy".into(),
+    }));
+    let gone = h.register(node("gone", "sim://zone-a/i-gone", false)).await;
+
+    monitor_nodes(&h.ctx, std::slice::from_ref(&gone)).await;
+    assert_eq!(h.cloud.calls().len(), 1);
+    assert!(h.exists("gone").await, "nothing deleted on an error");
+
+    // The cloud would answer now, but asked for 60 s.
+    h.cloud.fail_calls(None);
+    let back = h
+        .register(node("back", "sim://zone-a/i-back", true).taint(TAINT_SHUTDOWN))
+        .await;
+    monitor_nodes(&h.ctx, &[gone, back]).await;
+    assert_eq!(h.cloud.calls().len(), 1, "no lookup before the delay");
+    assert!(h.exists("gone").await);
+    assert!(
+        !has_taint(&h.nodes.get("back").await.unwrap(), TAINT_SHUTDOWN),
+        "Ready nodes are still handled"
+    );
 }
