@@ -4,8 +4,15 @@ use std::collections::BTreeMap;
 
 use controller_kit::gateway::{Instance, InstanceMetadata};
 use k8s_openapi::{
-    api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Taint},
-    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    api::core::v1::{
+        LoadBalancerIngress, LoadBalancerStatus, Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus,
+        Service, ServicePort, ServiceSpec, ServiceStatus, Taint,
+    },
+    apimachinery::pkg::{
+        apis::meta::v1::{ObjectMeta, Time},
+        util::intstr::IntOrString,
+    },
+    jiff::Timestamp,
 };
 
 /// A Node as kubelet registers it, changed one field at a time.
@@ -87,6 +94,12 @@ impl NodeBuilder {
         self
     }
 
+    /// Being deleted (`metadata.deletionTimestamp` set).
+    pub fn deleting(mut self) -> Self {
+        self.0.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+        self
+    }
+
     /// The node.
     pub fn build(self) -> Node {
         self.0
@@ -98,6 +111,206 @@ impl NodeBuilder {
 
     fn status(&mut self) -> &mut NodeStatus {
         self.0.status.get_or_insert_with(Default::default)
+    }
+}
+
+/// A Service in `default`, as upstream's tests make them: type LoadBalancer, one TCP port 80
+/// (node port 30080), uid `uid-<name>`; changed one field at a time.
+#[derive(Debug, Clone)]
+pub struct ServiceBuilder(Service);
+
+impl ServiceBuilder {
+    /// A LoadBalancer Service named `name`.
+    pub fn new(name: &str) -> Self {
+        Self(Service {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                uid: Some(format!("uid-{name}")),
+                ..Default::default()
+            },
+            spec: Some(ServiceSpec {
+                type_: Some("LoadBalancer".into()),
+                ports: Some(vec![ServicePort {
+                    port: 80,
+                    protocol: Some("TCP".into()),
+                    node_port: Some(30080),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            status: None,
+        })
+    }
+
+    /// In namespace `ns`.
+    pub fn namespace(mut self, ns: &str) -> Self {
+        self.0.metadata.namespace = Some(ns.into());
+        self
+    }
+
+    /// With `metadata.uid`.
+    pub fn uid(mut self, uid: &str) -> Self {
+        self.0.metadata.uid = Some(uid.into());
+        self
+    }
+
+    /// Without `metadata.uid` (as sent to the API server, which assigns one).
+    pub fn without_uid(mut self) -> Self {
+        self.0.metadata.uid = None;
+        self
+    }
+
+    /// Of type `type_` (`ClusterIP`, `NodePort`, `LoadBalancer`).
+    pub fn type_(mut self, type_: &str) -> Self {
+        self.spec().type_ = Some(type_.into());
+        self
+    }
+
+    /// With `spec.loadBalancerClass`.
+    pub fn class(mut self, class: &str) -> Self {
+        self.spec().load_balancer_class = Some(class.into());
+        self
+    }
+
+    /// With exactly these `(protocol, port, nodePort)` ports, named `p0`, `p1`, … when several.
+    pub fn ports(mut self, ports: &[(&str, i32, i32)]) -> Self {
+        let several = ports.len() > 1;
+        self.spec().ports = Some(
+            ports
+                .iter()
+                .enumerate()
+                .map(|(i, (protocol, port, node_port))| ServicePort {
+                    name: several.then(|| format!("p{i}")),
+                    protocol: Some((*protocol).into()),
+                    port: *port,
+                    node_port: Some(*node_port),
+                    ..Default::default()
+                })
+                .collect(),
+        );
+        self
+    }
+
+    /// With the first port's `targetPort`.
+    pub fn target_port(mut self, target: IntOrString) -> Self {
+        if let Some(port) = self.spec().ports.as_mut().and_then(|p| p.first_mut()) {
+            port.target_port = Some(target);
+        }
+        self
+    }
+
+    /// With the first port's `appProtocol`.
+    pub fn app_protocol(mut self, protocol: &str) -> Self {
+        if let Some(port) = self.spec().ports.as_mut().and_then(|p| p.first_mut()) {
+            port.app_protocol = Some(protocol.into());
+        }
+        self
+    }
+
+    /// With an annotation.
+    pub fn annotation(mut self, key: &str, value: &str) -> Self {
+        self.0
+            .metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(key.into(), value.into());
+        self
+    }
+
+    /// With the load-balancer cleanup finalizer.
+    pub fn finalizer(mut self) -> Self {
+        self.0
+            .metadata
+            .finalizers
+            .get_or_insert_with(Vec::new)
+            .push("service.kubernetes.io/load-balancer-cleanup".into());
+        self
+    }
+
+    /// With another finalizer.
+    pub fn other_finalizer(mut self, name: &str) -> Self {
+        self.0
+            .metadata
+            .finalizers
+            .get_or_insert_with(Vec::new)
+            .push(name.into());
+        self
+    }
+
+    /// Being deleted.
+    pub fn deleting(mut self) -> Self {
+        self.0.metadata.deletion_timestamp = Some(Time(Timestamp::now()));
+        self
+    }
+
+    /// With `spec.externalTrafficPolicy`.
+    pub fn external_traffic_policy(mut self, policy: &str) -> Self {
+        self.spec().external_traffic_policy = Some(policy.into());
+        self
+    }
+
+    /// With `spec.healthCheckNodePort`.
+    pub fn health_check_node_port(mut self, port: i32) -> Self {
+        self.spec().health_check_node_port = Some(port);
+        self
+    }
+
+    /// With `spec.externalIPs`.
+    pub fn external_ips(mut self, ips: &[&str]) -> Self {
+        self.spec().external_ips = Some(ips.iter().map(|s| (*s).into()).collect());
+        self
+    }
+
+    /// With `spec.loadBalancerIP`.
+    pub fn load_balancer_ip(mut self, ip: &str) -> Self {
+        self.spec().load_balancer_ip = Some(ip.into());
+        self
+    }
+
+    /// With `spec.loadBalancerSourceRanges`.
+    pub fn source_ranges(mut self, ranges: &[&str]) -> Self {
+        self.spec().load_balancer_source_ranges = Some(ranges.iter().map(|s| (*s).into()).collect());
+        self
+    }
+
+    /// With `spec.ipFamilies`.
+    pub fn ip_families(mut self, families: &[&str]) -> Self {
+        self.spec().ip_families = Some(families.iter().map(|s| (*s).into()).collect());
+        self
+    }
+
+    /// With `spec.sessionAffinity`.
+    pub fn session_affinity(mut self, affinity: &str) -> Self {
+        self.spec().session_affinity = Some(affinity.into());
+        self
+    }
+
+    /// With these IPs as `status.loadBalancer.ingress`.
+    pub fn ingress(mut self, ips: &[&str]) -> Self {
+        self.0.status = Some(ServiceStatus {
+            load_balancer: Some(LoadBalancerStatus {
+                ingress: Some(
+                    ips.iter()
+                        .map(|ip| LoadBalancerIngress {
+                            ip: Some((*ip).into()),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+            }),
+            ..Default::default()
+        });
+        self
+    }
+
+    /// The Service.
+    pub fn build(self) -> Service {
+        self.0
+    }
+
+    fn spec(&mut self) -> &mut ServiceSpec {
+        self.0.spec.get_or_insert_with(Default::default)
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! - [`FakeCloud`]: the cloud behind the same trait the controllers use, configured by fields
 //!   and recording every call (like upstream's `fake.Cloud`).
-//! - [`NodeBuilder`], [`InstanceBuilder`]: test objects in one line each.
+//! - [`NodeBuilder`], [`InstanceBuilder`], [`ServiceBuilder`]: test objects in one line each.
 //! - [`intercept`]: a kube client for fake-apiserver whose requests a test can delay or answer
 //!   itself (a slow events API, a conflict on a lease), recording what went out.
 
@@ -10,5 +10,5 @@ mod builders;
 mod fake_cloud;
 pub mod intercept;
 
-pub use builders::{InstanceBuilder, NodeBuilder};
+pub use builders::{InstanceBuilder, NodeBuilder, ServiceBuilder};
 pub use fake_cloud::FakeCloud;
