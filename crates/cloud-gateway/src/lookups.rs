@@ -479,12 +479,22 @@ mod tests {
             ProviderError::Unavailable("cloud down".into()),
         ] {
             *cloud.fail_batch.lock().unwrap() = Some(failure.clone());
+            let calls_before = cloud.calls.lock().unwrap().len();
             // Two callers: the second joins the first one's call in flight.
             let (first, second) =
                 tokio::join!(lookups.lookup("node-controller", NodeRef::by_name("a")), async {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    let deadline = Instant::now() + Duration::from_secs(5);
+                    while !lookups.lock().in_flight.contains_key(&NodeKey::Name("a".into())) {
+                        assert!(Instant::now() < deadline, "the first lookup never went in flight");
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
                     lookups.lookup("service-controller", NodeRef::by_name("a")).await
                 },);
+            assert_eq!(
+                cloud.calls.lock().unwrap().len(),
+                calls_before + 1,
+                "the second lookup joined the first one's call"
+            );
             for answer in [first, second] {
                 let err = answer.expect_err("the batch failed");
                 assert!(
