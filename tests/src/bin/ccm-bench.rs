@@ -181,6 +181,25 @@ impl Bench {
         counter(&text, "apiserver_request_total", &[]).saturating_sub(self.own_lists)
     }
 
+    /// Waits until the provider-call and API-request counters stop changing (the same on two
+    /// readings 200 ms apart; at most `deadline`): the calls and writes under way have landed.
+    /// Returns whether they settled.
+    async fn settle(&self, deadline: Duration) -> bool {
+        let give_up = Instant::now() + deadline;
+        let mut last = (self.provider_calls().await, self.api_requests().await);
+        loop {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let now = (self.provider_calls().await, self.api_requests().await);
+            if now == last {
+                return true;
+            }
+            if Instant::now() > give_up {
+                return false;
+            }
+            last = now;
+        }
+    }
+
     async fn register(&self, n: usize) {
         futures::stream::iter(0..n)
             .map(|i| async move { self.cluster.register_node(&format!("node-{i}"), true).await })
@@ -324,8 +343,9 @@ async fn steady_state(mode: Mode, n: usize, periods: u32) -> Row {
     while bench.refresh_passes().await < passes_before + u64::from(periods) && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // The last pass's calls have gone out once its RPC is counted; let its answers land.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The last pass's provider calls are counted before its RPC is (the gateway counts an RPC
+    // as it answers); the writes of its answers (if addresses changed) may still be landing.
+    let settled = bench.settle(Duration::from_secs(10)).await;
     let passes = bench.refresh_passes().await - passes_before;
     let (calls, throttled) = bench.provider_calls().await;
     let api = bench.api_requests().await.saturating_sub(api_before);
@@ -339,9 +359,10 @@ async fn steady_state(mode: Mode, n: usize, periods: u32) -> Row {
         api_requests: api / passes.max(1),
         peak_rss_mib: bench.peak_rss(),
         floor_seconds: None,
-        note: match converged {
-            None => "did not converge".into(),
-            Some(_) => format!("average of {passes} passes"),
+        note: match (converged, settled) {
+            (None, _) => "did not converge".into(),
+            (Some(_), true) => format!("average of {passes} passes"),
+            (Some(_), false) => format!("average of {passes} passes; counters still moving after 10 s"),
         },
     };
     bench.stop().await;
