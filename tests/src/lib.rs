@@ -13,7 +13,7 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::api::core::v1::{Node, Taint};
+use k8s_openapi::api::core::v1::{Node, Service, Taint};
 use kube::{
     Api, Client,
     api::{Patch, PatchParams, PostParams},
@@ -236,6 +236,8 @@ pub struct Cluster {
     pub gateway_grpc: SocketAddr,
     /// Gateway HTTP address (health, metrics, simulator admin API).
     pub gateway_http: SocketAddr,
+    /// The gateway's flags, to start it again at the same addresses on the same cloud state.
+    gateway_args: Vec<String>,
 }
 
 /// The processes of a cluster; when a test fails, the tail of each log is printed. Dropped,
@@ -328,6 +330,7 @@ impl Cluster {
         }
         args.extend(spec.gateway_args.iter().cloned());
         let gateway = spawn(dir.path(), "cloud-gateway", &binary("cloud-gateway"), &args);
+        let gateway_args = args;
         let procs = Procs(vec![apiserver, gateway]);
         let kc = wait_for("the fake-apiserver kubeconfig", Duration::from_secs(20), || {
             let path = kubeconfig.clone();
@@ -343,6 +346,7 @@ impl Cluster {
             client: client.clone(),
             gateway_grpc,
             gateway_http,
+            gateway_args,
             procs,
             dir,
         };
@@ -505,6 +509,66 @@ impl Cluster {
         .await
     }
 
+    /// Stops the gateway (SIGTERM, as a rollout does); its cloud state stays on disk.
+    pub async fn stop_gateway(&mut self) {
+        if let Some(gateway) = self.procs.iter_mut().find(|p| p.name == "cloud-gateway") {
+            gateway.stop(Duration::from_secs(10)).await;
+        }
+    }
+
+    /// Starts the gateway again at the same addresses on the same cloud state, and waits until
+    /// it is ready.
+    pub async fn start_gateway(&mut self) {
+        let gateway = spawn(
+            self.dir.path(),
+            "cloud-gateway",
+            &binary("cloud-gateway"),
+            &self.gateway_args,
+        );
+        self.procs.retain(|p| p.name != "cloud-gateway");
+        self.procs.push(gateway);
+        let http = self.gateway_http;
+        wait_for(
+            "the gateway to be ready again",
+            Duration::from_secs(30),
+            || async move { matches!(http_get(http, "/readyz").await, Some((200, _))).then_some(()) },
+        )
+        .await;
+    }
+
+    /// The simulator's load balancers (of every cluster), as its admin API lists them.
+    pub async fn load_balancers(&self) -> Vec<Value> {
+        let list = self.sim(&["load-balancers", "list"]).await;
+        let list = list.get("load_balancers").cloned().unwrap_or(list);
+        list.as_array().cloned().unwrap_or_default()
+    }
+
+    /// The Services API of `namespace`.
+    pub fn services(&self, namespace: &str) -> Api<Service> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Creates a `type: LoadBalancer` Service `namespace/name` with one TCP port 80, merged
+    /// with `extra` (JSON of a Service: more spec fields, annotations).
+    pub async fn create_lb_service(&self, namespace: &str, name: &str, extra: Value) -> Service {
+        let mut service = json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": { "name": name, "namespace": namespace },
+            "spec": {
+                "type": "LoadBalancer",
+                "selector": { "app": name },
+                "ports": [{ "name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP" }],
+            },
+        });
+        merge(&mut service, extra);
+        let service: Service = serde_json::from_value(service).expect("service");
+        self.services(namespace)
+            .create(&PostParams::default(), &service)
+            .await
+            .expect("create service")
+    }
+
     /// The nodes API.
     pub fn nodes(&self) -> Api<Node> {
         Api::all(self.client.clone())
@@ -517,4 +581,31 @@ impl Cluster {
             proc.stop(Duration::from_secs(5)).await;
         }
     }
+}
+
+/// JSON merge of `patch` into `target` (RFC 7386, as a merge patch applies).
+pub fn merge(target: &mut Value, patch: Value) {
+    match (target, patch) {
+        (Value::Object(target), Value::Object(patch)) => {
+            for (key, value) in patch {
+                if value.is_null() {
+                    target.remove(&key);
+                } else {
+                    merge(target.entry(key).or_insert(Value::Null), value);
+                }
+            }
+        }
+        (target, patch) => *target = patch,
+    }
+}
+
+/// The ingress IPs of a Service's status.
+pub fn ingress_ips(service: &Service) -> Vec<String> {
+    service
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .map(|ingress| ingress.iter().filter_map(|i| i.ip.clone()).collect())
+        .unwrap_or_default()
 }

@@ -10,4 +10,8 @@
 //! - [`plan`]: every decision, pure and table-tested.
 //! - [`metrics`]: upstream's four service-controller metrics, shard ownership and handovers.
 
+pub mod config;
+pub mod controller;
+pub mod metrics;
 pub mod plan;
+pub mod reconcile;

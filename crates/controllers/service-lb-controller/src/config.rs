@@ -1,0 +1,64 @@
+//! The service controller's own flags (upstream names where upstream has the concept) and their
+//! validation.
+
+use std::time::Duration;
+
+use controller_kit::{runner::ControllerConfig, shards::shard_of};
+
+/// Shards the Services are split into: at most this many replicas share the work. Fixed, so that
+/// every replica, of any version, puts a Service in the same shard (a replica with another count
+/// would reconcile Services another replica owns).
+pub const SHARDS: u32 = 16;
+
+/// How long the node set must stay unchanged before the load balancers' backends are updated,
+/// so that nodes joining together cost one update per load balancer, not one each.
+pub const NODE_SYNC_QUIET: Duration = Duration::from_secs(1);
+
+/// The longest a node-set change waits for quiet before the backends are updated anyway.
+pub const NODE_SYNC_MAX_DELAY: Duration = Duration::from_secs(10);
+
+/// Flags of `service-lb-controller` beyond the common ones.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Config {
+    /// Services synced in parallel by each replica (upstream's default is 1). High enough that
+    /// the gateway's write limit, not this controller, is the bottleneck.
+    #[arg(long = "concurrent-service-syncs", default_value_t = 50)]
+    pub concurrent_service_syncs: u16,
+    /// Serve only Services with this `spec.loadBalancerClass`; unset, only Services without a
+    /// class (upstream's behaviour). Installs serving different classes run side by side.
+    #[arg(long = "load-balancer-class")]
+    pub load_balancer_class: Option<String>,
+}
+
+impl Config {
+    /// The shard leases' group name: the leader-election resource name when given, else the
+    /// controller's name, with the class's hash so that two installs serving different classes
+    /// in one namespace never share shards.
+    pub fn shard_group(&self, name: &str, resource_name: Option<&str>) -> String {
+        match (resource_name, &self.load_balancer_class) {
+            (Some(given), _) => given.to_owned(),
+            (None, None) => name.to_owned(),
+            (None, Some(class)) => format!("{name}-{:08x}", shard_of(class, u32::MAX)),
+        }
+    }
+}
+
+impl ControllerConfig for Config {
+    /// Checks what the types cannot.
+    ///
+    /// # Errors
+    /// A message naming the flag.
+    fn validate(&self) -> Result<(), String> {
+        if self.concurrent_service_syncs == 0 {
+            return Err("--concurrent-service-syncs must be at least 1".into());
+        }
+        if let Some(class) = &self.load_balancer_class {
+            if class.is_empty() || class.len() > 253 || class.contains(char::is_whitespace) {
+                return Err(format!(
+                    "--load-balancer-class {class:?} is not a valid class name (a label-style key, e.g. example.com/internal)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}

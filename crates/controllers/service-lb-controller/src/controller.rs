@@ -1,0 +1,218 @@
+//! The service controller's wiring: the shard leases, the Node watch and the node-set sync, the
+//! Service watch and its work queue.
+
+use std::{collections::BTreeMap, sync::Arc, time::Instant};
+
+use controller_kit::{
+    events::Events,
+    names::{callers::SERVICE_CONTROLLER, controllers::SERVICE_LB},
+    runner::Runtime,
+    shards::Shards,
+};
+use futures::{StreamExt, stream};
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::{
+    Api,
+    runtime::{
+        Controller, WatchStreamExt, controller,
+        reflector::{self, ObjectRef, Store},
+        watcher,
+    },
+};
+use tokio::sync::Notify;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    config::{Config, NODE_SYNC_MAX_DELAY, NODE_SYNC_QUIET, SHARDS},
+    metrics::Metrics,
+    plan,
+    reconcile::{self, Context, shard_key},
+};
+
+/// Runs the controller until `runtime.shutdown` is cancelled, then lets the syncs in flight
+/// finish and releases this replica's shards.
+pub async fn run(runtime: Runtime, config: Config) {
+    let args = &runtime.leader_args;
+    let shards = if args.enabled {
+        Shards::elected(SHARDS)
+    } else {
+        Shards::unconditional(SHARDS)
+    };
+    let release = CancellationToken::new();
+    let leases = args.enabled.then(|| {
+        let group = config.shard_group(SERVICE_LB, args.resource_name.as_deref());
+        let (shards, client, args, release) = (
+            shards.clone(),
+            runtime.lease_client.clone(),
+            args.clone(),
+            release.clone(),
+        );
+        tokio::spawn(async move { shards.run(client, &args, &group, release).await })
+    });
+
+    let (nodes, node_changes) = watch_backends(Api::all(runtime.client.clone()));
+    let (retry, retries) = tokio::sync::mpsc::unbounded_channel();
+    let instance = args.identity.clone().or_else(|| std::env::var("HOSTNAME").ok());
+    let ctx = Arc::new(Context::new(
+        runtime.client.clone(),
+        Arc::new(runtime.gateway.clone()),
+        runtime.cluster_name.clone(),
+        config.load_balancer_class.clone(),
+        shards.clone(),
+        Events::new(runtime.client.clone(), SERVICE_CONTROLLER, instance),
+        Metrics::register(&runtime.metrics, &shards),
+        nodes.clone(),
+        retry,
+    ));
+
+    // No Service is synced before the node set is known: its load balancer would get no backends.
+    tokio::select! {
+        () = runtime.shutdown.cancelled() => {}
+        ready = nodes.wait_until_ready() => if ready.is_ok() {
+            let controller = Controller::new(Api::<Service>::all(runtime.client.clone()), watcher::Config::default())
+                .with_config(controller::Config::default().concurrency(config.concurrent_service_syncs));
+            let services = controller.store();
+            let node_sync = tokio::spawn(sync_on_node_changes(
+                ctx.clone(),
+                services.clone(),
+                node_changes,
+                usize::from(config.concurrent_service_syncs),
+                runtime.shutdown.clone(),
+            ));
+            let taken_over = taken_over(&ctx, &shards, services);
+            controller
+                .reconcile_on(taken_over)
+                .reconcile_on(UnboundedReceiverStream::new(retries))
+                .graceful_shutdown_on(runtime.shutdown.clone().cancelled_owned())
+                .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
+                .for_each(|result| async move {
+                    if let Err(err) = result {
+                        tracing::debug!(error = %err, "reconcile failed");
+                    }
+                })
+                .await;
+            node_sync.abort();
+        }
+    }
+    // Every sync has finished (graceful shutdown): the shards may go to other replicas.
+    release.cancel();
+    if let Some(leases) = leases {
+        let _ = leases.await;
+    }
+}
+
+/// The Services of each shard this replica takes over, to sync them (what the previous owner
+/// synced is forgotten: each is ensured anew).
+fn taken_over(
+    ctx: &Arc<Context>,
+    shards: &Shards,
+    services: Store<Service>,
+) -> impl futures::Stream<Item = ObjectRef<Service>> + Send + 'static {
+    let acquisitions = shards.acquisitions().map(UnboundedReceiverStream::new);
+    let ctx = ctx.clone();
+    stream::iter(acquisitions).flatten().flat_map(move |shard| {
+        ctx.forget_shard(shard);
+        let refs: Vec<ObjectRef<Service>> = services
+            .state()
+            .iter()
+            .filter(|svc| ctx.shards.shard_of(&shard_key(svc)) == shard)
+            .map(|svc| ObjectRef::from_obj(&**svc))
+            .collect();
+        stream::iter(refs)
+    })
+}
+
+/// Watches the Nodes into a cache and signals each change of the backends (a node added,
+/// deleted, excluded, tainted for deletion, or with a new providerID), comparing each node with
+/// what it was, not the whole set.
+fn watch_backends(api: Api<Node>) -> (Store<Node>, Arc<Notify>) {
+    let (store, writer) = reflector::store();
+    let changed = Arc::new(Notify::new());
+    let notify = changed.clone();
+    let mut backends: BTreeMap<String, String> = BTreeMap::new();
+    let mut relisting: Option<BTreeMap<String, String>> = None;
+    let backend = |node: &Node| {
+        plan::is_backend(node).then(|| {
+            (
+                node.metadata.name.clone().unwrap_or_default(),
+                controller_kit::node::provider_id(node).to_owned(),
+            )
+        })
+    };
+    let watch = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .reflect(writer)
+        .for_each(move |event| {
+            let changed = match event {
+                Ok(watcher::Event::Apply(node)) => match backend(&node) {
+                    Some((name, id)) => backends.insert(name, id.clone()).is_none_or(|old| old != id),
+                    None => backends
+                        .remove(&node.metadata.name.clone().unwrap_or_default())
+                        .is_some(),
+                },
+                Ok(watcher::Event::Delete(node)) => backends
+                    .remove(&node.metadata.name.clone().unwrap_or_default())
+                    .is_some(),
+                Ok(watcher::Event::Init) => {
+                    relisting = Some(BTreeMap::new());
+                    false
+                }
+                Ok(watcher::Event::InitApply(node)) => {
+                    if let (Some(list), Some((name, id))) = (relisting.as_mut(), backend(&node)) {
+                        list.insert(name, id);
+                    }
+                    false
+                }
+                Ok(watcher::Event::InitDone) => {
+                    let list = relisting.take().unwrap_or_default();
+                    let differs = list != backends;
+                    backends = list;
+                    differs
+                }
+                Err(err) => {
+                    tracing::warn!(error = %err, "node watch failed; retrying");
+                    false
+                }
+            };
+            if changed {
+                notify.notify_one();
+            }
+            std::future::ready(())
+        });
+    tokio::spawn(watch);
+    (store, changed)
+}
+
+/// After each change of the backends, once the node set has been quiet for a moment: one
+/// backends update of every load balancer whose backends changed.
+async fn sync_on_node_changes(
+    ctx: Arc<Context>,
+    services: Store<Service>,
+    changes: Arc<Notify>,
+    parallelism: usize,
+    shutdown: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = changes.notified() => {}
+        }
+        // Nodes joining together cost one update per load balancer, not one per node.
+        let first = Instant::now();
+        while first.elapsed() < NODE_SYNC_MAX_DELAY {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = changes.notified() => {}
+                () = tokio::time::sleep(NODE_SYNC_QUIET) => break,
+            }
+        }
+        let candidates: Vec<Arc<Service>> = services
+            .state()
+            .into_iter()
+            .filter(|svc| ctx.is_synced(&reconcile::key_of(svc)))
+            .collect();
+        let failed = reconcile::sync_nodes(&ctx, candidates, parallelism).await;
+        tracing::debug!(failed, "node-set sync done");
+    }
+}

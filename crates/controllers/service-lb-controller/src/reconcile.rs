@@ -1,0 +1,661 @@
+//! The sync of one Service (ensure, backends update, cleanup), its error policy, and the
+//! backends update of every load balancer after a node-set change. The decisions are in
+//! [`crate::plan`]; this module does the I/O around them, in upstream's order.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use controller_kit::{
+    events::Events,
+    gateway::GatewayError,
+    load_balancers::{BackendNode, CloudLoadBalancers},
+    names::controllers::SERVICE_LB,
+    patch::{Patches, WriteError, Writer},
+    shards::Shards,
+};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, ObjectReference, Service};
+use kube::{
+    Api, Resource, ResourceExt,
+    runtime::{controller::Action, reflector::ObjectRef, reflector::Store},
+};
+
+use crate::{
+    metrics::Metrics,
+    plan::{self, Decision, Synced},
+};
+
+/// First delay after a failed sync; it doubles on each further failure (upstream's service
+/// queue: 5 s to 300 s).
+pub const BACKOFF_BASE: Duration = Duration::from_secs(5);
+/// Longest delay between attempts.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
+
+/// What every sync of the service controller gets.
+pub struct Context {
+    /// Kubernetes client (Services are written in their namespace).
+    pub client: kube::Client,
+    /// The cloud's load balancers (the gateway; a fake in tests).
+    pub cloud: Arc<dyn CloudLoadBalancers>,
+    /// `--cluster-name`, passed to every load-balancer call.
+    pub cluster_name: String,
+    /// `--load-balancer-class`.
+    pub class: Option<String>,
+    /// The shards this replica may act on.
+    pub shards: Shards,
+    /// Best-effort events.
+    pub events: Events,
+    /// The controller's metrics.
+    pub metrics: Metrics,
+    /// The Node cache.
+    pub nodes: Store<Node>,
+    /// What was last brought to the cloud, by `namespace/name`.
+    synced: Mutex<HashMap<String, Synced>>,
+    /// One sync at a time per Service, whoever triggered it (its queue or a node-set change).
+    locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// The last failed sync per Service, for the exponential requeue.
+    failures: Mutex<HashMap<String, Failure>>,
+    /// Services to sync again through the queue (a backends update failed).
+    retries: tokio::sync::mpsc::UnboundedSender<ObjectRef<Service>>,
+}
+
+/// A failed sync, retried at `retry_at`: until then the same sync of the same Service is not
+/// tried again, whatever wakes the queue (our own finalizer write, a status update), as upstream
+/// queues a Service only for a change that needs the cloud.
+#[derive(Debug, Clone)]
+struct Failure {
+    count: u32,
+    service: Service,
+    decision: Decision,
+    retry_at: Instant,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A Service's key: `namespace/name`.
+pub fn key_of(svc: &Service) -> String {
+    format!("{}/{}", svc.namespace().unwrap_or_default(), svc.name_any())
+}
+
+/// The shard key of a Service: its UID (stable for the Service's life, unique across
+/// recreations of one name).
+pub fn shard_key(svc: &Service) -> String {
+    svc.metadata.uid.clone().unwrap_or_else(|| key_of(svc))
+}
+
+impl Context {
+    /// A context over these clients and handles; `retries` receives the Services whose
+    /// backends update failed, to sync them again through the queue.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: kube::Client,
+        cloud: Arc<dyn CloudLoadBalancers>,
+        cluster_name: String,
+        class: Option<String>,
+        shards: Shards,
+        events: Events,
+        metrics: Metrics,
+        nodes: Store<Node>,
+        retries: tokio::sync::mpsc::UnboundedSender<ObjectRef<Service>>,
+    ) -> Self {
+        Self {
+            client,
+            cloud,
+            cluster_name,
+            class,
+            shards,
+            events,
+            metrics,
+            nodes,
+            synced: Mutex::default(),
+            locks: Mutex::default(),
+            failures: Mutex::default(),
+            retries,
+        }
+    }
+
+    fn services(&self, svc: &Service) -> Api<Service> {
+        Api::namespaced(self.client.clone(), &svc.namespace().unwrap_or_default())
+    }
+
+    fn writer(&self, shard: u32) -> Writer {
+        Writer::new(SERVICE_LB, self.shards.fence(shard).clone())
+    }
+
+    fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        lock(&self.locks).entry(key.to_owned()).or_default().clone()
+    }
+
+    fn record(&self, key: &str, service: &Service, nodes: BTreeMap<String, String>) {
+        let synced = Synced {
+            service: service.clone(),
+            nodes,
+        };
+        lock(&self.synced).insert(key.to_owned(), synced);
+    }
+
+    fn forget(&self, key: &str) {
+        lock(&self.synced).remove(key);
+    }
+
+    /// Whether this replica brought the Service's load balancer to the cloud.
+    pub fn is_synced(&self, key: &str) -> bool {
+        lock(&self.synced).contains_key(key)
+    }
+
+    /// Forgets what was synced for the Services of `shard`: it was just taken over, and the
+    /// replica that had it may have changed the cloud since. Each is ensured anew.
+    pub fn forget_shard(&self, shard: u32) {
+        lock(&self.synced).retain(|_, s| self.shards.shard_of(&shard_key(&s.service)) != shard);
+    }
+
+    /// The backends now: the stable node set of the cache.
+    pub fn backends(&self) -> Vec<BackendNode> {
+        let nodes = self.nodes.state();
+        plan::backends(nodes.iter().map(|n| &**n))
+    }
+
+    /// Runs `call` only while this replica owns `shard`, abandoning it when the ownership
+    /// ends (the gRPC call is cancelled; another replica may then take over).
+    async fn fenced<T>(
+        &self,
+        shard: u32,
+        call: impl Future<Output = Result<T, GatewayError>>,
+    ) -> Result<Result<T, GatewayError>, Error> {
+        let fence = self.shards.fence(shard);
+        if !fence.may_act() {
+            return Err(Error::NotOwner);
+        }
+        tokio::select! {
+            result = call => Ok(result),
+            () = fence.lost() => Err(Error::NotOwner),
+        }
+    }
+}
+
+/// Why a Service could not be synced; it is requeued ([`error_policy`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A cloud call failed.
+    #[error("failed to {action}: {source}")]
+    Cloud {
+        /// What the call was for, in upstream's words.
+        action: &'static str,
+        /// The gateway's error.
+        #[source]
+        source: GatewayError,
+    },
+    /// A write to the Service failed.
+    #[error("failed to {action}: {source}")]
+    Write {
+        /// What the write was for, in upstream's words.
+        action: &'static str,
+        /// The write error.
+        #[source]
+        source: WriteError,
+    },
+    /// The backends update found no load balancer: it is created again.
+    #[error("the load balancer is gone; ensuring it again")]
+    LoadBalancerGone,
+    /// This replica no longer owns the Service's shard; its new owner syncs it.
+    #[error("this replica no longer owns the Service's shard")]
+    NotOwner,
+}
+
+impl Error {
+    /// The delay the cloud asked for before the next attempt (a RETRY_AFTER answer); the
+    /// Service is requeued after exactly that, not with the backoff.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Cloud {
+                source: GatewayError::RetryAfter { after, .. },
+                ..
+            } => Some(*after),
+            _ => None,
+        }
+    }
+
+    /// The error's label in `service_lb_controller_reconcile_errors_total`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Self::Cloud {
+                source: GatewayError::InvalidArgument(_),
+                ..
+            } => "invalid_service",
+            Self::Cloud {
+                source: GatewayError::RetryAfter { .. },
+                ..
+            } => "retry_after",
+            Self::Cloud { .. } => "cloud",
+            Self::Write { .. } => "write",
+            Self::LoadBalancerGone => "load_balancer_gone",
+            Self::NotOwner => "not_owner",
+        }
+    }
+
+    fn is_invalid_service(&self) -> bool {
+        matches!(
+            self,
+            Self::Cloud {
+                source: GatewayError::InvalidArgument(_),
+                ..
+            }
+        )
+    }
+}
+
+/// Who asked for a sync.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// The Service's queue: a change of the Service, a retry, a shard taken over.
+    Queue,
+    /// A node-set change: only the backends of load balancers this replica brought to the
+    /// cloud are updated (the others are still being ensured, with their own backoff).
+    NodeSync,
+}
+
+/// What a sync came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Synced, or nothing to do.
+    Done,
+    /// The same sync failed and its retry is due at this time.
+    Waiting(Instant),
+}
+
+/// The work queue's reconcile of one Service.
+///
+/// # Errors
+/// See [`Error`].
+pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Context>) -> Result<Action, Error> {
+    match sync_service(&ctx, &svc, Trigger::Queue).await? {
+        Outcome::Done => {
+            lock(&ctx.failures).remove(&key_of(&svc));
+            Ok(Action::await_change())
+        }
+        Outcome::Waiting(at) => Ok(Action::requeue(at.saturating_duration_since(Instant::now()))),
+    }
+}
+
+/// Requeues a failed Service: after exactly the delay the cloud asked for (RETRY_AFTER);
+/// a Service the cloud can never serve as it is, at the longest backoff (its next change
+/// triggers a sync anyway); others with exponential backoff (5 s doubling, at most 300 s).
+pub fn error_policy(svc: Arc<Service>, err: &Error, ctx: Arc<Context>) -> Action {
+    if matches!(err, Error::NotOwner) {
+        return Action::await_change();
+    }
+    ctx.metrics.reconcile.failed(err.metric_label());
+    let key = key_of(&svc);
+    let mut failures = lock(&ctx.failures);
+    let count = failures.get(&key).map_or(0, |f| f.count).saturating_add(1);
+    let delay = match (err.retry_after(), err) {
+        (Some(after), _) => after,
+        (None, Error::LoadBalancerGone) => Duration::ZERO,
+        (None, err) if err.is_invalid_service() => BACKOFF_MAX,
+        (None, _) => backoff(count),
+    };
+    let last = lock(&ctx.synced).get(&key).cloned();
+    let decision = plan::decide(
+        &svc,
+        last.as_ref(),
+        &plan::backend_identity(&ctx.backends()),
+        ctx.class.as_deref(),
+    );
+    failures.insert(
+        key.clone(),
+        Failure {
+            count,
+            service: (*svc).clone(),
+            decision,
+            retry_at: Instant::now() + delay,
+        },
+    );
+    tracing::warn!(service = %key, error = %err, retry_in = ?delay, "service sync failed");
+    Action::requeue(delay)
+}
+
+/// The delay after `failures` consecutive failures: 5 s doubling, at most 300 s.
+pub fn backoff(failures: u32) -> Duration {
+    BACKOFF_BASE
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(10))
+        .min(BACKOFF_MAX)
+}
+
+/// Syncs one Service if this replica owns its shard: one sync at a time per Service.
+///
+/// # Errors
+/// See [`Error`].
+pub async fn sync_service(ctx: &Context, svc: &Service, trigger: Trigger) -> Result<Outcome, Error> {
+    let key = key_of(svc);
+    let shard = ctx.shards.shard_of(&shard_key(svc));
+    let Some(_in_flight) = ctx.shards.begin(shard) else {
+        return Ok(Outcome::Done); // another replica's shard
+    };
+    let service_lock = ctx.lock_for(&key);
+    let _one_at_a_time = service_lock.lock().await;
+    let last = lock(&ctx.synced).get(&key).cloned();
+    let backends = ctx.backends();
+    let identity = plan::backend_identity(&backends);
+    let decision = plan::decide(svc, last.as_ref(), &identity, ctx.class.as_deref());
+    // A node-set change only updates backends; ensures and cleanups are the queue's, with
+    // their own backoff.
+    let wanted = match trigger {
+        Trigger::Queue => decision != Decision::Nothing,
+        Trigger::NodeSync => decision == Decision::UpdateHosts,
+    };
+    if !wanted {
+        return Ok(Outcome::Done);
+    }
+    if trigger == Trigger::Queue {
+        if let Some(at) = retry_pending(ctx, &key, svc, decision) {
+            return Ok(Outcome::Waiting(at));
+        }
+    }
+    let _timer = ctx.metrics.reconcile.count_and_measure();
+    // Who worked on what, and when: replicas never overlap on a Service (the e2e test reads it).
+    tracing::info!(service = %key, shard, ?decision, "service sync started");
+    let regarding = svc.object_ref(&());
+    let result = match decision {
+        Decision::Ensure => ensure(ctx, svc, shard, &backends, &regarding).await,
+        Decision::UpdateHosts => update_hosts(ctx, svc, shard, &backends, &regarding).await,
+        Decision::Cleanup => cleanup(ctx, svc, shard, &regarding).await,
+        Decision::Nothing => Ok(()),
+    };
+    tracing::info!(service = %key, shard, ok = result.is_ok(), "service sync finished");
+    if let Err(err) = &result {
+        if matches!(decision, Decision::Ensure | Decision::Cleanup) && !matches!(err, Error::NotOwner) {
+            let note = format!("Error syncing load balancer: {err}");
+            ctx.events
+                .warning(&regarding, "SyncLoadBalancerFailed", "SyncLoadBalancer", note)
+                .await;
+        }
+    }
+    result.map(|()| Outcome::Done)
+}
+
+/// When the same sync of the same Service (no change that needs the cloud since) failed and
+/// its retry is not due yet: the time it is due.
+fn retry_pending(ctx: &Context, key: &str, svc: &Service, decision: Decision) -> Option<Instant> {
+    let failures = lock(&ctx.failures);
+    let failure = failures.get(key)?;
+    let same = failure.decision == decision
+        && failure.service.metadata.deletion_timestamp.is_some() == svc.metadata.deletion_timestamp.is_some()
+        && !plan::needs_update(&failure.service, svc, ctx.class.as_deref());
+    // A little early is due: the queue's own requeue must not find itself too soon.
+    let due = failure
+        .retry_at
+        .checked_sub(Duration::from_millis(50))
+        .unwrap_or(failure.retry_at);
+    (same && Instant::now() < due).then_some(failure.retry_at)
+}
+
+/// What a guarded write of the Service came to: the Service as written (or as it was, when
+/// there was nothing to write); `None` when it is gone.
+fn written(
+    svc: &Service,
+    result: Result<Option<Service>, WriteError>,
+    action: &'static str,
+) -> Result<Option<Service>, Error> {
+    match result {
+        Ok(Some(written)) => Ok(Some(written)),
+        Ok(None) => Ok(Some(svc.clone())),
+        Err(err) if err.is_not_found() => Ok(None),
+        Err(WriteError::NotLeading) => Err(Error::NotOwner),
+        Err(source) => Err(Error::Write { action, source }),
+    }
+}
+
+/// Upstream's ensure: the event, the finalizer before any cloud call, EnsureLoadBalancer over
+/// the backends, the event, then the status if it changed.
+async fn ensure(
+    ctx: &Context,
+    svc: &Service,
+    shard: u32,
+    backends: &[BackendNode],
+    regarding: &ObjectReference,
+) -> Result<(), Error> {
+    let key = key_of(svc);
+    ctx.events
+        .normal(
+            regarding,
+            "EnsuringLoadBalancer",
+            "EnsureLoadBalancer",
+            "Ensuring load balancer".into(),
+        )
+        .await;
+    let api = ctx.services(svc);
+    let writer = ctx.writer(shard);
+    let class = ctx.class.as_deref();
+    let with_finalizer = writer
+        .write_from(&api, svc, |fresh| {
+            // Changed meanwhile so that it wants no load balancer: its next sync cleans up.
+            if !plan::wants_load_balancer(fresh, class) || fresh.metadata.deletion_timestamp.is_some() {
+                return Ok(Patches::default());
+            }
+            Ok::<_, std::convert::Infallible>(plan::add_finalizer(fresh).unwrap_or_default())
+        })
+        .await
+        .map_err(|e| e.into_write_error().unwrap_or_else(|never| match never {}));
+    let Some(current) = written(svc, with_finalizer, "add load balancer cleanup finalizer")? else {
+        return Ok(()); // deleted meanwhile
+    };
+    if !plan::wants_load_balancer(&current, class) || current.metadata.deletion_timestamp.is_some() {
+        return Ok(());
+    }
+    if backends.is_empty() {
+        ctx.events
+            .warning(
+                regarding,
+                "UnAvailableLoadBalancer",
+                "EnsureLoadBalancer",
+                "There are no available nodes for LoadBalancer".into(),
+            )
+            .await;
+    }
+    let identity = plan::backend_identity(backends);
+    let ensured = ctx
+        .fenced(
+            shard,
+            ctx.cloud
+                .ensure_load_balancer(&ctx.cluster_name, &current, backends),
+        )
+        .await?;
+    let status: LoadBalancerStatus = match ensured {
+        Ok(status) => status,
+        Err(GatewayError::ImplementedElsewhere(why)) => {
+            tracing::info!(service = %key, why, "the load balancer is implemented elsewhere; leaving it alone");
+            ctx.record(&key, svc, identity);
+            return Ok(());
+        }
+        Err(source) => {
+            return Err(Error::Cloud {
+                action: "ensure load balancer",
+                source,
+            });
+        }
+    };
+    ctx.events
+        .normal(
+            regarding,
+            "EnsuredLoadBalancer",
+            "EnsureLoadBalancer",
+            "Ensured load balancer".into(),
+        )
+        .await;
+    let with_status = writer
+        .write_from(&api, &current, |fresh| {
+            Ok::<_, std::convert::Infallible>(Patches {
+                status: plan::status_patch(fresh, &status),
+                main: None,
+            })
+        })
+        .await
+        .map_err(|e| e.into_write_error().unwrap_or_else(|never| match never {}));
+    written(svc, with_status, "update load balancer status")?;
+    ctx.record(&key, svc, identity);
+    Ok(())
+}
+
+/// Upstream's backends update after a node-set change: UpdateLoadBalancer, then the event. A
+/// failure forgets what was synced, so the Service's next sync ensures it whole.
+async fn update_hosts(
+    ctx: &Context,
+    svc: &Service,
+    shard: u32,
+    backends: &[BackendNode],
+    regarding: &ObjectReference,
+) -> Result<(), Error> {
+    let key = key_of(svc);
+    let started = Instant::now();
+    ctx.metrics.loadbalancer_sync.inc();
+    let updated = ctx
+        .fenced(
+            shard,
+            ctx.cloud.update_load_balancer(&ctx.cluster_name, svc, backends),
+        )
+        .await;
+    let outcome = match updated? {
+        Ok(()) | Err(GatewayError::ImplementedElsewhere(_)) => {
+            if backends.is_empty() {
+                ctx.events
+                    .warning(
+                        regarding,
+                        "UnAvailableLoadBalancer",
+                        "UpdateLoadBalancer",
+                        "There are no available nodes for LoadBalancer".into(),
+                    )
+                    .await;
+            } else {
+                ctx.events
+                    .normal(
+                        regarding,
+                        "UpdatedLoadBalancer",
+                        "UpdateLoadBalancer",
+                        "Updated load balancer with new hosts".into(),
+                    )
+                    .await;
+            }
+            if let Some(last) = lock(&ctx.synced).get_mut(&key) {
+                last.nodes = plan::backend_identity(backends);
+            }
+            Ok(())
+        }
+        Err(source) => {
+            ctx.forget(&key);
+            // Upstream counts a failure only while the load balancer still exists.
+            let exists = ctx
+                .fenced(shard, ctx.cloud.get_load_balancer(&ctx.cluster_name, svc))
+                .await?;
+            if matches!(exists, Ok(None)) {
+                Err(Error::LoadBalancerGone)
+            } else {
+                ctx.metrics.nodesync_error.inc();
+                let note = format!(
+                    "Error updating load balancer with new hosts {} [node names limited, total number of nodes: {}], error: {source}",
+                    plan::loggable_node_names(backends),
+                    backends.len()
+                );
+                ctx.events
+                    .warning(regarding, "UpdateLoadBalancerFailed", "UpdateLoadBalancer", note)
+                    .await;
+                Err(Error::Cloud {
+                    action: "update load balancer hosts",
+                    source,
+                })
+            }
+        }
+    };
+    ctx.metrics
+        .update_host_latency
+        .observe(started.elapsed().as_secs_f64());
+    outcome
+}
+
+/// Upstream's cleanup: if the load balancer exists, the event and its deletion; then the
+/// finalizer and the status go, and the event.
+async fn cleanup(ctx: &Context, svc: &Service, shard: u32, regarding: &ObjectReference) -> Result<(), Error> {
+    let key = key_of(svc);
+    let exists = ctx
+        .fenced(shard, ctx.cloud.get_load_balancer(&ctx.cluster_name, svc))
+        .await?
+        .map_err(|source| Error::Cloud {
+            action: "check if load balancer exists before cleanup",
+            source,
+        })?;
+    if exists.is_some() {
+        ctx.events
+            .normal(
+                regarding,
+                "DeletingLoadBalancer",
+                "DeleteLoadBalancer",
+                "Deleting load balancer".into(),
+            )
+            .await;
+        match ctx
+            .fenced(
+                shard,
+                ctx.cloud.ensure_load_balancer_deleted(&ctx.cluster_name, svc),
+            )
+            .await?
+        {
+            Ok(()) | Err(GatewayError::ImplementedElsewhere(_)) => {}
+            Err(source) => {
+                return Err(Error::Cloud {
+                    action: "delete load balancer",
+                    source,
+                });
+            }
+        }
+    }
+    let api = ctx.services(svc);
+    let removed = ctx
+        .writer(shard)
+        .write_from(&api, svc, |fresh| {
+            Ok::<_, std::convert::Infallible>(plan::remove_finalizer_and_status(fresh))
+        })
+        .await
+        .map_err(|e| e.into_write_error().unwrap_or_else(|never| match never {}));
+    written(svc, removed, "remove load balancer cleanup finalizer")?;
+    ctx.forget(&key);
+    lock(&ctx.locks).remove(&key);
+    ctx.events
+        .normal(
+            regarding,
+            "DeletedLoadBalancer",
+            "DeleteLoadBalancer",
+            "Deleted load balancer".into(),
+        )
+        .await;
+    Ok(())
+}
+
+/// After a node-set change: every load balancer this replica brought to the cloud whose
+/// backends changed is updated once, `parallelism` at a time. A failed update sends its Service
+/// back to the queue, which ensures it whole (upstream's retry). Returns how many failed.
+pub async fn sync_nodes(ctx: &Context, services: Vec<Arc<Service>>, parallelism: usize) -> usize {
+    let started = Instant::now();
+    let failed = futures::stream::iter(services)
+        .map(|svc| async move {
+            match sync_service(ctx, &svc, Trigger::NodeSync).await {
+                Ok(_) | Err(Error::NotOwner) => false,
+                Err(err) => {
+                    tracing::warn!(service = %key_of(&svc), error = %err, "backends update failed; syncing the service again");
+                    let _ = ctx.retries.send(ObjectRef::from_obj(&*svc));
+                    true
+                }
+            }
+        })
+        .buffer_unordered(parallelism.max(1))
+        .filter(|failed| std::future::ready(*failed))
+        .count()
+        .await;
+    ctx.metrics
+        .nodesync_latency
+        .observe(started.elapsed().as_secs_f64());
+    failed
+}
