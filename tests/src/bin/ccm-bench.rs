@@ -10,7 +10,8 @@
 //! Scenarios:
 //! - (a) N Ready nodes join at once, tainted, on a cloud allowing 10 calls/s (burst 10) at
 //!   50 ms per call: time until all are initialized, provider calls, throttled answers, API
-//!   requests, peak RSS;
+//!   requests (all of them since the controllers started, and per node net of the controllers'
+//!   start-up requests, measured by starting them on an empty cluster), peak RSS;
 //! - (b) steady state: N initialized nodes, time run 50 times faster: the address refresh
 //!   (5 min → 6 s) and ours' gateway cache TTL (10 s → 200 ms) shortened, the cloud's limit
 //!   raised as much: provider calls per refresh period, as a real 5-minute period costs;
@@ -97,6 +98,9 @@ struct Row {
     provider_calls: u64,
     throttled: u64,
     api_requests: u64,
+    /// The controllers' own start-up requests (LIST and WATCH of nodes...), counted by starting
+    /// them on an empty cluster: in `api_requests`, but no node's cost.
+    startup_api_requests: Option<u64>,
     peak_rss_mib: BTreeMap<String, f64>,
     /// Least time the provider's limit allows for the calls this mode needs.
     floor_seconds: Option<f64>,
@@ -181,16 +185,30 @@ impl Bench {
         (calls, counter(&m, "cloudgateway_provider_throttled_total", &[]))
     }
 
-    /// Every API request served so far (this program's own LISTs excluded).
-    async fn api_requests(&self) -> u64 {
+    /// fake-apiserver's `/metrics`.
+    async fn apiserver_metrics(&self) -> String {
         let request = http::Request::get("/metrics").body(Vec::new()).expect("request");
-        let text = self
-            .cluster
+        self.cluster
             .client
             .request_text(request)
             .await
-            .unwrap_or_default();
-        counter(&text, "apiserver_request_total", &[]).saturating_sub(self.own_lists)
+            .unwrap_or_default()
+    }
+
+    /// Every API request served so far (this program's own LISTs excluded).
+    async fn api_requests(&self) -> u64 {
+        let m = self.apiserver_metrics().await;
+        counter(&m, "apiserver_request_total", &[]).saturating_sub(self.own_lists)
+    }
+
+    /// API requests of `verb` on `resource` served so far.
+    async fn api_requests_of(&self, verb: &str, resource: &str) -> u64 {
+        let m = self.apiserver_metrics().await;
+        counter(
+            &m,
+            "apiserver_request_total",
+            &[("verb", verb), ("resource", resource)],
+        )
     }
 
     /// Waits until the provider-call and API-request counters stop changing (the same on two
@@ -288,14 +306,42 @@ impl Bench {
     }
 }
 
+/// The API requests the controllers make to start (list and watch nodes, ...) when there is no
+/// node: started on an empty cluster, counted once both watch nodes and the count settles.
+/// `None` when they did not settle within 60 s.
+async fn startup_requests(mode: Mode) -> Option<u64> {
+    let mut bench = Bench::start(mode, 0, &[], &[], 1).await;
+    let before = bench.api_requests().await;
+    bench.start_controllers(&[]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // Both controllers watch nodes once started.
+    while bench.api_requests_of("WATCH", "nodes").await < 2 {
+        if Instant::now() > deadline {
+            bench.stop().await;
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let settled = bench.settle(Duration::from_secs(10)).await;
+    let requests = bench.api_requests().await.saturating_sub(before);
+    bench.stop().await;
+    settled.then_some(requests)
+}
+
 /// `n` Ready, tainted nodes registered, then the controllers started: time until every node is
-/// initialized (at most `deadline`), provider calls, API requests and peak RSS.
+/// initialized (at most `deadline`), provider calls, API requests since the controllers started
+/// (read once the counters settle, so the last nodes' status patches and events are in) and
+/// peak RSS.
 async fn initialize_all(mode: Mode, n: usize, cloud: &[&str], gateway: &[&str], deadline: Duration) -> Row {
     let mut bench = Bench::start(mode, n, cloud, gateway, 1).await;
     bench.register(n).await;
     let api_before = bench.api_requests().await;
     bench.start_controllers(&[]);
     let seconds = bench.wait_initialized(n, deadline).await;
+    if seconds.is_some() {
+        // The last nodes' status patches and events may still be on their way: count them.
+        bench.settle(Duration::from_secs(10)).await;
+    }
     let done = bench.initialized().await;
     let (calls, throttled) = bench.provider_calls().await;
     let api = bench.api_requests().await.saturating_sub(api_before);
@@ -325,10 +371,12 @@ async fn join_at_once(mode: Mode, n: usize) -> Row {
         Mode::Ours => n.div_ceil(100),
         Mode::Upstream => n,
     };
+    let startup = startup_requests(mode).await;
     Row {
         scenario: format!("(a) {n} nodes join at once, cloud 10 calls/s, 50 ms/call"),
         // Calls beyond the burst of 10, at 10 per second.
         floor_seconds: Some(needed.saturating_sub(10) as f64 / 10.0),
+        startup_api_requests: startup,
         ..initialize_all(mode, n, &cloud, &[], Duration::from_secs(1800)).await
     }
 }
@@ -376,6 +424,7 @@ async fn steady_state(mode: Mode, n: usize, periods: u32) -> Row {
         api_requests: api / passes.max(1),
         peak_rss_mib: bench.peak_rss(),
         floor_seconds: None,
+        startup_api_requests: None,
         note: match (converged, settled) {
             (None, _) => "did not converge".into(),
             (Some(_), true) => format!("average of {passes} passes"),
@@ -407,11 +456,17 @@ fn ratio(ours: f64, upstream: f64) -> String {
     }
 }
 
+/// API requests per node net of the controllers' start-up requests, when those were measured.
+fn net_per_node(r: &Row) -> Option<f64> {
+    let startup = r.startup_api_requests?;
+    Some(r.api_requests.saturating_sub(startup) as f64 / r.nodes.max(1) as f64)
+}
+
 fn print_table(rows: &[Row]) {
     println!(
-        "\n| scenario | mode | converge s | floor s | provider calls | throttled | API requests | per node | peak RSS MiB (apiserver / gateway / node / lifecycle) | note |"
+        "\n| scenario | mode | converge s | floor s | provider calls | throttled | API requests | per node | per node net of start-up (start-up requests) | peak RSS MiB (apiserver / gateway / node / lifecycle) | note |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         let rss = [
             "fake-apiserver",
@@ -423,8 +478,12 @@ fn print_table(rows: &[Row]) {
         .map(|p| r.peak_rss_mib.get(*p).map_or("-".into(), |v| format!("{v}")))
         .collect::<Vec<_>>()
         .join(" / ");
+        let net = match (net_per_node(r), r.startup_api_requests) {
+            (Some(net), Some(startup)) => format!("{net:.2} ({startup})"),
+            _ => "-".into(),
+        };
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.2} | {} | {} | {} |",
             r.scenario,
             r.mode,
             fmt_f(r.seconds),
@@ -433,6 +492,7 @@ fn print_table(rows: &[Row]) {
             r.throttled,
             r.api_requests,
             r.api_requests as f64 / r.nodes.max(1) as f64,
+            net,
             rss,
             r.note
         );
@@ -461,7 +521,10 @@ fn to_json(rows: &[Row]) -> Value {
                     "seconds": (!r.seconds.is_nan()).then_some(r.seconds),
                     "floor_seconds": r.floor_seconds,
                     "provider_calls": r.provider_calls, "throttled": r.throttled,
-                    "api_requests": r.api_requests, "peak_rss_mib": r.peak_rss_mib, "note": r.note,
+                    "api_requests": r.api_requests,
+                    "startup_api_requests": r.startup_api_requests,
+                    "api_requests_per_node_net_of_startup": net_per_node(r),
+                    "peak_rss_mib": r.peak_rss_mib, "note": r.note,
                 })
             })
             .collect(),
