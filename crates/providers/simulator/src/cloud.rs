@@ -67,6 +67,8 @@ pub struct CloudInfo {
     pub load_balancer_pool: IpNet,
     /// State file, if persistent.
     pub state_file: Option<String>,
+    /// Load balancers ever created.
+    pub load_balancers_created: u64,
 }
 
 /// A route as the admin API lists it: with its cluster, across clusters.
@@ -199,6 +201,7 @@ impl Simulator {
             instance_subnet: s.instance_subnet,
             load_balancer_pool: s.load_balancer_pool,
             state_file: self.store.file().map(|p| p.display().to_string()),
+            load_balancers_created: s.load_balancers_created,
         }
     }
 

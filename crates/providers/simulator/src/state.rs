@@ -43,6 +43,9 @@ pub struct State {
     /// Load balancers by name.
     #[serde(default)]
     pub load_balancers: BTreeMap<String, LoadBalancer>,
+    /// Load balancers ever created (a service's load balancer created twice shows here).
+    #[serde(default)]
+    pub load_balancers_created: u64,
     /// Routes of every cluster, in creation order.
     #[serde(default)]
     pub routes: Vec<RouteRecord>,
@@ -269,6 +272,7 @@ impl State {
             load_balancer_pool,
             instance_ip_cursor: None,
             load_balancer_ip_cursor: None,
+            load_balancers_created: 0,
             instances: Vec::new(),
             load_balancers: BTreeMap::new(),
             routes: Vec::new(),

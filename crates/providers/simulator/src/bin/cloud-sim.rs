@@ -616,6 +616,11 @@ fn info_table(v: &Value) -> String {
             vec!["instance_subnet".into(), s(v, "instance_subnet")],
             vec!["load_balancer_pool".into(), s(v, "load_balancer_pool")],
             vec!["state_file".into(), or_dash(s(v, "state_file"))],
+            vec![
+                "load_balancers_created".into(),
+                v.get("load_balancers_created")
+                    .map_or_else(String::new, Value::to_string),
+            ],
         ],
     )
 }

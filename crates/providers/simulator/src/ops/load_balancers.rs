@@ -255,6 +255,7 @@ pub fn ensure(
                 ..lb
             };
             state.load_balancers.insert(name, lb.clone());
+            state.load_balancers_created += 1;
             lb
         }
     };
@@ -473,6 +474,7 @@ mod tests {
         .unwrap();
         assert_eq!(first, second);
         assert_eq!(s.load_balancers.len(), 1);
+        assert_eq!(s.load_balancers_created, 1, "ensured twice, created once");
         let lb = &s.load_balancers[&default_load_balancer_name("u")];
         assert_eq!(lb.listeners[0].port, 8080);
         assert_eq!(
