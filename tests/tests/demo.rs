@@ -1,5 +1,6 @@
 //! The README's run command works: `ccm-demo --exit` initializes the inventory's nodes,
-//! taints the stopped one and deletes the terminated one's Node; `kill <pid>` stops it and
+//! taints the stopped one and deletes the terminated one's Node, provisions LoadBalancer
+//! Services and deletes one's load balancer with it; `kill <pid>` stops it and
 //! everything it started, as Ctrl-C does.
 
 use std::{collections::BTreeSet, process::Command, time::Duration};
@@ -48,6 +49,33 @@ fn the_demo_shows_nodes_initialized_from_the_simulated_cloud() {
         "the terminated instance's Node must be deleted:\n{after}"
     );
     assert!(after.contains("accelerator=sim-gpu"), "{after}");
+
+    // LoadBalancer Services get an EXTERNAL-IP from the cloud; deleting one deletes its
+    // load balancer.
+    let services = stdout
+        .split("== LoadBalancer Services (kubectl get svc) ==")
+        .nth(1)
+        .expect("a services table");
+    let web = services
+        .lines()
+        .find(|l| l.starts_with("web "))
+        .expect("web listed");
+    assert!(
+        web.contains("LoadBalancer") && web.contains("203.0.113."),
+        "{web}"
+    );
+    let (provisioned, after_delete) = services
+        .split_once("Deleting Service dns")
+        .expect("the deletion step");
+    assert!(provisioned.contains("default/dns"), "{provisioned}");
+    let remaining = after_delete
+        .split("== Load balancers in the simulated cloud ==")
+        .nth(1)
+        .expect("the cloud after the deletion");
+    assert!(
+        remaining.contains("default/web") && !remaining.contains("default/dns"),
+        "{remaining}"
+    );
 }
 
 /// A process seen under /proc: its id, start time (so a reused id is not mistaken for it) and

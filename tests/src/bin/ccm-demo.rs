@@ -3,15 +3,18 @@
 //! Starts fake-apiserver, cloud-gateway on the simulated cloud (seeded from
 //! `examples/simulator-inventory.yaml`) and the controllers; registers the inventory's machines
 //! as Nodes the way kubelet `--cloud-provider=external` does; and prints the Nodes before and
-//! after the controllers did their work. Then it keeps running (Ctrl-C or SIGTERM stops
-//! everything it started) so you can look around with `kubectl` and `cloud-sim`; `--exit` stops
-//! at once (CI smoke test).
+//! after the controllers did their work. Then two replicas of service-lb-controller provision
+//! LoadBalancer Services (shown as `kubectl get svc` would, beside the simulator's load
+//! balancers), and a deleted Service takes its load balancer with it. Then it keeps running
+//! (Ctrl-C or SIGTERM stops everything it started) so you can look around with `kubectl` and
+//! `cloud-sim`; `--exit` stops at once (CI smoke test).
 
 use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
-use e2e::{Cluster, ClusterSpec, wait_for};
-use k8s_openapi::api::core::v1::Node;
-use kube::ResourceExt;
+use e2e::{Cluster, ClusterSpec, ingress_ips, wait_for};
+use k8s_openapi::api::core::v1::{Node, Service};
+use kube::{ResourceExt, api::DeleteParams};
+use serde_json::{Value, json};
 
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
@@ -88,6 +91,30 @@ fn address(node: &Node, kind: &str) -> String {
         .map_or("<none>".into(), |a| a.address.clone())
 }
 
+/// Prints `rows` under `header` in columns, as kubectl does.
+fn print_table<const N: usize>(header: [&str; N], rows: &[[String; N]]) {
+    let mut widths = header.map(str::len);
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_owned()
+    };
+    println!("{}", line(header.to_vec()));
+    for row in rows {
+        println!("{}", line(row.iter().map(String::as_str).collect()));
+    }
+}
+
 /// A `kubectl get nodes -o wide`-like table, with the cloud's labels.
 fn print_nodes(title: &str, nodes: &[Node]) {
     println!("\n== {title} ==");
@@ -123,26 +150,7 @@ fn print_nodes(title: &str, nodes: &[Node]) {
         "INSTANCE-TYPE",
         "REGION/ZONE",
     ];
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        cells
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_owned()
-    };
-    println!("{}", line(header.to_vec()));
-    for row in &rows {
-        println!("{}", line(row.iter().map(String::as_str).collect()));
-    }
+    print_table(header, &rows);
     let extra: BTreeMap<String, Vec<String>> = nodes
         .iter()
         .filter_map(|n| {
@@ -158,6 +166,83 @@ fn print_nodes(title: &str, nodes: &[Node]) {
     for (node, labels) in extra {
         println!("  {node}: extra labels from the cloud: {}", labels.join(", "));
     }
+}
+
+/// `kubectl get svc`: the Services with their EXTERNAL-IP.
+fn print_services(title: &str, services: &[Service]) {
+    println!("\n== {title} ==");
+    let rows: Vec<[String; 5]> = services
+        .iter()
+        .map(|s| {
+            let spec = s.spec.clone().unwrap_or_default();
+            let ports: Vec<String> = spec
+                .ports
+                .unwrap_or_default()
+                .iter()
+                .map(|p| match p.node_port {
+                    Some(node_port) => format!(
+                        "{}:{node_port}/{}",
+                        p.port,
+                        p.protocol.as_deref().unwrap_or("TCP")
+                    ),
+                    None => format!("{}/{}", p.port, p.protocol.as_deref().unwrap_or("TCP")),
+                })
+                .collect();
+            let external = match (spec.type_.as_deref(), ingress_ips(s)) {
+                (Some("LoadBalancer"), ips) if ips.is_empty() => "<pending>".to_owned(),
+                (_, ips) if ips.is_empty() => "<none>".to_owned(),
+                (_, ips) => ips.join(","),
+            };
+            [
+                s.name_any(),
+                spec.type_.unwrap_or_default(),
+                spec.cluster_ip.unwrap_or_else(|| "<none>".into()),
+                external,
+                ports.join(","),
+            ]
+        })
+        .collect();
+    print_table(["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)"], &rows);
+}
+
+/// `cloud-sim load-balancers list`: the simulated cloud's load balancers.
+fn print_load_balancers(title: &str, lbs: &[Value]) {
+    println!("\n== {title} ==");
+    let rows: Vec<[String; 4]> = lbs
+        .iter()
+        .map(|lb| {
+            let backends: Vec<&str> = lb["backends"]
+                .as_array()
+                .map(|b| b.iter().filter_map(|b| b["node_name"].as_str()).collect())
+                .unwrap_or_default();
+            [
+                lb["name"].as_str().unwrap_or_default().to_owned(),
+                format!(
+                    "{}/{}",
+                    lb["service_namespace"].as_str().unwrap_or_default(),
+                    lb["service_name"].as_str().unwrap_or_default()
+                ),
+                lb["ip"].as_str().unwrap_or_default().to_owned(),
+                backends.join(","),
+            ]
+        })
+        .collect();
+    if rows.is_empty() {
+        println!("(none)");
+    } else {
+        print_table(["LOAD-BALANCER", "SERVICE", "IP", "BACKENDS"], &rows);
+    }
+}
+
+async fn service_list(cluster: &Cluster) -> Vec<Service> {
+    let mut services = cluster
+        .services("default")
+        .list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    services.sort_by_key(ResourceExt::name_any);
+    services
 }
 
 async fn node_list(cluster: &Cluster) -> Vec<Node> {
@@ -202,7 +287,7 @@ async fn main() {
     };
     if !opts.exit {
         println!(
-            "\nEverything keeps running; try:\n  kubectl --kubeconfig {} get nodes -o wide\n  {}/cloud-sim --admin-url http://{} instances list\n  {}/cloud-sim --admin-url http://{} instances add --name worker-9   # then register a Node named worker-9\n  curl http://{}/metrics\nLogs are in {}. Ctrl-C stops everything.",
+            "\nEverything keeps running; try:\n  kubectl --kubeconfig {} get nodes,svc -o wide\n  {}/cloud-sim --admin-url http://{} instances list\n  {}/cloud-sim --admin-url http://{} instances add --name worker-9   # then register a Node named worker-9\n  curl http://{}/metrics\nLogs are in {}. Ctrl-C stops everything.",
             cluster.kubeconfig.display(),
             e2e::bin_dir().display(),
             cluster.gateway_http,
@@ -314,5 +399,70 @@ async fn demo(opts: &Options, inventory: String) -> Cluster {
         }
     }
 
+    load_balancers(&mut cluster).await;
     cluster
+}
+
+/// Two service-lb-controller replicas provision LoadBalancer Services; deleting one removes
+/// its load balancer from the cloud.
+async fn load_balancers(cluster: &mut Cluster) {
+    println!("\nStarting two replicas of service-lb-controller (they split the Services by shard leases)...");
+    for replica in ["service-lb-controller-0", "service-lb-controller-1"] {
+        cluster.start_controller(
+            "service-lb-controller",
+            replica,
+            &["--leader-elect-identity", replica],
+        );
+    }
+    let web = json!({"spec": {"ports": [
+        { "name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP" },
+        { "name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP" },
+    ]}});
+    cluster.create_lb_service("default", "web", web).await;
+    let dns =
+        json!({"spec": {"ports": [{ "name": "dns", "port": 53, "targetPort": 53, "protocol": "UDP" }]}});
+    cluster.create_lb_service("default", "dns", dns).await;
+    let services = cluster.services("default");
+    for name in ["web", "dns"] {
+        let services = services.clone();
+        wait_for(
+            &format!("{name} to get an EXTERNAL-IP"),
+            Duration::from_secs(60),
+            || {
+                let services = services.clone();
+                async move {
+                    services
+                        .get_opt(name)
+                        .await
+                        .ok()
+                        .flatten()
+                        .filter(|s| !ingress_ips(s).is_empty())
+                }
+            },
+        )
+        .await;
+    }
+    print_services(
+        "LoadBalancer Services (kubectl get svc)",
+        &service_list(cluster).await,
+    );
+    print_load_balancers(
+        "Load balancers in the simulated cloud",
+        &cluster.load_balancers().await,
+    );
+
+    println!(
+        "\nDeleting Service dns: its load balancer goes first, then the finalizer lets the Service go..."
+    );
+    let _ = services.delete("dns", &DeleteParams::default()).await;
+    wait_for("dns to be gone", Duration::from_secs(60), || {
+        let services = services.clone();
+        async move { services.get_opt("dns").await.ok()?.is_none().then_some(()) }
+    })
+    .await;
+    print_services("Services after deleting dns", &service_list(cluster).await);
+    print_load_balancers(
+        "Load balancers in the simulated cloud",
+        &cluster.load_balancers().await,
+    );
 }
