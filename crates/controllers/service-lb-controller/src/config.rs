@@ -52,12 +52,12 @@ impl ControllerConfig for Config {
         if self.concurrent_service_syncs == 0 {
             return Err("--concurrent-service-syncs must be at least 1".into());
         }
-        if let Some(class) = &self.load_balancer_class {
-            if class.is_empty() || class.len() > 253 || class.contains(char::is_whitespace) {
-                return Err(format!(
-                    "--load-balancer-class {class:?} is not a valid class name (a label-style key, e.g. example.com/internal)"
-                ));
-            }
+        if let Some(class) = &self.load_balancer_class
+            && (class.is_empty() || class.len() > 253 || class.contains(char::is_whitespace))
+        {
+            return Err(format!(
+                "--load-balancer-class {class:?} is not a valid class name (a label-style key, e.g. example.com/internal)"
+            ));
         }
         Ok(())
     }

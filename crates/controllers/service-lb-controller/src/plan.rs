@@ -257,22 +257,18 @@ pub fn status_patch(svc: &Service, status: &LoadBalancerStatus) -> Option<Value>
 }
 
 fn ingress_equal(a: &[LoadBalancerIngress], b: &[LoadBalancerIngress]) -> bool {
-    fn normal(
-        i: &LoadBalancerIngress,
-    ) -> (
-        Option<&str>,
-        Option<&str>,
-        Option<&str>,
-        &Option<Vec<k8s_openapi::api::core::v1::PortStatus>>,
-    ) {
-        let ip = i.ip.as_deref().filter(|s| !s.is_empty());
-        let mode = i.ip_mode.as_deref().or(ip.map(|_| "VIP"));
-        (
+    /// An ingress point as the API server holds it: an IP without a mode has mode `VIP`.
+    fn normal(i: &LoadBalancerIngress) -> LoadBalancerIngress {
+        let ip = i.ip.clone().filter(|s| !s.is_empty());
+        LoadBalancerIngress {
+            ip_mode: i
+                .ip_mode
+                .clone()
+                .or_else(|| ip.as_ref().map(|_| "VIP".to_owned())),
             ip,
-            i.hostname.as_deref().filter(|s| !s.is_empty()),
-            mode,
-            &i.ports,
-        )
+            hostname: i.hostname.clone().filter(|s| !s.is_empty()),
+            ports: i.ports.clone().filter(|p| !p.is_empty()),
+        }
     }
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| normal(x) == normal(y))
 }

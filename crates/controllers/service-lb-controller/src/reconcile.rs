@@ -351,10 +351,10 @@ pub async fn sync_service(ctx: &Context, svc: &Service, trigger: Trigger) -> Res
     if !wanted {
         return Ok(Outcome::Done);
     }
-    if trigger == Trigger::Queue {
-        if let Some(at) = retry_pending(ctx, &key, svc, decision) {
-            return Ok(Outcome::Waiting(at));
-        }
+    if trigger == Trigger::Queue
+        && let Some(at) = retry_pending(ctx, &key, svc, decision)
+    {
+        return Ok(Outcome::Waiting(at));
     }
     let _timer = ctx.metrics.reconcile.count_and_measure();
     // Who worked on what, and when: replicas never overlap on a Service (the e2e test reads it).
@@ -367,13 +367,14 @@ pub async fn sync_service(ctx: &Context, svc: &Service, trigger: Trigger) -> Res
         Decision::Nothing => Ok(()),
     };
     tracing::info!(service = %key, shard, ok = result.is_ok(), "service sync finished");
-    if let Err(err) = &result {
-        if matches!(decision, Decision::Ensure | Decision::Cleanup) && !matches!(err, Error::NotOwner) {
-            let note = format!("Error syncing load balancer: {err}");
-            ctx.events
-                .warning(&regarding, "SyncLoadBalancerFailed", "SyncLoadBalancer", note)
-                .await;
-        }
+    if let Err(err) = &result
+        && matches!(decision, Decision::Ensure | Decision::Cleanup)
+        && !matches!(err, Error::NotOwner)
+    {
+        let note = format!("Error syncing load balancer: {err}");
+        ctx.events
+            .warning(&regarding, "SyncLoadBalancerFailed", "SyncLoadBalancer", note)
+            .await;
     }
     result.map(|()| Outcome::Done)
 }

@@ -389,7 +389,9 @@ fn node_changes_update_only_load_balancers_whose_backends_changed() {
     // TestNodeChangesForStableNodeSetEnabled: every service has these nodes as last synced.
     let n = |name: &str| node(name).build();
     let exclude = "node.kubernetes.io/exclude-from-external-load-balancers";
-    let cases: Vec<(&str, Vec<Node>, Vec<Node>, Option<Vec<&str>>)> = vec![
+    /// (case, last synced nodes, nodes now, the backends updated to or `None` for no update)
+    type Case = (&'static str, Vec<Node>, Vec<Node>, Option<Vec<&'static str>>);
+    let cases: Vec<Case> = vec![
         (
             "No node changes",
             vec![n("n1"), n("n2"), n("n3")],
