@@ -10,10 +10,6 @@ use controller_kit::{runner::ControllerConfig, shards::shard_of};
 /// would reconcile Services another replica owns).
 pub const SHARDS: u32 = 16;
 
-/// How long the node set must stay unchanged before the load balancers' backends are updated,
-/// so that nodes joining together cost one update per load balancer, not one each.
-pub const NODE_SYNC_QUIET: Duration = Duration::from_secs(1);
-
 /// The longest a node-set change waits for quiet before the backends are updated anyway.
 pub const NODE_SYNC_MAX_DELAY: Duration = Duration::from_secs(10);
 
@@ -28,6 +24,11 @@ pub struct Config {
     /// class (upstream's behaviour). Installs serving different classes run side by side.
     #[arg(long = "load-balancer-class")]
     pub load_balancer_class: Option<String>,
+    /// How long the node set must stay unchanged before the load balancers' backends are
+    /// updated (at most 10 s after the first change), so that nodes joining together cost one
+    /// update per load balancer. `0s`: at once, as upstream.
+    #[arg(long = "node-sync-delay", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub node_sync_delay: Duration,
 }
 
 impl Config {
@@ -49,6 +50,11 @@ impl ControllerConfig for Config {
     /// # Errors
     /// A message naming the flag.
     fn validate(&self) -> Result<(), String> {
+        if self.node_sync_delay > NODE_SYNC_MAX_DELAY {
+            return Err(format!(
+                "--node-sync-delay must be at most {NODE_SYNC_MAX_DELAY:?}"
+            ));
+        }
         if self.concurrent_service_syncs == 0 {
             return Err("--concurrent-service-syncs must be at least 1".into());
         }

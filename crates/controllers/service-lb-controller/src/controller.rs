@@ -1,7 +1,11 @@
 //! The service controller's wiring: the shard leases, the Node watch and the node-set sync, the
 //! Service watch and its work queue.
 
-use std::{collections::BTreeMap, sync::Arc, time::Instant};
+use std::{
+    collections::BTreeMap,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use controller_kit::{
     events::Events,
@@ -24,7 +28,7 @@ use tokio_stream::wrappers::UnboundedReceiverStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    config::{Config, NODE_SYNC_MAX_DELAY, NODE_SYNC_QUIET, SHARDS},
+    config::{Config, NODE_SYNC_MAX_DELAY, SHARDS},
     metrics::Metrics,
     plan,
     reconcile::{self, Context, shard_key},
@@ -77,6 +81,7 @@ pub async fn run(runtime: Runtime, config: Config) {
                 ctx.clone(),
                 services.clone(),
                 node_changes,
+                config.node_sync_delay,
                 usize::from(config.concurrent_service_syncs),
                 runtime.shutdown.clone(),
             ));
@@ -190,6 +195,7 @@ async fn sync_on_node_changes(
     ctx: Arc<Context>,
     services: Store<Service>,
     changes: Arc<Notify>,
+    quiet: Duration,
     parallelism: usize,
     shutdown: CancellationToken,
 ) {
@@ -200,11 +206,11 @@ async fn sync_on_node_changes(
         }
         // Nodes joining together cost one update per load balancer, not one per node.
         let first = Instant::now();
-        while first.elapsed() < NODE_SYNC_MAX_DELAY {
+        while !quiet.is_zero() && first.elapsed() < NODE_SYNC_MAX_DELAY {
             tokio::select! {
                 () = shutdown.cancelled() => return,
                 () = changes.notified() => {}
-                () = tokio::time::sleep(NODE_SYNC_QUIET) => break,
+                () = tokio::time::sleep(quiet) => break,
             }
         }
         let candidates: Vec<Arc<Service>> = services
