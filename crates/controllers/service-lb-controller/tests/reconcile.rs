@@ -1,0 +1,915 @@
+//! Reconcile-level tests: one Service's sync (and the backends update after a node-set change)
+//! against fake-apiserver in-process and a fake cloud, between the pure plan tests and the
+//! end-to-end tests of the processes. Each test checks what the API server ends up holding,
+//! which events were written, what the cloud was asked (and in which order), and what
+//! `reconcile` / `error_policy` return.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use controller_kit::{
+    events::Events,
+    gateway::GatewayError,
+    load_balancers::CloudLoadBalancers as _,
+    names::{FINALIZER_LB_CLEANUP, callers::SERVICE_CONTROLLER, labels::EXCLUDE_FROM_EXTERNAL_LBS},
+    shards::Shards,
+};
+use http::Method;
+use k8s_openapi::api::{
+    core::v1::{Node, Service},
+    events::v1::Event,
+};
+use kube::{
+    Api,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    runtime::{
+        controller::Action,
+        reflector::{self, ObjectRef, store::Writer},
+        watcher,
+    },
+};
+use serde_json::json;
+use service_lb_controller::{
+    metrics::Metrics,
+    reconcile::{self, Context, Error},
+};
+use side_port::MetricsRegistry;
+use test_support::{
+    FakeCloud, LoadBalancerOp, NodeBuilder, ServiceBuilder,
+    intercept::{self, Intercept},
+};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+const CLUSTER: &str = "test-cluster";
+
+struct Harness {
+    _server: fake_apiserver::RunningServer,
+    /// For the test's own reads and writes (not logged, never intercepted).
+    services: Api<Service>,
+    events: Api<Event>,
+    /// What the controller sent to the API server.
+    requests: intercept::Log,
+    cloud: Arc<FakeCloud>,
+    ctx: Arc<Context>,
+    metrics: MetricsRegistry,
+    /// Feeds the controller's Node cache, as its watch would.
+    nodes: Mutex<Writer<Node>>,
+    /// The Services sent back to the queue after a failed backends update.
+    retries: Mutex<UnboundedReceiver<ObjectRef<Service>>>,
+}
+
+/// A replica that owns every shard, talking to the API server straight through.
+async fn harness() -> Harness {
+    harness_with(Shards::unconditional(16), |_, _| Intercept::Pass).await
+}
+
+/// The controller acts on `shards` and talks to the API server through a client that asks
+/// `hook` about every request (to answer some itself, e.g. with a conflict).
+async fn harness_with<F>(shards: Shards, hook: F) -> Harness
+where
+    F: Fn(&Method, &str) -> Intercept + Send + Sync + 'static,
+{
+    let server = fake_apiserver::FakeApiServer::start(fake_apiserver::Config::default())
+        .await
+        .unwrap();
+    let client = server.client().unwrap();
+    let (controllers_client, requests) = intercept::client(&server, hook);
+    let cloud = FakeCloud::new();
+    let metrics = MetricsRegistry::new();
+    let (store, writer) = reflector::store();
+    let (retry, retries) = tokio::sync::mpsc::unbounded_channel();
+    let ctx = Arc::new(Context::new(
+        controllers_client.clone(),
+        cloud.clone(),
+        CLUSTER.into(),
+        None,
+        shards.clone(),
+        Events::new(controllers_client, SERVICE_CONTROLLER, None),
+        Metrics::register(&metrics, &shards),
+        store,
+        retry,
+    ));
+    Harness {
+        _server: server,
+        services: Api::namespaced(client.clone(), "default"),
+        events: Api::namespaced(client, "default"),
+        requests,
+        cloud,
+        ctx,
+        metrics,
+        nodes: Mutex::new(writer),
+        retries: Mutex::new(retries),
+    }
+}
+
+impl Harness {
+    /// The Node cache after a (re)list that found exactly `nodes`.
+    fn list_nodes(&self, nodes: &[NodeBuilder]) {
+        let mut writer = self.nodes.lock().unwrap();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for node in nodes {
+            writer.apply_watcher_event(&watcher::Event::InitApply(node.clone().build()));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+    }
+
+    /// A node added to (or changed in) the Node cache.
+    fn apply_node(&self, node: NodeBuilder) {
+        let mut writer = self.nodes.lock().unwrap();
+        writer.apply_watcher_event(&watcher::Event::Apply(node.build()));
+    }
+
+    /// Creates `svc` and returns it as the watch would deliver it.
+    async fn create(&self, svc: ServiceBuilder) -> Arc<Service> {
+        let svc = svc.without_uid().build();
+        Arc::new(self.services.create(&PostParams::default(), &svc).await.unwrap())
+    }
+
+    /// The Service as the API server holds it now (as the watch delivers it next).
+    async fn service(&self, name: &str) -> Arc<Service> {
+        Arc::new(self.services.get(name).await.unwrap())
+    }
+
+    async fn exists(&self, name: &str) -> bool {
+        self.services.get_opt(name).await.unwrap().is_some()
+    }
+
+    /// Merge-patches the Service (as a user would) and returns it as the watch delivers it.
+    async fn patch(&self, name: &str, patch: serde_json::Value) -> Arc<Service> {
+        Arc::new(
+            self.services
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap(),
+        )
+    }
+
+    /// Deletes the Service (as a user would) and returns it as the watch delivers it: marked
+    /// for deletion, kept by its finalizer.
+    async fn delete(&self, name: &str) -> Arc<Service> {
+        self.services
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+        self.service(name).await
+    }
+
+    async fn reconcile(&self, svc: &Arc<Service>) -> Result<Action, Error> {
+        reconcile::reconcile(svc.clone(), self.ctx.clone()).await
+    }
+
+    fn error_policy(&self, svc: &Arc<Service>, err: &Error) -> Action {
+        reconcile::error_policy(svc.clone(), err, self.ctx.clone())
+    }
+
+    /// The events written, oldest first, as `Type Reason`.
+    async fn events(&self) -> Vec<String> {
+        self.event_objects()
+            .await
+            .into_iter()
+            .map(|e| format!("{} {}", e.type_.unwrap_or_default(), e.reason.unwrap_or_default()))
+            .collect()
+    }
+
+    /// The note of the (first) event with `reason`.
+    async fn note(&self, reason: &str) -> String {
+        self.event_objects()
+            .await
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some(reason))
+            .and_then(|e| e.note)
+            .unwrap_or_else(|| panic!("no {reason} event"))
+    }
+
+    async fn event_objects(&self) -> Vec<Event> {
+        let mut events = self.events.list(&ListParams::default()).await.unwrap().items;
+        // Named `<object>.<hex nanoseconds>`: by name is by time.
+        events.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        events
+    }
+
+    /// What the controller did, in order: its API requests (`PATCH services/web`, `POST
+    /// events`) and its cloud calls (`cloud Ensure default/web [n1]`), by when each went out.
+    fn timeline(&self) -> Vec<String> {
+        let mut all: Vec<(Instant, String)> = self
+            .requests
+            .sent()
+            .into_iter()
+            .map(|r| {
+                let path = r.path.rsplit("/namespaces/default/").next().unwrap_or_default();
+                (r.at, format!("{} {path}", r.method))
+            })
+            .collect();
+        all.extend(
+            self.cloud
+                .load_balancer_calls()
+                .into_iter()
+                .map(|c| (c.at, format!("cloud {}", c.describe()))),
+        );
+        all.sort_by_key(|(at, _)| *at);
+        all.into_iter().map(|(_, what)| what).collect()
+    }
+
+    /// The Services sent back to the queue so far.
+    fn retried(&self) -> Vec<ObjectRef<Service>> {
+        let mut retries = self.retries.lock().unwrap();
+        std::iter::from_fn(|| retries.try_recv().ok()).collect()
+    }
+}
+
+fn node(name: &str) -> NodeBuilder {
+    NodeBuilder::new(name)
+        .provider_id(&format!("sim://zone-a/i-{name}"))
+        .ready(true)
+        .addresses(&[("InternalIP", "10.0.0.1")])
+}
+
+fn has_finalizer(svc: &Service) -> bool {
+    svc.metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == FINALIZER_LB_CLEANUP)
+}
+
+/// `status.loadBalancer.ingress` IPs.
+fn ingress_ips(svc: &Service) -> Vec<String> {
+    svc.status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i.ip.clone())
+        .collect()
+}
+
+/// The delay of a requeue (`Action` keeps it private; its `Debug` shows it).
+fn requeue_after(action: &Action) -> Option<Duration> {
+    let text = format!("{action:?}");
+    let inner = text
+        .strip_prefix("Action { requeue_after: ")
+        .and_then(|t| t.strip_suffix(" }"))
+        .unwrap_or_else(|| panic!("unexpected Action debug format: {text}"));
+    let duration = inner.strip_prefix("Some(")?.strip_suffix(')')?;
+    let (number, unit) = duration
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map(|i| duration.split_at(i))
+        .unwrap_or_else(|| panic!("no unit in {duration}"));
+    let scale = match unit {
+        "s" => 1.0,
+        "ms" => 1e-3,
+        "µs" => 1e-6,
+        "ns" => 1e-9,
+        other => panic!("unexpected unit {other} in {duration}"),
+    };
+    Some(Duration::from_secs_f64(number.parse::<f64>().unwrap() * scale))
+}
+
+fn secs(s: u64) -> Action {
+    Action::requeue(Duration::from_secs(s))
+}
+
+// --- ensure ---------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn ensure_writes_the_finalizer_before_the_cloud_call_then_the_status() {
+    let h = harness().await;
+    h.list_nodes(&[
+        node("n2"),
+        node("n1"),
+        node("n3").label(EXCLUDE_FROM_EXTERNAL_LBS, "true"),
+    ]);
+    let svc = h.create(ServiceBuilder::new("web")).await;
+
+    let action = h.reconcile(&svc).await.unwrap();
+
+    assert_eq!(action, Action::await_change());
+    assert_eq!(
+        h.timeline(),
+        [
+            "POST events",
+            "PATCH services/web",
+            "cloud Ensure default/web [n1 n2]",
+            "POST events",
+            "PATCH services/web/status",
+        ],
+        "the finalizer is written before the cloud is asked; the status after"
+    );
+    let stored = h.service("web").await;
+    assert!(has_finalizer(&stored), "{:?}", stored.metadata.finalizers);
+    assert_eq!(ingress_ips(&stored), ["203.0.113.1"]);
+    let call = &h.cloud.load_balancer_calls()[0];
+    assert_eq!(call.cluster, CLUSTER);
+    assert_eq!(Some(&call.uid), svc.metadata.uid.as_ref());
+    let balancer = h.cloud.load_balancer(&call.uid).unwrap();
+    assert_eq!(balancer.backend_names(), ["n1", "n2"], "n3 is excluded");
+    assert_eq!(
+        h.events().await,
+        ["Normal EnsuringLoadBalancer", "Normal EnsuredLoadBalancer"]
+    );
+
+    // The watch delivers the Service with our finalizer and status: nothing to do, no request.
+    let requests = h.requests.sent().len();
+    for copy in [stored, svc] {
+        assert_eq!(h.reconcile(&copy).await.unwrap(), Action::await_change());
+    }
+    assert_eq!(h.cloud.load_balancer_calls().len(), 1, "no second cloud call");
+    assert_eq!(h.requests.sent().len(), requests, "no API write");
+}
+
+#[tokio::test]
+async fn a_failing_ensure_finds_the_finalizer_written_and_leaves_the_status() {
+    let h = harness().await;
+    h.list_nodes(&[node("n1")]);
+    h.cloud.fail_load_balancer_calls(
+        LoadBalancerOp::Ensure,
+        Some(GatewayError::Unavailable("the cloud is down".into())),
+    );
+    let svc = h.create(ServiceBuilder::new("web")).await;
+
+    let err = h.reconcile(&svc).await.unwrap_err();
+
+    assert!(
+        matches!(
+            err,
+            Error::Cloud {
+                source: GatewayError::Unavailable(_),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let stored = h.service("web").await;
+    assert!(has_finalizer(&stored), "written before the cloud call");
+    assert!(ingress_ips(&stored).is_empty());
+    assert_eq!(
+        h.events().await,
+        ["Normal EnsuringLoadBalancer", "Warning SyncLoadBalancerFailed"]
+    );
+    assert_eq!(
+        h.note("SyncLoadBalancerFailed").await,
+        "Error syncing load balancer: failed to ensure load balancer: unavailable: the cloud is down"
+    );
+}
+
+#[tokio::test]
+async fn with_no_nodes_the_load_balancer_is_ensured_with_a_warning() {
+    let h = harness().await;
+    h.list_nodes(&[]);
+    let svc = h.create(ServiceBuilder::new("web")).await;
+
+    assert_eq!(h.reconcile(&svc).await.unwrap(), Action::await_change());
+
+    assert_eq!(h.cloud.described_load_balancer_calls(), ["Ensure default/web []"]);
+    assert_eq!(
+        h.events().await,
+        [
+            "Normal EnsuringLoadBalancer",
+            "Warning UnAvailableLoadBalancer",
+            "Normal EnsuredLoadBalancer",
+        ]
+    );
+    assert_eq!(
+        h.note("UnAvailableLoadBalancer").await,
+        "There are no available nodes for LoadBalancer"
+    );
+    assert_eq!(ingress_ips(&*h.service("web").await), ["203.0.113.1"]);
+}
+
+// --- errors and requeues --------------------------------------------------------------------
+
+#[tokio::test]
+async fn retry_after_requeues_after_exactly_that_delay_and_an_unrelated_change_waits_for_it() {
+    let h = harness().await;
+    h.list_nodes(&[node("n1")]);
+    h.cloud.retry_after_ensures(1, Duration::from_secs(7));
+    let svc = h.create(ServiceBuilder::new("web")).await;
+
+    let err = h.reconcile(&svc).await.unwrap_err();
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(7)), "{err:?}");
+    assert_eq!(h.error_policy(&svc, &err), secs(7), "not the 5 s backoff");
+    assert_eq!(h.cloud.load_balancer_calls().len(), 1);
+
+    // A label changes meanwhile (and our own finalizer write woke the queue too): the cloud
+    // is not asked again before the 7 s are up.
+    let requests = h.requests.sent().len();
+    let relabelled = h
+        .patch("web", json!({ "metadata": { "labels": { "team": "shop" } } }))
+        .await;
+    for copy in [relabelled, h.service("web").await] {
+        let action = h.reconcile(&copy).await.unwrap();
+        let left = requeue_after(&action).expect("a requeue, not await_change");
+        assert!(
+            left > Duration::from_secs(5) && left <= Duration::from_secs(7),
+            "the time left of the 7 s: {left:?}"
+        );
+    }
+    assert_eq!(h.cloud.load_balancer_calls().len(), 1, "no cloud call meanwhile");
+    assert_eq!(h.requests.sent().len(), requests, "no API request meanwhile");
+    assert!(
+        h.metrics
+            .render()
+            .contains(r#"service_lb_controller_reconcile_errors_total{error="retry_after"} 1"#),
+        "{}",
+        h.metrics.render()
+    );
+}
+
+#[tokio::test]
+async fn other_errors_back_off_from_5s_doubling_to_300s() {
+    let h = harness().await;
+    h.list_nodes(&[node("n1")]);
+    let down = || Some(GatewayError::Unavailable("the cloud is down".into()));
+    h.cloud.fail_load_balancer_calls(LoadBalancerOp::Ensure, down());
+    h.create(ServiceBuilder::new("web")).await;
+
+    let mut delays = Vec::new();
+    for attempt in 0..8 {
+        // Each attempt is a change that needs the cloud, so the cloud is asked at once.
+        let svc = h
+            .patch(
+                "web",
+                json!({ "metadata": { "annotations": { "attempt": attempt.to_string() } } }),
+            )
+            .await;
+        let err = h.reconcile(&svc).await.unwrap_err();
+        assert_eq!(err.retry_after(), None);
+        delays.push(h.error_policy(&svc, &err));
+    }
+
+    assert_eq!(
+        delays,
+        [5, 10, 20, 40, 80, 160, 300, 300].map(secs),
+        "exponential backoff, capped"
+    );
+    assert_eq!(h.cloud.load_balancer_calls().len(), 8);
+    assert!(
+        h.metrics
+            .render()
+            .contains(r#"service_lb_controller_reconcile_errors_total{error="cloud"} 8"#),
+        "{}",
+        h.metrics.render()
+    );
+
+    // Unchanged, the Service waits for its retry: no cloud call.
+    let action = h.reconcile(&h.service("web").await).await.unwrap();
+    assert!(requeue_after(&action).is_some_and(|d| d > Duration::from_secs(299)));
+    assert_eq!(h.cloud.load_balancer_calls().len(), 8);
+
+    // A success resets the backoff: the next failure waits 5 s again.
+    h.cloud.fail_load_balancer_calls(LoadBalancerOp::Ensure, None);
+    let svc = h
+        .patch(
+            "web",
+            json!({ "metadata": { "annotations": { "attempt": "ok" } } }),
+        )
+        .await;
+    assert_eq!(h.reconcile(&svc).await.unwrap(), Action::await_change());
+    h.cloud.fail_load_balancer_calls(LoadBalancerOp::Ensure, down());
+    let svc = h
+        .patch(
+            "web",
+            json!({ "metadata": { "annotations": { "attempt": "again" } } }),
+        )
+        .await;
+    let err = h.reconcile(&svc).await.unwrap_err();
+    assert_eq!(h.error_policy(&svc, &err), secs(5));
+}
+
+#[tokio::test]
+async fn an_invalid_argument_warns_with_the_clouds_message_and_waits_the_longest_backoff() {
+    let h = harness().await;
+    h.list_nodes(&[node("n1")]);
+    let message = "port 80/TCP: the cloud's load balancers take no port below 1024";
+    h.cloud.fail_load_balancer_calls(
+        LoadBalancerOp::Ensure,
+        Some(GatewayError::InvalidArgument(message.into())),
+    );
+    let svc = h.create(ServiceBuilder::new("web")).await;
+
+    let err = h.reconcile(&svc).await.unwrap_err();
+
+    assert_eq!(h.error_policy(&svc, &err), secs(300));
+    assert_eq!(
+        h.events().await,
+        ["Normal EnsuringLoadBalancer", "Warning SyncLoadBalancerFailed"]
+    );
+    let note = h.note("SyncLoadBalancerFailed").await;
+    assert!(note.contains(message), "{note}");
+    assert!(
+        h.metrics
+            .render()
+            .contains(r#"service_lb_controller_reconcile_errors_total{error="invalid_service"} 1"#),
+        "{}",
+        h.metrics.render()
+    );
+}
+
+// --- cleanup --------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_deleted_service_loses_its_load_balancer_then_its_finalizer() {
+    let h = harness().await;
+    h.list_nodes(&[node("n1")]);
+    let created = h.create(ServiceBuilder::new("web").finalizer()).await;
+    h.cloud.add_load_balancer(&created);
+    let svc = h.delete("web").await;
+    assert!(svc.metadata.deletion_timestamp.is_some());
+
+    assert_eq!(h.reconcile(&svc).await.unwrap(), Action::await_change());
+
+    assert_eq!(
+        h.timeline(),
+        [
+            "cloud Get default/web",
+            "POST events",
+            "cloud Delete default/web",
+            "PATCH services/web",
+            "POST events",
+        ],
+        "the finalizer goes only after the load balancer"
+    );
+    assert!(h.cloud.load_balancers().is_empty());
+    assert!(!h.exists("web").await, "gone with its finalizer");
+    assert_eq!(
+        h.events().await,
+        ["Normal DeletingLoadBalancer", "Normal DeletedLoadBalancer"]
+    );
+}
+
+#[tokio::test]
+async fn a_service_no_longer_of_type_load_balancer_is_cleaned_up() {
+    let h = harness().await;
+    h.list_nodes(&[node("n1")]);
+    let svc = h.create(ServiceBuilder::new("web")).await;
+    h.reconcile(&svc).await.unwrap();
+    let uid = svc.metadata.uid.clone().unwrap();
+    assert!(h.cloud.load_balancer(&uid).is_some());
+    h.cloud.clear_load_balancer_calls();
+
+    let cluster_ip = h.patch("web", json!({ "spec": { "type": "ClusterIP" } })).await;
+    assert_eq!(h.reconcile(&cluster_ip).await.unwrap(), Action::await_change());
+
+    assert_eq!(
+        h.cloud.described_load_balancer_calls(),
+        ["Get default/web", "Delete default/web"]
+    );
+    assert!(h.cloud.load_balancer(&uid).is_none());
+    let stored = h.service("web").await;
+    assert!(!has_finalizer(&stored), "{:?}", stored.metadata.finalizers);
+    // (The API server itself clears the status with the type, as the real one does.)
+    assert!(ingress_ips(&stored).is_empty(), "{:?}", stored.status);
+    let events = h.events().await;
+    assert_eq!(
+        events[2..],
+        ["Normal DeletingLoadBalancer", "Normal DeletedLoadBalancer"]
+    );
+
+    // Cleaned up: the next sync has nothing to do.
+    let calls = h.cloud.load_balancer_calls().len();
+    assert_eq!(h.reconcile(&stored).await.unwrap(), Action::await_change());
+    assert_eq!(h.cloud.load_balancer_calls().len(), calls);
+}
+
+#[tokio::test]
+async fn a_cleanup_whose_cloud_delete_fails_keeps_the_finalizer() {
+    let h = harness().await;
+    h.list_nodes(&[node("n1")]);
+    let created = h.create(ServiceBuilder::new("web").finalizer()).await;
+    h.cloud.add_load_balancer(&created);
+    h.cloud.fail_load_balancer_calls(
+        LoadBalancerOp::Delete,
+        Some(GatewayError::Unavailable("the cloud is down".into())),
+    );
+    let svc = h.delete("web").await;
+
+    let err = h.reconcile(&svc).await.unwrap_err();
+
+    assert_eq!(h.error_policy(&svc, &err), secs(5));
+    assert_eq!(
+        h.cloud.described_load_balancer_calls(),
+        ["Get default/web", "Delete default/web"]
+    );
+    let stored = h.service("web").await;
+    assert!(has_finalizer(&stored), "kept until the load balancer is gone");
+    assert!(
+        h.cloud
+            .load_balancer(created.metadata.uid.as_deref().unwrap())
+            .is_some()
+    );
+    assert_eq!(
+        h.events().await,
+        ["Normal DeletingLoadBalancer", "Warning SyncLoadBalancerFailed"]
+    );
+    let note = h.note("SyncLoadBalancerFailed").await;
+    assert!(
+        note.starts_with("Error syncing load balancer: failed to delete load balancer"),
+        "{note}"
+    );
+}
+
+// --- node-set sync --------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_new_node_updates_the_backends_once() {
+    let h = harness().await;
+    h.list_nodes(&[node("n1")]);
+    let svc = h.create(ServiceBuilder::new("web")).await;
+    h.reconcile(&svc).await.unwrap();
+    // Another Service of ours whose load balancer was never ensured: not the node sync's.
+    let other = h
+        .create(ServiceBuilder::new("other").ports(&[("TCP", 81, 30081)]))
+        .await;
+    let svc = h.service("web").await;
+    h.cloud.clear_load_balancer_calls();
+    let requests = h.requests.sent().len();
+
+    h.apply_node(node("n2"));
+    let failed = reconcile::sync_nodes(&h.ctx, vec![svc.clone(), other.clone()], 4).await;
+
+    assert_eq!(failed, 0);
+    assert_eq!(
+        h.cloud.described_load_balancer_calls(),
+        ["Update default/web [n1 n2]"]
+    );
+    let uid = svc.metadata.uid.as_deref().unwrap();
+    assert_eq!(h.cloud.load_balancer(uid).unwrap().backend_names(), ["n1", "n2"]);
+    let sent: Vec<String> = h.requests.sent()[requests..]
+        .iter()
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert_eq!(
+        sent,
+        ["POST /apis/events.k8s.io/v1/namespaces/default/events"],
+        "the event, no write of the Service"
+    );
+    assert_eq!(h.events().await.last().unwrap(), "Normal UpdatedLoadBalancer");
+    let metrics = h.metrics.render();
+    assert!(
+        metrics.contains("service_controller_loadbalancer_sync_total 1"),
+        "{metrics}"
+    );
+
+    // The same node set again: nothing to update.
+    assert_eq!(reconcile::sync_nodes(&h.ctx, vec![svc, other], 4).await, 0);
+    assert_eq!(h.cloud.load_balancer_calls().len(), 1);
+    assert!(h.retried().is_empty());
+}
+
+#[tokio::test]
+async fn a_failed_backends_update_warns_counts_and_sends_the_service_back_to_be_ensured() {
+    let h = harness().await;
+    h.list_nodes(&[node("n1")]);
+    let svc = h.create(ServiceBuilder::new("web")).await;
+    h.reconcile(&svc).await.unwrap();
+    let svc = h.service("web").await;
+    h.cloud.clear_load_balancer_calls();
+    h.cloud.fail_load_balancer_calls(
+        LoadBalancerOp::Update,
+        Some(GatewayError::Unavailable("the cloud is down".into())),
+    );
+
+    h.apply_node(node("n2"));
+    assert_eq!(reconcile::sync_nodes(&h.ctx, vec![svc.clone()], 4).await, 1);
+
+    assert_eq!(
+        h.cloud.described_load_balancer_calls(),
+        ["Update default/web [n1 n2]", "Get default/web"]
+    );
+    assert_eq!(
+        h.events().await.last().unwrap(),
+        "Warning UpdateLoadBalancerFailed"
+    );
+    let note = h.note("UpdateLoadBalancerFailed").await;
+    assert!(
+        note.starts_with("Error updating load balancer with new hosts [n1 n2]"),
+        "{note}"
+    );
+    let metrics = h.metrics.render();
+    assert!(
+        metrics.contains("service_controller_nodesync_error_total 1"),
+        "{metrics}"
+    );
+    assert_eq!(h.retried(), [ObjectRef::from_obj(&*svc)]);
+
+    // The queue's retry ensures the load balancer whole (upstream's retry path).
+    h.cloud.fail_load_balancer_calls(LoadBalancerOp::Update, None);
+    assert_eq!(h.reconcile(&svc).await.unwrap(), Action::await_change());
+    assert_eq!(
+        h.cloud.described_load_balancer_calls()[2..],
+        ["Ensure default/web [n1 n2]"]
+    );
+}
+
+#[tokio::test]
+async fn a_backends_update_finding_the_load_balancer_gone_ensures_it_again_at_once() {
+    let h = harness().await;
+    h.list_nodes(&[node("n1")]);
+    let svc = h.create(ServiceBuilder::new("web")).await;
+    h.reconcile(&svc).await.unwrap();
+    let svc = h.service("web").await;
+    // Someone deleted it in the cloud.
+    h.cloud.ensure_load_balancer_deleted(CLUSTER, &svc).await.unwrap();
+    h.cloud.clear_load_balancer_calls();
+
+    h.apply_node(node("n2"));
+    assert_eq!(reconcile::sync_nodes(&h.ctx, vec![svc.clone()], 4).await, 1);
+
+    assert_eq!(
+        h.cloud.described_load_balancer_calls(),
+        ["Update default/web [n1 n2]", "Get default/web"]
+    );
+    let metrics = h.metrics.render();
+    assert!(
+        metrics.contains("service_controller_nodesync_error_total 0"),
+        "upstream counts a failure only while the load balancer exists: {metrics}"
+    );
+    assert!(!h.events().await.iter().any(|e| e.starts_with("Warning")));
+    assert_eq!(h.retried(), [ObjectRef::from_obj(&*svc)]);
+
+    // The queue ensures it again, without waiting.
+    assert_eq!(h.reconcile(&svc).await.unwrap(), Action::await_change());
+    assert_eq!(
+        h.cloud.described_load_balancer_calls()[2..],
+        ["Ensure default/web [n1 n2]"]
+    );
+    let uid = svc.metadata.uid.as_deref().unwrap();
+    assert_eq!(h.cloud.load_balancer(uid).unwrap().backend_names(), ["n1", "n2"]);
+}
+
+/// Upstream's TestSlowNodeSync: a Service synced while a slow backends update of it is out
+/// waits for it, then ensures it with the node set of its own time; the update does not
+/// overtake it with an older one.
+#[tokio::test]
+async fn a_sync_waits_for_a_slow_backends_update_of_the_same_service() {
+    let h = harness().await;
+    h.list_nodes(&[node("n1")]);
+    let svc = h.create(ServiceBuilder::new("web")).await;
+    h.reconcile(&svc).await.unwrap();
+    let svc = h.service("web").await;
+    h.cloud.clear_load_balancer_calls();
+    let latency = Duration::from_millis(300);
+    h.cloud.set_load_balancer_latency(latency);
+
+    h.apply_node(node("n2"));
+    let update = {
+        let (ctx, svc) = (h.ctx.clone(), svc.clone());
+        tokio::spawn(async move { reconcile::sync_nodes(&ctx, vec![svc], 4).await })
+    };
+    while h.cloud.load_balancer_calls().is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // While the update is out: a third node, and a change of the Service that needs the cloud.
+    h.apply_node(node("n3"));
+    let changed = h
+        .patch(
+            "web",
+            json!({ "metadata": { "annotations": { "lb": "bigger" } } }),
+        )
+        .await;
+    assert_eq!(h.reconcile(&changed).await.unwrap(), Action::await_change());
+    assert_eq!(update.await.unwrap(), 0);
+
+    let calls = h.cloud.load_balancer_calls();
+    assert_eq!(
+        calls.iter().map(|c| c.describe()).collect::<Vec<_>>(),
+        ["Update default/web [n1 n2]", "Ensure default/web [n1 n2 n3]"]
+    );
+    assert!(
+        calls[1].at >= calls[0].at + latency,
+        "the ensure went out while the update was still out"
+    );
+    let uid = svc.metadata.uid.as_deref().unwrap();
+    assert_eq!(
+        h.cloud.load_balancer(uid).unwrap().backend_names(),
+        ["n1", "n2", "n3"]
+    );
+    // The ensure recorded its backends: the next node pass has nothing to do.
+    assert_eq!(reconcile::sync_nodes(&h.ctx, vec![changed], 4).await, 0);
+    assert_eq!(h.cloud.load_balancer_calls().len(), 2);
+}
+
+#[tokio::test]
+async fn a_load_balancer_implemented_elsewhere_is_left_alone() {
+    let h = harness().await;
+    h.list_nodes(&[node("n1")]);
+    h.cloud.fail_load_balancer_calls(
+        LoadBalancerOp::Ensure,
+        Some(GatewayError::ImplementedElsewhere("another controller".into())),
+    );
+    let svc = h.create(ServiceBuilder::new("web")).await;
+
+    assert_eq!(h.reconcile(&svc).await.unwrap(), Action::await_change());
+
+    let stored = h.service("web").await;
+    assert!(ingress_ips(&stored).is_empty(), "no status of ours");
+    assert_eq!(h.events().await, ["Normal EnsuringLoadBalancer"]);
+    assert_eq!(h.reconcile(&stored).await.unwrap(), Action::await_change());
+    assert_eq!(h.cloud.load_balancer_calls().len(), 1, "not asked again");
+}
+
+// --- shards ---------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_service_of_a_shard_this_replica_does_not_own_is_left_alone() {
+    // Shard leases never granted: this replica owns nothing.
+    let h = harness_with(Shards::elected(16), |_, _| Intercept::Pass).await;
+    h.list_nodes(&[node("n1")]);
+    let svc = h.create(ServiceBuilder::new("web")).await;
+
+    assert_eq!(h.reconcile(&svc).await.unwrap(), Action::await_change());
+    h.apply_node(node("n2"));
+    assert_eq!(reconcile::sync_nodes(&h.ctx, vec![svc.clone()], 4).await, 0);
+    let doomed = h
+        .create(
+            ServiceBuilder::new("doomed")
+                .ports(&[("TCP", 81, 30081)])
+                .finalizer(),
+        )
+        .await;
+    h.cloud.add_load_balancer(&doomed);
+    let doomed = h.delete("doomed").await;
+    assert_eq!(h.reconcile(&doomed).await.unwrap(), Action::await_change());
+
+    assert!(h.requests.sent().is_empty(), "{:?}", h.requests.sent());
+    assert!(h.cloud.load_balancer_calls().is_empty());
+    assert!(h.events().await.is_empty());
+    let stored = h.service("web").await;
+    assert!(!has_finalizer(&stored));
+    assert_eq!(stored.metadata.resource_version, svc.metadata.resource_version);
+    assert!(h.exists("doomed").await, "its finalizer stays for its owner");
+}
+
+// --- API errors (upstream's TestProcessServiceCreateOrUpdateK8sError) ------------------------
+
+/// Every status write of `svc-k8s-err` is answered `code`.
+async fn status_writes_answered(code: u16, reason: &str) -> Harness {
+    let reason = reason.to_owned();
+    harness_with(Shards::unconditional(16), move |method, path| {
+        if method == Method::PATCH && path.ends_with("/services/svc-k8s-err/status") {
+            intercept::status(code, &reason, "answered by the test")
+        } else {
+            Intercept::Pass
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_conflicting_status_write_fails_the_sync_with_upstreams_message() {
+    let h = status_writes_answered(409, "Conflict").await;
+    h.list_nodes(&[node("n1")]);
+    // With the finalizer already, the status patch is the only write.
+    let svc = h.create(ServiceBuilder::new("svc-k8s-err").finalizer()).await;
+
+    let err = h.reconcile(&svc).await.unwrap_err();
+
+    assert!(
+        err.to_string()
+            .starts_with("failed to update load balancer status: "),
+        "{err}"
+    );
+    assert!(
+        h.events()
+            .await
+            .contains(&"Warning SyncLoadBalancerFailed".to_owned())
+    );
+    let note = h.note("SyncLoadBalancerFailed").await;
+    assert!(
+        note.starts_with("Error syncing load balancer: failed to update load balancer status"),
+        "{note}"
+    );
+    assert!(
+        h.requests
+            .matching(&Method::PATCH, "/services/svc-k8s-err/status")
+            .len()
+            > 1
+    );
+    assert!(
+        h.requests
+            .matching(&Method::PATCH, "/services/svc-k8s-err")
+            .iter()
+            .all(|r| r.path.ends_with("/status")),
+        "no main patch: the finalizer was there"
+    );
+}
+
+#[tokio::test]
+async fn a_status_write_finding_the_service_gone_is_no_error() {
+    let h = status_writes_answered(404, "NotFound").await;
+    h.list_nodes(&[node("n1")]);
+    let svc = h.create(ServiceBuilder::new("svc-k8s-err").finalizer()).await;
+
+    assert_eq!(h.reconcile(&svc).await.unwrap(), Action::await_change());
+
+    assert_eq!(
+        h.requests
+            .matching(&Method::PATCH, "/services/svc-k8s-err/status")
+            .len(),
+        1
+    );
+    assert!(!h.events().await.iter().any(|e| e.starts_with("Warning")));
+}
