@@ -356,6 +356,56 @@ async fn a_service_deleted_while_the_gateway_is_down_keeps_its_finalizer_until_i
     cluster.stop().await;
 }
 
+/// The Warning `SyncLoadBalancerFailed` about Service `name`, once written.
+async fn sync_failure(cluster: &Cluster, name: &str) -> Event {
+    wait_for(
+        &format!("a Warning about {name}"),
+        Duration::from_secs(30),
+        || {
+            let events: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
+            async move {
+                events
+                    .list(&ListParams::default())
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .find(|e| {
+                        e.reason.as_deref() == Some("SyncLoadBalancerFailed")
+                            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                    })
+            }
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_the_cloud_cannot_serve_is_a_warning_naming_the_problem() {
+    let mut cluster = cluster_with_nodes(&["node-a"], &[]).await;
+    cluster.start_controller("service-lb-controller", "service-lb-controller", &[]);
+    let sctp = json!({"spec": {"ports": [{ "name": "sig", "port": 3868, "protocol": "SCTP" }]}});
+    cluster.create_lb_service("default", "sctp", sctp).await;
+    let outside = json!({"spec": {"loadBalancerIP": "198.51.100.7"}});
+    cluster
+        .create_lb_service("default", "outside-pool", outside)
+        .await;
+    for (name, says) in [("sctp", "SCTP"), ("outside-pool", "198.51.100.7")] {
+        let warning = sync_failure(&cluster, name).await;
+        assert_eq!(warning.type_.as_deref(), Some("Warning"));
+        let note = warning.note.unwrap_or_default();
+        assert!(
+            note.contains("invalid argument") && note.contains(says),
+            "{name}: {note}"
+        );
+    }
+    assert!(
+        cluster.load_balancers().await.is_empty(),
+        "nothing is created in the cloud"
+    );
+    cluster.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_the_cloud_cannot_serve_gets_a_warning_and_no_hot_retry_loop() {
     let mut cluster = cluster_with_nodes(&["node-a"], &[]).await;
@@ -366,22 +416,7 @@ async fn a_service_the_cloud_cannot_serve_gets_a_warning_and_no_hot_retry_loop()
     cluster.create_lb_service("default", "bad", bad).await;
     cluster.create_lb_service("default", "good", json!({})).await;
     provisioned(&services, "good", Duration::from_secs(60)).await;
-    let warning = wait_for("a Warning about the annotation", Duration::from_secs(30), || {
-        let events: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
-        async move {
-            events
-                .list(&ListParams::default())
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .find(|e| {
-                    e.reason.as_deref() == Some("SyncLoadBalancerFailed")
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("bad")
-                })
-        }
-    })
-    .await;
+    let warning = sync_failure(&cluster, "bad").await;
     assert_eq!(warning.type_.as_deref(), Some("Warning"));
     let note = warning.note.unwrap_or_default();
     assert!(
