@@ -5,6 +5,8 @@
 //! (`cargo build --workspace --bins`). Each process logs to a file in the cluster's temporary
 //! directory; when a test fails, the tail of every log is printed.
 
+pub mod services_bench;
+
 use std::{
     future::Future,
     net::{SocketAddr, TcpListener},
@@ -608,4 +610,33 @@ pub fn ingress_ips(service: &Service) -> Vec<String> {
         .and_then(|lb| lb.ingress.as_ref())
         .map(|ingress| ingress.iter().filter_map(|i| i.ip.clone()).collect())
         .unwrap_or_default()
+}
+
+/// Sum of a Prometheus counter's series whose labels contain every `(name, value)` of `with`.
+pub fn counter(metrics: &str, name: &str, with: &[(&str, &str)]) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (metric, labels) = series.split_once('{').unwrap_or((series, ""));
+            (metric == name && with.iter().all(|(k, v)| labels.contains(&format!("{k}=\"{v}\""))))
+                .then(|| value.parse::<f64>().ok())
+                .flatten()
+        })
+        .sum::<f64>() as u64
+}
+
+/// Peak resident memory of process `pid`, MiB.
+pub fn peak_rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some((kib / 1024.0 * 10.0).round() / 10.0)
 }

@@ -25,7 +25,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use e2e::{Cluster, ClusterSpec, http_get};
+use e2e::{Cluster, ClusterSpec, counter, http_get, peak_rss_mib, services_bench};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::{Api, api::ListParams};
@@ -120,21 +120,6 @@ fn inventory(n: usize) -> String {
         ));
     }
     inventory
-}
-
-/// Sum of a Prometheus counter's series whose labels contain every `(name, value)` of `with`.
-fn counter(metrics: &str, name: &str, with: &[(&str, &str)]) -> u64 {
-    metrics
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let (series, value) = l.rsplit_once(' ')?;
-            let (metric, labels) = series.split_once('{').unwrap_or((series, ""));
-            (metric == name && with.iter().all(|(k, v)| labels.contains(&format!("{k}=\"{v}\""))))
-                .then(|| value.parse::<f64>().ok())
-                .flatten()
-        })
-        .sum::<f64>() as u64
 }
 
 struct Bench {
@@ -286,18 +271,7 @@ impl Bench {
         self.cluster
             .procs
             .iter()
-            .filter_map(|p| {
-                let status = std::fs::read_to_string(format!("/proc/{}/status", p.id()?)).ok()?;
-                let kib: f64 = status
-                    .lines()
-                    .find_map(|l| l.strip_prefix("VmHWM:"))?
-                    .trim()
-                    .trim_end_matches("kB")
-                    .trim()
-                    .parse()
-                    .ok()?;
-                Some((p.name.clone(), (kib / 1024.0 * 10.0).round() / 10.0))
-            })
+            .filter_map(|p| Some((p.name.clone(), peak_rss_mib(p.id()?)?)))
             .collect()
     }
 
@@ -545,7 +519,7 @@ async fn main() {
             "--ours-only" => modes = vec![Mode::Ours],
             "--json" => json_out = args.next().map(PathBuf::from).unwrap_or(json_out),
             "-h" | "--help" => {
-                println!("usage: ccm-bench [--quick] [--only a|b|c] [--ours-only] [--json FILE]");
+                println!("usage: ccm-bench [--quick] [--only a|b|c|de|f] [--ours-only] [--json FILE]");
                 return;
             }
             other => {
@@ -599,8 +573,45 @@ async fn main() {
         };
         rows.push(large_cluster(mode, sizes.large, deadline).await);
     }
-    print_table(&rows);
-    let json = serde_json::to_string_pretty(&to_json(&rows)).unwrap_or_default();
+    // The service controller's scenarios: (d) and (e) share a cluster per mode.
+    let service_sizes = if quick {
+        services_bench::Sizes::QUICK
+    } else {
+        services_bench::Sizes::FULL
+    };
+    let mut service_rows = Vec::new();
+    for &mode in modes.iter().filter(|_| run("de")) {
+        let mode = match mode {
+            Mode::Ours => services_bench::Mode::Ours,
+            Mode::Upstream => services_bench::Mode::Upstream,
+        };
+        eprintln!(
+            "ccm-bench: (d) {} Services created, (e) {} nodes join, {}",
+            service_sizes.services,
+            service_sizes.joining_nodes,
+            mode.label()
+        );
+        service_rows.extend(services_bench::create_then_join(mode, service_sizes).await);
+    }
+    for &replicas in service_sizes.replicas.iter().filter(|_| run("f")) {
+        eprintln!(
+            "ccm-bench: (f) {} Services, {replicas} replicas",
+            service_sizes.services
+        );
+        service_rows.push(services_bench::spread_over_replicas(replicas, service_sizes).await);
+    }
+
+    if !rows.is_empty() {
+        print_table(&rows);
+    }
+    if !service_rows.is_empty() {
+        services_bench::print_table(&service_rows);
+    }
+    let mut json = to_json(&rows);
+    if let Value::Array(all) = &mut json {
+        all.extend(service_rows.iter().map(services_bench::Row::to_json));
+    }
+    let json = serde_json::to_string_pretty(&json).unwrap_or_default();
     if let Some(dir) = json_out.parent() {
         let _ = std::fs::create_dir_all(dir);
     }

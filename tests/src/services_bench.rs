@@ -1,0 +1,505 @@
+//! `make bench` scenarios of the service controller, ours beside upstream mode:
+//!
+//! - (d) N LoadBalancer Services created at once, the cloud allowing 20 writes/s: time until
+//!   every one has an ingress, provider calls, API requests per Service;
+//! - (e) then M nodes join with the N load balancers present: backend updates per load balancer
+//!   (target: exactly one) and the time until every load balancer has them;
+//! - (f) where the controller, not the cloud, is the bottleneck (200 writes/s, 200 ms per call,
+//!   `--concurrent-service-syncs 5`): time for N Services with 1, 2 and 4 replicas.
+//!
+//! Upstream mode runs the same binary configured like upstream's service controller: one
+//! worker, a client-side limit of 20 QPS, backends updated at once on every node change.
+
+use std::{
+    collections::BTreeMap,
+    time::{Duration, Instant},
+};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{ListParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::{Cluster, ClusterSpec, counter, http_get, ingress_ips, peak_rss_mib};
+
+/// Ours (defaults) or upstream mode.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Mode {
+    /// Default flags.
+    Ours,
+    /// Configured like upstream's service controller.
+    Upstream,
+}
+
+impl Mode {
+    /// As the table says it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Ours => "ours",
+            Self::Upstream => "upstream mode",
+        }
+    }
+
+    fn controller_args(self) -> Vec<&'static str> {
+        match self {
+            Self::Ours => vec![],
+            Self::Upstream => vec![
+                "--concurrent-service-syncs",
+                "1",
+                "--kube-api-qps",
+                "20",
+                "--node-sync-delay",
+                "0s",
+            ],
+        }
+    }
+}
+
+/// Sizes of the scenarios.
+#[derive(Clone, Copy, Debug)]
+pub struct Sizes {
+    /// Services of (d), (e), (f).
+    pub services: usize,
+    /// Nodes joining in (e).
+    pub joining_nodes: usize,
+    /// Replica counts of (f).
+    pub replicas: &'static [usize],
+}
+
+impl Sizes {
+    /// The sizes.
+    pub const FULL: Self = Self {
+        services: 500,
+        joining_nodes: 50,
+        replicas: &[1, 2, 4],
+    };
+    /// A bounded run for CI.
+    pub const QUICK: Self = Self {
+        services: 40,
+        joining_nodes: 5,
+        replicas: &[1, 2],
+    };
+}
+
+/// One scenario's figures for one mode.
+#[derive(Clone, Debug, Default)]
+pub struct Row {
+    /// Which scenario.
+    pub scenario: String,
+    /// Ours or upstream mode (with the replica count in (f)).
+    pub mode: String,
+    /// Seconds until converged (NaN: did not converge).
+    pub seconds: f64,
+    /// Least time the provider's limit allows for the calls needed.
+    pub floor_seconds: Option<f64>,
+    /// Provider calls by operation.
+    pub provider_calls: BTreeMap<String, u64>,
+    /// Provider answers "throttled".
+    pub throttled: u64,
+    /// API requests during the scenario (this program's own excluded).
+    pub api_requests: u64,
+    /// What the row is counted per (Services, load balancers).
+    pub per: usize,
+    /// Backend updates per load balancer ((e) only).
+    pub updates_per_load_balancer: Option<f64>,
+    /// Peak RSS of the service controller (the largest replica) and of the gateway.
+    pub peak_rss_mib: BTreeMap<String, f64>,
+    /// Anything to know.
+    pub note: String,
+}
+
+impl Row {
+    /// As JSON.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "scenario": self.scenario, "mode": self.mode,
+            "seconds": (!self.seconds.is_nan()).then_some(self.seconds),
+            "floor_seconds": self.floor_seconds, "provider_calls": self.provider_calls,
+            "throttled": self.throttled, "api_requests": self.api_requests, "per": self.per,
+            "updates_per_load_balancer": self.updates_per_load_balancer,
+            "peak_rss_mib": self.peak_rss_mib, "note": self.note,
+        })
+    }
+}
+
+const OPERATIONS: [&str; 4] = [
+    "ensure_load_balancer",
+    "update_load_balancer",
+    "get_load_balancer",
+    "ensure_load_balancer_deleted",
+];
+
+struct Bench {
+    cluster: Cluster,
+    replicas: Vec<usize>,
+    /// LISTs this program made itself (not the controllers' requests).
+    own_requests: u64,
+}
+
+impl Bench {
+    async fn start(gateway: &[&str], nodes: usize) -> Self {
+        let mut spec = ClusterSpec::with_instances(&[]);
+        spec.gateway_args = gateway.iter().map(|s| (*s).to_owned()).collect();
+        let mut bench = Self {
+            cluster: Cluster::start(spec).await,
+            replicas: Vec::new(),
+            own_requests: 0,
+        };
+        bench.add_nodes("node", 0, nodes).await;
+        bench
+    }
+
+    /// Nodes `<prefix>-<from..from+n>` join at once, as initialized nodes do (providerID,
+    /// addresses, Ready).
+    async fn add_nodes(&mut self, prefix: &str, from: usize, n: usize) {
+        let nodes = self.cluster.nodes();
+        futures::stream::iter(from..from + n)
+            .for_each_concurrent(32, |i| {
+                let nodes = nodes.clone();
+                async move {
+                    let node: Node = serde_json::from_value(json!({
+                        "apiVersion": "v1", "kind": "Node",
+                        "metadata": { "name": format!("{prefix}-{i}") },
+                        "spec": { "providerID": format!("simulator://sim-east-1a/i-{i:017x}") },
+                    }))
+                    .expect("node");
+                    nodes
+                        .create(&PostParams::default(), &node)
+                        .await
+                        .expect("create node");
+                }
+            })
+            .await;
+        self.own_requests += n as u64;
+    }
+
+    fn start_replicas(&mut self, mode: Mode, count: usize, extra: &[&str]) {
+        for r in 0..count {
+            let name = format!("service-lb-controller-{r}");
+            let mut args = mode.controller_args();
+            args.extend_from_slice(extra);
+            args.extend(["--leader-elect-identity", name.as_str()]);
+            let index = self
+                .cluster
+                .start_controller("service-lb-controller", &name, &args);
+            self.replicas.push(index);
+        }
+    }
+
+    async fn metrics_of(&self, index: usize) -> String {
+        let Some(http) = self.cluster.procs[index].http else {
+            return String::new();
+        };
+        http_get(http, "/metrics")
+            .await
+            .map(|(_, b)| b)
+            .unwrap_or_default()
+    }
+
+    /// Waits until the replicas own the 16 shards between them, each some.
+    async fn wait_shards_split(&self) {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while Instant::now() < deadline {
+            let mut owned = Vec::new();
+            for &index in &self.replicas {
+                owned.push(counter(
+                    &self.metrics_of(index).await,
+                    "service_lb_controller_shards_owned",
+                    &[],
+                ));
+            }
+            if owned.iter().sum::<u64>() == 16 && owned.iter().all(|n| *n > 0) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        eprintln!("ccm-bench: the shards were not split between the replicas in time");
+    }
+
+    async fn gateway_metrics(&self) -> String {
+        http_get(self.cluster.gateway_http, "/metrics")
+            .await
+            .map(|(_, body)| body)
+            .unwrap_or_default()
+    }
+
+    async fn provider_calls(&self) -> (BTreeMap<String, u64>, u64) {
+        let m = self.gateway_metrics().await;
+        let calls = OPERATIONS
+            .iter()
+            .map(|op| {
+                (
+                    (*op).to_owned(),
+                    counter(&m, "cloudgateway_provider_calls_total", &[("operation", op)]),
+                )
+            })
+            .collect();
+        (calls, counter(&m, "cloudgateway_provider_throttled_total", &[]))
+    }
+
+    async fn api_requests(&mut self) -> u64 {
+        let request = http::Request::get("/metrics").body(Vec::new()).expect("request");
+        let text = self
+            .cluster
+            .client
+            .request_text(request)
+            .await
+            .unwrap_or_default();
+        self.own_requests += 1;
+        counter(&text, "apiserver_request_total", &[]).saturating_sub(self.own_requests)
+    }
+
+    async fn create_services(&mut self, n: usize) {
+        let cluster = &self.cluster;
+        futures::stream::iter(0..n)
+            .for_each_concurrent(32, |i| async move {
+                cluster
+                    .create_lb_service("default", &format!("svc-{i:04}"), json!({}))
+                    .await;
+            })
+            .await;
+        self.own_requests += n as u64;
+    }
+
+    /// Waits until `n` Services have an ingress IP; the seconds it took from `started`.
+    async fn wait_provisioned(&mut self, n: usize, started: Instant, deadline: Duration) -> Option<f64> {
+        let services = self.cluster.services("default");
+        loop {
+            self.own_requests += 1;
+            let list = services
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default();
+            if list.iter().filter(|s| !ingress_ips(s).is_empty()).count() >= n {
+                return Some(started.elapsed().as_secs_f64());
+            }
+            if started.elapsed() > deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until every load balancer of the cloud has `backends` backends.
+    async fn wait_backends(&self, backends: usize, started: Instant, deadline: Duration) -> Option<f64> {
+        loop {
+            let lbs = self.cluster.load_balancers().await;
+            let done = !lbs.is_empty()
+                && lbs
+                    .iter()
+                    .all(|lb| lb["backends"].as_array().is_some_and(|b| b.len() == backends));
+            if done {
+                return Some(started.elapsed().as_secs_f64());
+            }
+            if started.elapsed() > deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    fn peak_rss(&self) -> BTreeMap<String, f64> {
+        let mut rss = BTreeMap::new();
+        for proc in self.cluster.procs.iter() {
+            let Some(mib) = proc.id().and_then(peak_rss_mib) else {
+                continue;
+            };
+            let name = if proc.name.starts_with("service-lb-controller") {
+                "service-lb-controller".to_owned()
+            } else {
+                proc.name.clone()
+            };
+            let entry = rss.entry(name).or_insert(0.0_f64);
+            *entry = entry.max(mib);
+        }
+        rss
+    }
+}
+
+fn delta(after: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(op, n)| (op.clone(), n.saturating_sub(before.get(op).copied().unwrap_or(0))))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+/// (d) then (e) for one mode, on one cluster: `sizes.services` Services created at once on a
+/// cloud allowing 20 writes/s, then `sizes.joining_nodes` nodes join.
+pub async fn create_then_join(mode: Mode, sizes: Sizes) -> Vec<Row> {
+    const NODES: usize = 3;
+    let write_limit = [
+        "--simulator-rate-limit",
+        "20/20",
+        "--write-rate",
+        "20",
+        "--write-burst",
+        "20",
+    ];
+    let mut bench = Bench::start(&write_limit, NODES).await;
+    bench.start_replicas(mode, 1, &[]);
+    bench.wait_shards_split().await;
+    let n = sizes.services;
+
+    let (calls_before, throttled_before) = bench.provider_calls().await;
+    let api_before = bench.api_requests().await;
+    let started = Instant::now();
+    bench.create_services(n).await;
+    let seconds = bench.wait_provisioned(n, started, Duration::from_secs(900)).await;
+    let (calls, throttled) = bench.provider_calls().await;
+    let api = bench.api_requests().await.saturating_sub(api_before);
+    let d = Row {
+        scenario: format!("(d) {n} LoadBalancer Services created at once, cloud 20 writes/s"),
+        mode: mode.label().into(),
+        seconds: seconds.unwrap_or(f64::NAN),
+        // One ensure per Service; the first 20 ride the burst.
+        floor_seconds: Some(n.saturating_sub(20) as f64 / 20.0),
+        provider_calls: delta(&calls, &calls_before),
+        throttled: throttled - throttled_before,
+        api_requests: api,
+        per: n,
+        updates_per_load_balancer: None,
+        peak_rss_mib: bench.peak_rss(),
+        note: if seconds.is_none() {
+            "did not converge".into()
+        } else {
+            String::new()
+        },
+    };
+
+    let joining = sizes.joining_nodes;
+    let (calls_before, throttled_before) = bench.provider_calls().await;
+    let api_before = bench.api_requests().await;
+    let started = Instant::now();
+    bench.add_nodes("joining", 0, joining).await;
+    let seconds = bench
+        .wait_backends(NODES + joining, started, Duration::from_secs(900))
+        .await;
+    // Updates still in flight after the last backend landed are counted too: wait until the
+    // update count stops moving for a second (upstream mode may go round twice).
+    let mut last = bench.provider_calls().await.0;
+    let settle = Instant::now();
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = bench.provider_calls().await.0;
+        if now == last || settle.elapsed() > Duration::from_secs(120) {
+            break;
+        }
+        last = now;
+    }
+    let (calls, throttled) = bench.provider_calls().await;
+    let api = bench.api_requests().await.saturating_sub(api_before);
+    let calls = delta(&calls, &calls_before);
+    let updates = calls.get("update_load_balancer").copied().unwrap_or(0);
+    let e = Row {
+        scenario: format!("(e) {joining} nodes join, {n} load balancers present, cloud 20 writes/s"),
+        mode: mode.label().into(),
+        seconds: seconds.unwrap_or(f64::NAN),
+        floor_seconds: Some(n.saturating_sub(20) as f64 / 20.0),
+        provider_calls: calls,
+        throttled: throttled - throttled_before,
+        api_requests: api,
+        per: n,
+        updates_per_load_balancer: Some(updates as f64 / n as f64),
+        peak_rss_mib: bench.peak_rss(),
+        note: if seconds.is_none() {
+            "did not converge".into()
+        } else {
+            String::new()
+        },
+    };
+    bench.cluster.stop().await;
+    vec![d, e]
+}
+
+/// (f) `sizes.services` Services with `replicas` replicas where the controller is the
+/// bottleneck: the cloud takes 200 writes/s at 200 ms per call, each replica syncs 5 at once.
+pub async fn spread_over_replicas(replicas: usize, sizes: Sizes) -> Row {
+    let fast_cloud = [
+        "--simulator-rate-limit",
+        "200/200",
+        "--simulator-latency",
+        "200ms",
+        "--write-rate",
+        "200",
+        "--write-burst",
+        "200",
+    ];
+    let mut bench = Bench::start(&fast_cloud, 3).await;
+    bench.start_replicas(Mode::Ours, replicas, &["--concurrent-service-syncs", "5"]);
+    bench.wait_shards_split().await;
+    let n = sizes.services;
+    let (calls_before, throttled_before) = bench.provider_calls().await;
+    let api_before = bench.api_requests().await;
+    let started = Instant::now();
+    bench.create_services(n).await;
+    let seconds = bench.wait_provisioned(n, started, Duration::from_secs(900)).await;
+    let (calls, throttled) = bench.provider_calls().await;
+    let api = bench.api_requests().await.saturating_sub(api_before);
+    let row = Row {
+        scenario: format!(
+            "(f) {n} Services, controller-bound (cloud 200 writes/s, 200 ms/call, 5 syncs per replica)"
+        ),
+        mode: format!("ours, {replicas} replica{}", if replicas == 1 { "" } else { "s" }),
+        seconds: seconds.unwrap_or(f64::NAN),
+        // What the syncs in parallel allow: 200 ms per Service, 5 at once per replica.
+        floor_seconds: Some(n as f64 * 0.2 / (5.0 * replicas as f64)),
+        provider_calls: delta(&calls, &calls_before),
+        throttled: throttled - throttled_before,
+        api_requests: api,
+        per: n,
+        updates_per_load_balancer: None,
+        peak_rss_mib: bench.peak_rss(),
+        note: if seconds.is_none() {
+            "did not converge".into()
+        } else {
+            String::new()
+        },
+    };
+    bench.cluster.stop().await;
+    row
+}
+
+fn fmt_f(v: f64) -> String {
+    if v.is_nan() { "-".into() } else { format!("{v:.1}") }
+}
+
+/// Prints the service scenarios' table and ratios.
+pub fn print_table(rows: &[Row]) {
+    println!(
+        "\n| scenario | mode | converge s | floor s | provider calls | throttled | API requests (per Service) | updates per LB | peak RSS MiB (service-lb-controller / gateway) | note |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        let calls: Vec<String> = r
+            .provider_calls
+            .iter()
+            .map(|(op, n)| format!("{n} {}", op.trim_end_matches("_load_balancer").replace('_', " ")))
+            .collect();
+        let rss = ["service-lb-controller", "cloud-gateway"]
+            .iter()
+            .map(|p| r.peak_rss_mib.get(*p).map_or("-".into(), |v| format!("{v}")))
+            .collect::<Vec<_>>()
+            .join(" / ");
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} ({:.2}) | {} | {} | {} |",
+            r.scenario,
+            r.mode,
+            fmt_f(r.seconds),
+            r.floor_seconds.map_or("-".into(), fmt_f),
+            if calls.is_empty() {
+                "0".into()
+            } else {
+                calls.join(", ")
+            },
+            r.throttled,
+            r.api_requests,
+            r.api_requests as f64 / r.per.max(1) as f64,
+            r.updates_per_load_balancer
+                .map_or("-".into(), |u| format!("{u:.2}")),
+            rss,
+            r.note
+        );
+    }
+}
