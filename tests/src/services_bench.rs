@@ -139,6 +139,8 @@ struct Bench {
 impl Bench {
     async fn start(gateway: &[&str], nodes: usize) -> Self {
         let mut spec = ClusterSpec::with_instances(&[]);
+        // Room for every load balancer (the default pool is a /24).
+        spec.inventory = format!("load_balancer_pool: 100.64.0.0/16\n{}", spec.inventory);
         spec.gateway_args = gateway.iter().map(|s| (*s).to_owned()).collect();
         let mut bench = Self {
             cluster: Cluster::start(spec).await,
@@ -196,7 +198,8 @@ impl Bench {
             .unwrap_or_default()
     }
 
-    /// Waits until the replicas own the 16 shards between them, each some.
+    /// Waits until the replicas own the 16 shards between them, evenly (a handover during the
+    /// measurement would cost re-ensures and time).
     async fn wait_shards_split(&self) {
         let deadline = Instant::now() + Duration::from_secs(120);
         while Instant::now() < deadline {
@@ -208,7 +211,8 @@ impl Bench {
                     &[],
                 ));
             }
-            if owned.iter().sum::<u64>() == 16 && owned.iter().all(|n| *n > 0) {
+            let (least, most) = (owned.iter().min().copied(), owned.iter().max().copied());
+            if owned.iter().sum::<u64>() == 16 && least.zip(most).is_some_and(|(l, m)| l > 0 && m - l <= 1) {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
