@@ -18,6 +18,7 @@ use gateway_api::{
     v1::{
         self as pb, identity_client::IdentityClient, instance_lookup::Result as LookupResult,
         instances_client::InstancesClient, load_balancers_client::LoadBalancersClient,
+        routes_client::RoutesClient,
     },
 };
 use k8s_openapi::api::core::v1::NodeAddress;
@@ -279,6 +280,7 @@ pub struct GatewayClient {
     identity: IdentityClient<Svc>,
     instances: InstancesClient<Svc>,
     pub(crate) load_balancers: LoadBalancersClient<Svc>,
+    pub(crate) routes: RoutesClient<Svc>,
     timeout: Duration,
     retries: u32,
 }
@@ -327,7 +329,8 @@ impl GatewayClient {
         Ok(Self {
             identity: IdentityClient::with_interceptor(channel.clone(), name.clone()),
             instances: InstancesClient::with_interceptor(channel.clone(), name.clone()),
-            load_balancers: LoadBalancersClient::with_interceptor(channel, name),
+            load_balancers: LoadBalancersClient::with_interceptor(channel.clone(), name.clone()),
+            routes: RoutesClient::with_interceptor(channel, name),
             timeout: args.timeout,
             retries: args.retries.max(1),
         })
@@ -503,7 +506,7 @@ fn jitter(d: Duration) -> Duration {
     d.mul_f64(factor)
 }
 
-fn address_type(kind: i32) -> &'static str {
+pub(crate) fn address_type(kind: i32) -> &'static str {
     match pb::AddressType::try_from(kind) {
         Ok(pb::AddressType::Hostname) => "Hostname",
         Ok(pb::AddressType::InternalIp) => "InternalIP",

@@ -6,6 +6,7 @@
 //! - [`leader`]: leader election through a Lease.
 //! - [`gateway`]: the typed cloud-gateway client (retries, reconnects, caller identity).
 //! - [`load_balancers`]: the cloud's load balancers behind a trait, Services in, statuses out.
+//! - [`routes`]: the cloud's pod-CIDR routes behind a trait.
 //! - [`metrics`]: metric helpers (the side port and its registry are the `side-port` crate).
 //! - [`events`]: best-effort Kubernetes events.
 //! - [`node`]: reading Nodes: readiness, taints, provider references.
@@ -23,6 +24,7 @@ pub mod metrics;
 pub mod names;
 pub mod node;
 pub mod patch;
+pub mod routes;
 pub mod runner;
 pub mod shards;
 pub mod validation;
