@@ -214,6 +214,59 @@ impl Writer {
         Ok(object)
     }
 
+    /// [`Writer::write_from`] for a strategic merge patch of `/status` that `plan` returns
+    /// (`None`: nothing to do). A strategic merge patch merges list items by their key (a
+    /// Node's conditions by `type`, as upstream's `SetNodeCondition` writes them), so a patch
+    /// carrying one condition leaves the others (kubelet's) as they are, where a merge patch
+    /// would replace the whole list. Like every write here it carries the resourceVersion it was
+    /// planned from: a concurrent change is a 409, then a fresh read and a fresh plan.
+    ///
+    /// # Errors
+    /// As [`Writer::write`].
+    pub async fn write_status_strategic_from<K, F, E>(
+        &self,
+        api: &Api<K>,
+        known: &K,
+        mut plan: F,
+    ) -> Result<Option<K>, WriteError<E>>
+    where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+        F: FnMut(&K) -> Result<Option<Value>, E>,
+    {
+        let name = known.meta().name.clone().unwrap_or_default();
+        let params = PatchParams {
+            field_manager: Some(self.field_manager.clone()),
+            ..Default::default()
+        };
+        let mut current = known.clone();
+        let mut attempt = 1;
+        loop {
+            let Some(mut body) = plan(&current).map_err(WriteError::Plan)? else {
+                return Ok(None);
+            };
+            let Some(version) = current.meta().resource_version.clone() else {
+                return Err(WriteError::Api(kube::Error::Api(
+                    kube::core::Status::failure("object has no resourceVersion", "InternalError")
+                        .with_code(500)
+                        .boxed(),
+                )));
+            };
+            if !self.leadership.may_act() {
+                return Err(WriteError::NotLeading);
+            }
+            with_resource_version(&mut body, &version);
+            match api.patch_status(&name, &params, &Patch::Strategic(&body)).await {
+                Err(kube::Error::Api(status)) if status.code == 409 && attempt < CONFLICT_ATTEMPTS => {
+                    tracing::debug!(name, attempt, "conflict; reading the object again");
+                    tokio::time::sleep(conflict_backoff()).await;
+                    attempt += 1;
+                    current = api.get(&name).await?;
+                }
+                written => return Ok(Some(written?)),
+            }
+        }
+    }
+
     /// Deletes `name` if it is still the object with `uid`, checking leadership right before
     /// the request. `Ok(false)` when it was already gone.
     ///

@@ -207,3 +207,64 @@ async fn a_write_from_the_watched_object_reads_only_after_a_conflict() {
     );
     assert_eq!(log.sent().len(), 4);
 }
+
+/// A condition written as a strategic merge patch keeps kubelet's conditions, also when
+/// kubelet changed one after the copy the write was planned from (409, then a fresh plan).
+#[tokio::test]
+async fn a_strategic_status_patch_adds_one_condition_and_keeps_the_others() {
+    let (_server, nodes) = server_and_node().await;
+    let kubelet = |status: &str| {
+        json!({"status": {"conditions": [
+            {"type": "Ready", "status": status, "reason": "KubeletReady"},
+            {"type": "MemoryPressure", "status": "False"},
+        ]}})
+    };
+    let known = nodes
+        .patch_status("n1", &PatchParams::default(), &Patch::Strategic(kubelet("False")))
+        .await
+        .unwrap();
+    // Kubelet reports again after the controller's copy was taken.
+    nodes
+        .patch_status("n1", &PatchParams::default(), &Patch::Strategic(kubelet("True")))
+        .await
+        .unwrap();
+    let plans = AtomicU32::new(0);
+    let written = writer()
+        .write_status_strategic_from(&nodes, &known, |_: &Node| {
+            plans.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, Infallible>(Some(json!({"status": {"conditions": [
+                {"type": "NetworkUnavailable", "status": "False", "reason": "RouteCreated"},
+            ]}})))
+        })
+        .await
+        .unwrap()
+        .expect("written");
+    assert_eq!(
+        plans.load(Ordering::SeqCst),
+        2,
+        "the stale copy cost one 409 and a new plan"
+    );
+    let conditions: Vec<(String, String)> = written
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.type_, c.status))
+        .collect();
+    for want in [
+        ("Ready", "True"),
+        ("MemoryPressure", "False"),
+        ("NetworkUnavailable", "False"),
+    ] {
+        assert!(
+            conditions.contains(&(want.0.to_owned(), want.1.to_owned())),
+            "{want:?} missing from {conditions:?}"
+        );
+    }
+    let nothing = writer()
+        .write_status_strategic_from(&nodes, &known, |_: &Node| Ok::<_, Infallible>(None))
+        .await
+        .unwrap();
+    assert!(nothing.is_none());
+}
