@@ -129,6 +129,13 @@ pub trait ControllerConfig: clap::Args + Send + 'static {
     /// # Errors
     /// A message naming the flag.
     fn validate(&self) -> Result<(), String>;
+
+    /// Why the controller's own flags switch it off (e.g. `--configure-cloud-routes=false`);
+    /// `None` when it runs. Switched off, it stays up, ready and idle, saying why: it takes no
+    /// lease and makes no gateway call.
+    fn disabled(&self) -> Option<String> {
+        None
+    }
 }
 
 /// What a controller binary is.
@@ -175,7 +182,10 @@ where
         eprintln!("{}: {err}", binary.name);
         std::process::exit(64);
     }
-    let result = run(binary, common, |runtime| work(runtime, config)).await;
+    let result = match config.disabled() {
+        Some(why) => idle(binary, common, why).await,
+        None => run(binary, common, |runtime| work(runtime, config)).await,
+    };
     if let Err(err) = result {
         eprintln!("{}: {err}", binary.name);
         std::process::exit(err.exit_code());
@@ -278,6 +288,29 @@ where
     let _ = health.await;
     tracing::info!(controller = name, "stopped");
     result
+}
+
+/// A controller its flags switch off: serves the side port, ready, says why, and waits for
+/// SIGTERM.
+async fn idle(binary: Binary, args: CommonArgs, why: String) -> Result<(), RunError> {
+    telemetry::init_logging(args.log_format, "info");
+    let shutdown = CancellationToken::new();
+    let readiness = Readiness::new();
+    let health = side_port::serve(
+        args.http_listen,
+        readiness.clone(),
+        MetricsRegistry::new(),
+        shutdown.clone().cancelled_owned(),
+    )
+    .await
+    .map_err(RunError::Health)?;
+    readiness.set_ready();
+    tracing::warn!(controller = binary.name, "{why}; staying idle");
+    telemetry::shutdown_signal().await;
+    shutdown.cancel();
+    let _ = health.await;
+    tracing::info!(controller = binary.name, "stopped");
+    Ok(())
 }
 
 /// Returns once the provider offers `needs`. Until then the controller is idle (still ready,
