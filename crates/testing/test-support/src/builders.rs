@@ -94,6 +94,33 @@ impl NodeBuilder {
         self
     }
 
+    /// With `metadata.uid`.
+    pub fn uid(mut self, uid: &str) -> Self {
+        self.0.metadata.uid = Some(uid.into());
+        self
+    }
+
+    /// With these `spec.podCIDRs` (and `spec.podCIDR`, the first, as the API server keeps it).
+    pub fn pod_cidrs(mut self, cidrs: &[&str]) -> Self {
+        let spec = self.spec();
+        spec.pod_cidr = cidrs.first().map(|c| (*c).to_owned());
+        spec.pod_cidrs = Some(cidrs.iter().map(|c| (*c).to_owned()).collect());
+        self
+    }
+
+    /// With a condition `type_` (replacing one of that type) of `status` and `reason`.
+    pub fn condition(mut self, type_: &str, status: &str, reason: &str) -> Self {
+        let conditions = self.status().conditions.get_or_insert_with(Vec::new);
+        conditions.retain(|c| c.type_ != type_);
+        conditions.push(NodeCondition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: Some(reason.into()),
+            ..Default::default()
+        });
+        self
+    }
+
     /// Being deleted (`metadata.deletionTimestamp` set).
     pub fn deleting(mut self) -> Self {
         self.0.metadata.deletion_timestamp = Some(Time(Timestamp::now()));

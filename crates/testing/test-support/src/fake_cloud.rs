@@ -9,10 +9,12 @@ use std::{
 use controller_kit::{
     gateway::{CloudInstances, GatewayError, Instance, NodeRef},
     load_balancers::{BackendNode, CloudLoadBalancers},
+    routes::{CloudRoutes, Route},
 };
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Service};
 
-/// The cloud as the controllers see it through [`CloudInstances`] and [`CloudLoadBalancers`].
+/// The cloud as the controllers see it through [`CloudInstances`], [`CloudLoadBalancers`] and
+/// [`CloudRoutes`] (the routes are described at their methods).
 ///
 /// Instances answer from a table: a node is looked up by its provider ID when it has one, else
 /// by name; a key with no answer is `InstanceNotFound`, as the cloud says of an instance that
@@ -28,6 +30,7 @@ use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Servic
 pub struct FakeCloud {
     state: Mutex<State>,
     lb: Mutex<LbState>,
+    routes: Mutex<RouteState>,
 }
 
 #[derive(Default)]
@@ -415,10 +418,299 @@ impl CloudLoadBalancers for FakeCloud {
     }
 }
 
+/// A route operation of [`CloudRoutes`], as recorded and as failed on demand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RouteOp {
+    /// `ListRoutes`.
+    List,
+    /// `CreateRoute`.
+    Create,
+    /// `DeleteRoute`.
+    Delete,
+}
+
+/// One route call as the fake cloud received it.
+#[derive(Debug, Clone)]
+pub struct RouteCall {
+    /// Which operation.
+    pub op: RouteOp,
+    /// When it arrived (before any latency).
+    pub at: Instant,
+    /// The cluster name passed.
+    pub cluster: String,
+    /// The name hint of a create (the node's UID); empty for the others.
+    pub name_hint: String,
+    /// The route of a create or delete; empty for a list.
+    pub route: Route,
+}
+
+impl RouteCall {
+    /// The call in one line, for assertions: `List`, `Create node-1 10.244.1.0/24`,
+    /// `Delete 10.244.9.0/24`.
+    pub fn describe(&self) -> String {
+        match self.op {
+            RouteOp::List => "List".into(),
+            RouteOp::Create => format!(
+                "Create {} {}",
+                self.route.target_node, self.route.destination_cidr
+            ),
+            RouteOp::Delete => format!("Delete {}", self.route.destination_cidr),
+        }
+    }
+}
+
+#[derive(Default)]
+struct RouteState {
+    /// Every cluster's routes, as (cluster, route), a destination at most once (one route
+    /// table, as the simulator's).
+    table: Vec<(String, Route)>,
+    calls: Vec<RouteCall>,
+    errors: HashMap<RouteOp, GatewayError>,
+    /// Creates and deletes of these destinations fail with the error.
+    cidr_errors: HashMap<String, GatewayError>,
+    latency: Duration,
+}
+
+/// The routes: configuration and what was asked. They behave like the simulator's: one table
+/// for every cluster, a destination routed at most once; a create of a destination routed to
+/// the same node by the same cluster is done already, to another one is `InvalidArgument`; a
+/// route is named `<cluster>-<name hint>`; a delete removes the cluster's route to the
+/// destination (none is success). Every call is recorded in order
+/// ([`FakeCloud::route_calls`]) before it is answered, a failed one included.
+impl FakeCloud {
+    fn rt(&self) -> std::sync::MutexGuard<'_, RouteState> {
+        self.routes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Puts `route` in the cloud for `cluster` without a call (made out of band, or before);
+    /// it replaces any route to the same destination.
+    pub fn add_route(&self, cluster: &str, route: Route) {
+        let mut rt = self.rt();
+        rt.table
+            .retain(|(_, r)| r.destination_cidr != route.destination_cidr);
+        rt.table.push((cluster.to_owned(), route));
+    }
+
+    /// Every route of `cluster`, in creation order.
+    pub fn routes_of(&self, cluster: &str) -> Vec<Route> {
+        self.rt()
+            .table
+            .iter()
+            .filter(|(c, _)| c == cluster)
+            .map(|(_, r)| r.clone())
+            .collect()
+    }
+
+    /// `cluster`'s routes as `target cidr` strings, sorted, for assertions.
+    pub fn described_routes(&self, cluster: &str) -> Vec<String> {
+        let mut routes: Vec<String> = self
+            .routes_of(cluster)
+            .iter()
+            .map(|r| format!("{} {}", r.target_node, r.destination_cidr))
+            .collect();
+        routes.sort();
+        routes
+    }
+
+    /// Makes every `op` call fail with `error` (`None`: answer again).
+    pub fn fail_route_calls(&self, op: RouteOp, error: Option<GatewayError>) {
+        let mut rt = self.rt();
+        match error {
+            Some(error) => rt.errors.insert(op, error),
+            None => rt.errors.remove(&op),
+        };
+    }
+
+    /// Makes creates and deletes of destination `cidr` fail with `error` (`None`: answer again).
+    pub fn fail_routes_to(&self, cidr: &str, error: Option<GatewayError>) {
+        let mut rt = self.rt();
+        match error {
+            Some(error) => rt.cidr_errors.insert(cidr.to_owned(), error),
+            None => rt.cidr_errors.remove(cidr),
+        };
+    }
+
+    /// Makes every route call take `latency` (answered as of its end).
+    pub fn set_route_latency(&self, latency: Duration) {
+        self.rt().latency = latency;
+    }
+
+    /// Every route call so far, in order.
+    pub fn route_calls(&self) -> Vec<RouteCall> {
+        self.rt().calls.clone()
+    }
+
+    /// [`FakeCloud::route_calls`], each as [`RouteCall::describe`] says it.
+    pub fn described_route_calls(&self) -> Vec<String> {
+        self.rt().calls.iter().map(RouteCall::describe).collect()
+    }
+
+    /// Forgets the calls so far (the routes stay).
+    pub fn clear_route_calls(&self) {
+        self.rt().calls.clear();
+    }
+
+    /// Records the call, waits the latency, then gives the state to answer from, or the error
+    /// configured for `op` or for the route's destination.
+    async fn route_call(
+        &self,
+        op: RouteOp,
+        cluster: &str,
+        name_hint: &str,
+        route: &Route,
+    ) -> Result<std::sync::MutexGuard<'_, RouteState>, GatewayError> {
+        let latency = {
+            let mut rt = self.rt();
+            rt.calls.push(RouteCall {
+                op,
+                at: Instant::now(),
+                cluster: cluster.to_owned(),
+                name_hint: name_hint.to_owned(),
+                route: route.clone(),
+            });
+            rt.latency
+        };
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        let rt = self.rt();
+        let by_cidr = (op != RouteOp::List)
+            .then(|| rt.cidr_errors.get(&route.destination_cidr))
+            .flatten();
+        match rt.errors.get(&op).or(by_cidr) {
+            Some(err) => Err(err.clone()),
+            None => Ok(rt),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl CloudRoutes for FakeCloud {
+    async fn list_routes(&self, cluster: &str) -> Result<Vec<Route>, GatewayError> {
+        let rt = self
+            .route_call(RouteOp::List, cluster, "", &Route::default())
+            .await?;
+        Ok(rt
+            .table
+            .iter()
+            .filter(|(c, _)| c == cluster)
+            .map(|(_, r)| r.clone())
+            .collect())
+    }
+
+    async fn create_route(&self, cluster: &str, name_hint: &str, route: &Route) -> Result<(), GatewayError> {
+        let mut rt = self
+            .route_call(RouteOp::Create, cluster, name_hint, route)
+            .await?;
+        if let Some((c, existing)) = rt
+            .table
+            .iter()
+            .find(|(_, r)| r.destination_cidr == route.destination_cidr)
+        {
+            return if c == cluster && existing.target_node == route.target_node {
+                Ok(())
+            } else {
+                Err(GatewayError::InvalidArgument(format!(
+                    "destination {} is already routed to node {} by cluster {c:?}",
+                    route.destination_cidr, existing.target_node
+                )))
+            };
+        }
+        rt.table.push((
+            cluster.to_owned(),
+            Route {
+                name: format!("{cluster}-{name_hint}"),
+                blackhole: false,
+                ..route.clone()
+            },
+        ));
+        Ok(())
+    }
+
+    async fn delete_route(&self, cluster: &str, route: &Route) -> Result<(), GatewayError> {
+        let mut rt = self.route_call(RouteOp::Delete, cluster, "", route).await?;
+        rt.table
+            .retain(|(c, r)| !(c == cluster && r.destination_cidr == route.destination_cidr));
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ServiceBuilder;
+
+    fn route(target: &str, cidr: &str) -> Route {
+        Route {
+            target_node: target.into(),
+            destination_cidr: cidr.into(),
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn routes_are_per_cluster_one_per_destination_and_fail_on_demand() {
+        let cloud = FakeCloud::new();
+        cloud
+            .create_route("c", "uid-1", &route("n1", "10.244.1.0/24"))
+            .await
+            .unwrap();
+        cloud
+            .create_route("c", "uid-1", &route("n1", "10.244.1.0/24"))
+            .await
+            .unwrap();
+        let taken = cloud
+            .create_route("other", "uid-9", &route("n9", "10.244.1.0/24"))
+            .await
+            .unwrap_err();
+        assert!(matches!(taken, GatewayError::InvalidArgument(_)), "{taken:?}");
+        cloud.add_route("other", route("n9", "10.9.0.0/24"));
+        let listed = cloud.list_routes("c").await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].name, "c-uid-1");
+
+        let down = GatewayError::Unavailable("down".into());
+        cloud.fail_routes_to("10.244.1.0/24", Some(down.clone()));
+        assert_eq!(
+            cloud
+                .delete_route("c", &route("", "10.244.1.0/24"))
+                .await
+                .unwrap_err(),
+            down
+        );
+        cloud.fail_routes_to("10.244.1.0/24", None);
+        cloud
+            .delete_route("other", &route("", "10.244.1.0/24"))
+            .await
+            .unwrap();
+        assert_eq!(
+            cloud.described_routes("c"),
+            ["n1 10.244.1.0/24"],
+            "not the other cluster's to delete"
+        );
+        cloud
+            .delete_route("c", &route("", "10.244.1.0/24"))
+            .await
+            .unwrap();
+        assert!(cloud.routes_of("c").is_empty());
+        cloud.fail_route_calls(RouteOp::List, Some(down.clone()));
+        assert_eq!(cloud.list_routes("c").await.unwrap_err(), down);
+        assert_eq!(
+            cloud.described_route_calls(),
+            [
+                "Create n1 10.244.1.0/24",
+                "Create n1 10.244.1.0/24",
+                "Create n9 10.244.1.0/24",
+                "List",
+                "Delete 10.244.1.0/24",
+                "Delete 10.244.1.0/24",
+                "Delete 10.244.1.0/24",
+                "List",
+            ]
+        );
+    }
 
     fn backend(name: &str) -> BackendNode {
         BackendNode {
