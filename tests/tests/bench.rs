@@ -1,5 +1,5 @@
-//! `make bench`'s quick variant: the harness runs every scenario in both modes, small, and
-//! prints its table. No timing is asserted (a benchmark, not a timed test).
+//! `make bench`'s quick variant: the harness runs every scenario in both modes (the node and
+//! the service controllers'), small, and prints its tables. No timing is asserted (a benchmark, not a timed test).
 
 use std::process::Command;
 
@@ -22,19 +22,31 @@ fn the_quick_benchmark_completes_and_prints_its_table() {
     );
     println!("{stdout}");
     let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("| (")).collect();
-    assert_eq!(rows.len(), 9, "six scenario rows and three ratio rows:\n{stdout}");
+    // Nodes: six scenario rows and three ratio rows; Services: (d) and (e) in both modes, (f)
+    // with 1 and 2 replicas.
+    assert_eq!(rows.len(), 15, "every scenario row:\n{stdout}");
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = json.as_array().expect("a JSON array");
-    assert_eq!(rows.len(), 6);
+    assert_eq!(rows.len(), 12);
     for row in rows {
         assert!(
             row["note"].as_str().is_some_and(|n| !n.contains("converge")),
             "{row}"
         );
+        // Node rows count lookups; service rows count calls by operation.
+        let calls = row["provider_calls"].as_u64().unwrap_or_else(|| {
+            row["provider_calls"]
+                .as_object()
+                .map_or(0, |ops| ops.values().filter_map(serde_json::Value::as_u64).sum())
+        });
         assert!(
-            row["provider_calls"].as_u64().is_some_and(|c| c > 0)
-                || row["scenario"].as_str().unwrap().starts_with("(b)"),
+            calls > 0 || row["scenario"].as_str().unwrap().starts_with("(b)"),
             "{row}"
         );
     }
+    let updates = rows
+        .iter()
+        .filter_map(|r| r["updates_per_load_balancer"].as_f64())
+        .collect::<Vec<_>>();
+    assert_eq!(updates.len(), 2, "(e) in both modes");
 }
