@@ -51,6 +51,9 @@ pub enum GatewayError {
     /// Anything else; the message says what.
     #[error("internal error: {0}")]
     Internal(String),
+    /// The caller's identity may not make this call.
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
 }
 
 impl GatewayError {
@@ -65,6 +68,7 @@ impl GatewayError {
             Self::InvalidArgument(_) => Code::InvalidArgument,
             Self::DeadlineExceeded(_) => Code::DeadlineExceeded,
             Self::Internal(_) => Code::Internal,
+            Self::PermissionDenied(_) => Code::PermissionDenied,
         }
     }
 
@@ -80,6 +84,7 @@ impl GatewayError {
             Self::Unavailable(_) => ErrorReason::Unavailable,
             Self::DeadlineExceeded(_) => ErrorReason::Unspecified,
             Self::Internal(_) => ErrorReason::Internal,
+            Self::PermissionDenied(_) => ErrorReason::PermissionDenied,
         }
     }
 
@@ -92,7 +97,8 @@ impl GatewayError {
             | Self::InvalidArgument(m)
             | Self::Unavailable(m)
             | Self::DeadlineExceeded(m)
-            | Self::Internal(m) => m,
+            | Self::Internal(m)
+            | Self::PermissionDenied(m) => m,
             Self::RetryAfter { message, .. } | Self::Throttled { message, .. } => message,
         }
     }
@@ -156,6 +162,10 @@ impl GatewayError {
             }
             (ErrorReason::Unspecified, Code::DeadlineExceeded | Code::Cancelled) => {
                 Self::DeadlineExceeded(message)
+            }
+            (ErrorReason::PermissionDenied, _)
+            | (ErrorReason::Unspecified, Code::PermissionDenied | Code::Unauthenticated) => {
+                Self::PermissionDenied(message)
             }
             // NOT_FOUND without the INSTANCE_NOT_FOUND reason is not a definite answer about an
             // instance (it may come from a proxy or an unknown method), so it is not one here.
@@ -260,6 +270,7 @@ mod tests {
             GatewayError::InvalidArgument("bad ip".into()),
             GatewayError::Unavailable("try later".into()),
             GatewayError::Internal("boom".into()),
+            GatewayError::PermissionDenied("not yours".into()),
         ]
     }
 
@@ -314,7 +325,7 @@ mod tests {
         let retryable: Vec<bool> = all_errors().iter().map(GatewayError::is_retryable).collect();
         assert_eq!(
             retryable,
-            [false, false, false, true, true, true, false, true, false]
+            [false, false, false, true, true, true, false, true, false, false]
         );
     }
 }
