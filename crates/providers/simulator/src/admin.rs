@@ -9,6 +9,7 @@
 //! | `POST /simulator/v1/instances/{id}/stop` (`start`, `terminate`) | power action; 404 for an unknown id, 409 for a terminated one |
 //! | `GET /simulator/v1/load-balancers` | every load balancer |
 //! | `GET /simulator/v1/routes` | every route, with its cluster |
+//! | `POST /simulator/v1/routes` | add one out of band ([`NewRoute`]); 201 with the route, 409 when its destination is routed already |
 //! | `GET /simulator/v1/knobs`, `PUT /simulator/v1/knobs` | read; merge a partial update ([`crate::KnobsPatch`]) |
 //! | `GET /simulator/v1/stats`, `POST /simulator/v1/stats/reset` | call counters |
 //!
@@ -26,7 +27,7 @@ use axum::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::{KnobsPatch, NewInstance, Simulator, SimulatorError};
+use crate::{KnobsPatch, NewInstance, NewRoute, Simulator, SimulatorError};
 
 /// Path prefix of every admin route.
 pub const PREFIX: &str = "/simulator/v1";
@@ -41,7 +42,7 @@ pub fn admin_router(sim: Arc<Simulator>) -> Router {
         )
         .route(&format!("{PREFIX}/instances/{{id}}/{{action}}"), post(act))
         .route(&format!("{PREFIX}/load-balancers"), get(list_load_balancers))
-        .route(&format!("{PREFIX}/routes"), get(list_routes))
+        .route(&format!("{PREFIX}/routes"), get(list_routes).post(add_route))
         .route(&format!("{PREFIX}/knobs"), get(get_knobs).put(put_knobs))
         .route(&format!("{PREFIX}/stats"), get(get_stats))
         .route(&format!("{PREFIX}/stats/reset"), post(reset_stats))
@@ -132,6 +133,12 @@ async fn list_load_balancers(State(sim): State<Arc<Simulator>>) -> impl IntoResp
 
 async fn list_routes(State(sim): State<Arc<Simulator>>) -> impl IntoResponse {
     Json(sim.routes())
+}
+
+async fn add_route(State(sim): State<Arc<Simulator>>, body: Bytes) -> Result<impl IntoResponse, ApiError> {
+    let spec: NewRoute = json_body(&body)?;
+    let route = blocking(move || sim.add_route(spec)).await?;
+    Ok((StatusCode::CREATED, Json(route)))
 }
 
 async fn get_knobs(State(sim): State<Arc<Simulator>>) -> impl IntoResponse {

@@ -246,6 +246,24 @@ impl Simulator {
             .collect()
     }
 
+    /// Adds a route out of band (as an operator would); returns it as listed. Blocks on the
+    /// state file write.
+    ///
+    /// # Errors
+    /// `Invalid` (no cluster, a destination that is not a network CIDR, a target that is not a
+    /// live instance), `Conflict` (the destination is routed already), `StateFile`.
+    pub fn add_route(&self, spec: ops::routes::NewRoute) -> Result<RouteView, SimulatorError> {
+        let cluster = spec.cluster.clone();
+        let cidr = ops::routes::parse_cidr(&spec.destination_cidr)
+            .map_err(|e| SimulatorError::Invalid(e.to_string()))?;
+        self.store
+            .mutate(move |s| ops::routes::add(s, &spec, crate::state::now()))??;
+        self.routes()
+            .into_iter()
+            .find(|r| r.cluster == cluster && r.destination_cidr == cidr.to_string())
+            .ok_or_else(|| SimulatorError::Internal("the route added is not listed".into()))
+    }
+
     /// Launches a running instance. Blocks on the state file write.
     ///
     /// # Errors

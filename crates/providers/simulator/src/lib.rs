@@ -33,7 +33,7 @@ pub use admin::admin_router;
 pub use cloud::{CloudInfo, RouteView, Simulator};
 pub use inventory::InventoryError;
 pub use knobs::{Knobs, KnobsPatch, RateLimit};
-pub use ops::instances::NewInstance;
+pub use ops::{instances::NewInstance, routes::NewRoute};
 pub use provider::ProviderLimits;
 pub use state::{Instance, InstanceState, LoadBalancer, LoadBalancerState, StateFileError};
 pub use stats::{OperationStats, Stats};

@@ -432,3 +432,100 @@ async fn cli_explains_an_unreachable_server() {
         stderr(&out)
     );
 }
+
+/// `cloud-sim routes add` puts a route in the table out of band, as an operator would; the
+/// cluster's list shows it, and a taken destination or an unknown target is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_adds_routes_out_of_band() {
+    let s = serve().await;
+    let b = s.base.as_str();
+    let out = cli(
+        b,
+        &[
+            "routes",
+            "add",
+            "--target",
+            "worker-1",
+            "--destination",
+            "10.244.9.0/24",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = stdout(&out);
+    assert!(
+        table.contains("kubernetes-worker-1") && table.contains("10.244.9.0/24") && table.contains("active"),
+        "{table}"
+    );
+    let listed = Provider::routes(&*s.sim)
+        .unwrap()
+        .list_routes("kubernetes")
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].target_node, "worker-1");
+
+    let out = cli(
+        b,
+        &[
+            "-o",
+            "json",
+            "routes",
+            "add",
+            "--cluster",
+            "prod",
+            "--target",
+            "worker-2",
+            "--destination",
+            "192.168.7.0/24",
+            "--name-hint",
+            "vpn",
+        ],
+    )
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let added: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        (added["cluster"].as_str(), added["name"].as_str()),
+        (Some("prod"), Some("prod-vpn"))
+    );
+
+    let taken = cli(
+        b,
+        &[
+            "routes",
+            "add",
+            "--target",
+            "worker-2",
+            "--destination",
+            "10.244.9.0/24",
+        ],
+    )
+    .await;
+    assert!(!taken.status.success());
+    assert!(
+        stderr(&taken).contains("already routed") && stderr(&taken).contains("409"),
+        "{}",
+        stderr(&taken)
+    );
+    let nobody = cli(
+        b,
+        &[
+            "routes",
+            "add",
+            "--target",
+            "nobody",
+            "--destination",
+            "10.244.8.0/24",
+        ],
+    )
+    .await;
+    assert!(!nobody.status.success());
+    assert!(
+        stderr(&nobody).contains("no instance is named"),
+        "{}",
+        stderr(&nobody)
+    );
+    let (_, routes) = http(&s.base, Method::GET, "/routes", None).await;
+    assert_eq!(routes.as_array().unwrap().len(), 2);
+}

@@ -6,7 +6,7 @@
 //!   instances list | add --name N [--type T --zone Z --private-ip IP --public-ip IP --label k=v]
 //!             | stop ID | start ID | terminate ID
 //!   load-balancers list
-//!   routes list
+//!   routes list | add --target NODE --destination CIDR [--cluster kubernetes --name-hint H]
 //!   knobs get | set [--latency 50ms] [--latency-jitter 10ms] [--rate-limit 10/20|off|0]
 //!                   [--error-rate describe_instances=0.5|op=off] [--clear-error-rates]
 //!                   [--lb-provision-delay 5s]
@@ -67,7 +67,7 @@ enum Command {
     LoadBalancers(ListCmd),
     /// Routes of every cluster.
     #[command(subcommand)]
-    Routes(ListCmd),
+    Routes(RoutesCmd),
     /// Realism knobs: latency, rate limit, injected errors, provisioning delay.
     #[command(subcommand)]
     Knobs(KnobsCmd),
@@ -84,6 +84,30 @@ enum Command {
 enum ListCmd {
     /// List them.
     List,
+}
+
+#[derive(Subcommand)]
+enum RoutesCmd {
+    /// List them.
+    List,
+    /// Add a route out of band, as an operator or another tool would.
+    Add(RouteArgs),
+}
+
+#[derive(Args)]
+struct RouteArgs {
+    /// The cluster whose route it is (the route controller's --cluster-name).
+    #[arg(long, default_value = "kubernetes")]
+    cluster: String,
+    /// Target instance (= Node) name; a live instance.
+    #[arg(long)]
+    target: String,
+    /// Destination CIDR, e.g. 10.244.9.0/24.
+    #[arg(long)]
+    destination: String,
+    /// Name hint (the route is named <cluster>-<hint>); default the target's name.
+    #[arg(long)]
+    name_hint: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -260,7 +284,20 @@ async fn run(cli: &Cli) -> Result<(), String> {
         Command::LoadBalancers(ListCmd::List) => {
             (api.call(Method::GET, "/load-balancers", None).await?, lb_table)
         }
-        Command::Routes(ListCmd::List) => (api.call(Method::GET, "/routes", None).await?, routes_table),
+        Command::Routes(RoutesCmd::List) => (api.call(Method::GET, "/routes", None).await?, routes_table),
+        Command::Routes(RoutesCmd::Add(a)) => {
+            let mut body = Map::new();
+            body.insert("cluster".into(), json!(a.cluster));
+            body.insert("target_node".into(), json!(a.target));
+            body.insert("destination_cidr".into(), json!(a.destination));
+            if let Some(hint) = &a.name_hint {
+                body.insert("name_hint".into(), json!(hint));
+            }
+            let one = api
+                .call(Method::POST, "/routes", Some(Value::Object(body)))
+                .await?;
+            (one, one_route_table)
+        }
         Command::Knobs(KnobsCmd::Get) => (api.call(Method::GET, "/knobs", None).await?, knobs_table),
         Command::Knobs(KnobsCmd::Set(a)) => (
             api.call(Method::PUT, "/knobs", Some(knobs_patch(a)?)).await?,
@@ -530,6 +567,10 @@ fn routes_table(v: &Value) -> String {
         })
         .collect();
     render(&["CLUSTER", "NAME", "DESTINATION", "TARGET", "STATE"], rows)
+}
+
+fn one_route_table(v: &Value) -> String {
+    routes_table(&Value::Array(vec![v.clone()]))
 }
 
 fn knobs_table(v: &Value) -> String {

@@ -5,8 +5,12 @@ use std::{collections::HashMap, time::SystemTime};
 
 use ipnet::IpNet;
 use provider::{AddressType, NodeAddress, ProviderError, Route};
+use serde::{Deserialize, Serialize};
 
-use crate::state::{Instance, RouteRecord, State};
+use crate::{
+    SimulatorError,
+    state::{Instance, RouteRecord, State},
+};
 
 type Result<T, E = ProviderError> = std::result::Result<T, E>;
 
@@ -116,6 +120,43 @@ pub fn create(
     Ok(())
 }
 
+/// What the admin API takes to add a route out of band, as an operator or another tool would
+/// (the route controller then finds it in its cluster's list).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewRoute {
+    /// The cluster whose route it is (its tag); required.
+    pub cluster: String,
+    /// The target instance's name (a live one); required.
+    pub target_node: String,
+    /// The destination, a network CIDR; required.
+    pub destination_cidr: String,
+    /// Name hint; default the target's name (the route is named `<cluster>-<hint>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name_hint: Option<String>,
+}
+
+/// Adds a route from the admin API: as [`create`], but a destination routed already (by any
+/// cluster, to any target) is a conflict, not something done.
+pub fn add(state: &mut State, spec: &NewRoute, now: SystemTime) -> Result<(), SimulatorError> {
+    let cidr = parse_cidr(&spec.destination_cidr).map_err(|e| SimulatorError::Invalid(e.to_string()))?;
+    if let Some(existing) = state.routes.iter().find(|r| r.destination_cidr == cidr) {
+        return Err(SimulatorError::Conflict(format!(
+            "destination {cidr} is already routed to node {} by cluster {:?} (route {})",
+            existing.target_node, existing.cluster, existing.name
+        )));
+    }
+    let route = Route {
+        name: String::new(),
+        target_node: spec.target_node.clone(),
+        destination_cidr: spec.destination_cidr.clone(),
+        blackhole: false,
+        target_node_addresses: vec![],
+    };
+    let hint = spec.name_hint.as_deref().unwrap_or_default();
+    create(state, &spec.cluster, hint, &route, now).map_err(|e| SimulatorError::Invalid(e.to_string()))
+}
+
 /// Deletes the cluster's route to `route.destination_cidr`; none is success.
 pub fn delete(state: &mut State, cluster: &str, route: &Route) -> Result<()> {
     let cidr = parse_cidr(&route.destination_cidr)?;
@@ -215,6 +256,30 @@ mod tests {
         assert_eq!(c2.len(), 1);
         assert_eq!(c2[0].destination_cidr, "fd00:10::/64");
         assert!(list(&s, "c3").is_empty());
+    }
+
+    #[test]
+    fn routes_added_out_of_band_are_checked_like_creates_and_never_replace_one() {
+        let mut s = state();
+        let spec = |cluster: &str, target: &str, cidr: &str| NewRoute {
+            cluster: cluster.into(),
+            target_node: target.into(),
+            destination_cidr: cidr.into(),
+            name_hint: None,
+        };
+        add(&mut s, &spec("c1", "n1", "10.244.9.0/24"), now()).unwrap();
+        assert_eq!(s.routes[0].name, "c1-n1", "named after the target without a hint");
+        for (bad, kind) in [
+            (spec("c1", "n1", "10.244.9.0/24"), "conflict"),
+            (spec("c2", "n2", "10.244.9.0/24"), "conflict"),
+            (spec("c1", "nobody", "10.244.8.0/24"), "invalid"),
+            (spec("c1", "n1", "10.244.8.1/24"), "invalid"),
+            (spec("", "n1", "10.244.8.0/24"), "invalid"),
+        ] {
+            let err = add(&mut s, &bad, now()).unwrap_err();
+            assert_eq!(err.kind(), kind, "{bad:?}: {err}");
+        }
+        assert_eq!(s.routes.len(), 1);
     }
 
     #[test]
