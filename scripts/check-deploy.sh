@@ -2,12 +2,14 @@
 # Checks the deployment artefacts with real tools (installed by scripts/tools/setup.sh):
 # - docker/Dockerfile with hadolint;
 # - the Helm chart with `helm lint --strict`, and its rendered manifests (simulator and AWS
-#   gateways, and the service controller with non-default values) against Kubernetes 1.33's
-#   schemas with kubernetes-validate --strict;
+#   gateways, the service controller with non-default values, the route controller on) against
+#   Kubernetes 1.33's schemas with kubernetes-validate --strict;
 # - that switching the gateway's vendor leaves every controller manifest unchanged, so a
 #   `helm upgrade` of the gateway never restarts a controller;
 # - the service controller's defaults (2 replicas sharing the work, its flags) and that no
-#   controller's RBAC grants access to secrets.
+#   controller's RBAC grants access to secrets;
+# - the route controller: off by default (as upstream), on it needs a cluster CIDR, runs
+#   leader-elected replicas with its flags and least-privilege RBAC.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools=.tools
@@ -27,6 +29,14 @@ trap 'rm -rf "$out"' EXIT
   > "$out/service-lb-custom.yaml"
 "$tools/helm" template ccm charts/ccm -n kube-system --set serviceLbController.enabled=false \
   > "$out/service-lb-disabled.yaml"
+"$tools/helm" template ccm charts/ccm -n kube-system --set nodeRouteController.enabled=true \
+  --set 'nodeRouteController.clusterCIDR=10.244.0.0/16\,fd00:10::/56' \
+  --set nodeRouteController.routeReconciliationPeriod=30s \
+  > "$out/node-route.yaml"
+if "$tools/helm" template ccm charts/ccm --set nodeRouteController.enabled=true >/dev/null 2>&1; then
+  echo "the route controller without a cluster CIDR must fail to render" >&2
+  exit 1
+fi
 for f in "$out"/*.yaml; do
   "$tools/venv/bin/kubernetes-validate" -k 1.33 --strict --quiet "$f"
 done
@@ -108,5 +118,30 @@ assert flag(custom, "load-balancer-class") == "example.com/internal"
 assert args(custom)[-1] == "--gateway-timeout=10s", "extraArgs come last"
 assert not [k for k in load("service-lb-disabled") if k[1].startswith(svc)], "disabled but rendered"
 print("service-lb-controller: 2 replicas by default, no controller RBAC grants secrets")
+
+rt = "ccm-node-route-controller"
+assert not [k for k in m if k[1].startswith(rt)], "the route controller is off by default, as upstream"
+r = load("node-route")
+deploy = r[("Deployment", rt)]
+assert deploy["spec"]["replicas"] == 2 and flag(deploy, "leader-elect") == "true"
+assert deploy["spec"]["template"]["spec"]["hostNetwork"] is True
+assert flag(deploy, "cluster-cidr") == "10.244.0.0/16,fd00:10::/56", flag(deploy, "cluster-cidr")
+assert flag(deploy, "route-reconciliation-period") == "30s"
+assert flag(deploy, "configure-cloud-routes") == "true"
+assert flag(deploy, "concurrent-route-operations") == "200"
+for name in ("gateway-address", "cluster-name", "leader-elect-resource-namespace"):
+    assert flag(deploy, name) == flag(node, name), f"--{name}: {flag(deploy, name)} != {flag(node, name)}"
+granted = {(g, res): set(rule["verbs"]) for rule in r[("ClusterRole", rt)]["rules"]
+           for g in rule["apiGroups"] for res in rule["resources"]}
+assert granted == {
+    ("", "nodes"): {"get", "list", "watch"},
+    ("", "nodes/status"): {"patch"},
+    ("", "events"): {"create", "patch"},
+    ("events.k8s.io", "events"): {"create", "patch"},
+}, f"route controller ClusterRole: {granted}"
+lease_role = r[("Role", f"{rt}-leader-election")]
+assert lease_role["metadata"]["namespace"] == flag(deploy, "leader-elect-resource-namespace")
+assert lease_role["rules"][0]["verbs"] == ["get", "create", "update"], lease_role["rules"]
+print("node-route-controller: off by default; on, 2 leader-elected replicas with least-privilege RBAC")
 PY
 echo "deployment checks passed"
