@@ -14,11 +14,11 @@ help: ## list the targets
 # What ccm-demo starts from target/debug, with the gateway on the simulator only: a cold
 # `make demo` compiles no AWS SDK. (--no-default-features applies to these packages only.)
 DEMO_BUILD := -p e2e -p fake-apiserver -p provider-simulator -p cloud-node-controller \
-	-p cloud-node-lifecycle-controller -p service-lb-controller -p cloud-gateway \
+	-p cloud-node-lifecycle-controller -p service-lb-controller -p node-route-controller -p cloud-gateway \
 	--no-default-features --features cloud-gateway/simulator
 
 .PHONY: demo
-demo: ## run the local demo: fake API server + gateway on the simulator + controllers, nodes and load balancers (Ctrl-C stops)
+demo: ## run the local demo: fake API server + gateway on the simulator + controllers, nodes, load balancers and routes (Ctrl-C stops)
 	$(CARGO) build --bins $(DEMO_BUILD)
 	target/debug/ccm-demo $(DEMO_ARGS)
 

@@ -1,6 +1,6 @@
 //! The README's run command works: `ccm-demo --exit` initializes the inventory's nodes,
 //! taints the stopped one and deletes the terminated one's Node, provisions LoadBalancer
-//! Services and deletes one's load balancer with it; `kill <pid>` stops it and
+//! Services and deletes one's load balancer with it, routes every Node's pod CIDR; `kill <pid>` stops it and
 //! everything it started, as Ctrl-C does.
 
 use std::{collections::BTreeSet, process::Command, time::Duration};
@@ -76,6 +76,26 @@ fn the_demo_shows_nodes_initialized_from_the_simulated_cloud() {
         remaining.contains("default/web") && !remaining.contains("default/dns"),
         "{remaining}"
     );
+
+    // Every Node's pod CIDR has its route in the cloud, named after the Node's UID, and the
+    // Node says its network is available.
+    let routes = stdout
+        .split("== Pod CIDRs and their routes in the simulated cloud ==")
+        .nth(1)
+        .expect("a routes table");
+    let worker1 = routes
+        .lines()
+        .find(|l| l.starts_with("worker-1 "))
+        .expect("worker-1 routed");
+    assert!(
+        worker1.contains("10.244.")
+            && worker1.contains("kubernetes-")
+            && worker1.contains("active")
+            && worker1.contains("False/RouteCreated"),
+        "{worker1}"
+    );
+    assert!(!routes.contains("<none>"), "every pod CIDR routed:\n{routes}");
+    assert!(!routes.contains("worker-5 "), "{routes}");
 }
 
 /// A process seen under /proc: its id, start time (so a reused id is not mistaken for it) and
@@ -163,9 +183,10 @@ async fn the_demo_stops_every_process_on_sigterm() {
         "cloud-gateway",
         "cloud-node-controller",
         "cloud-node-lifecycle-controller",
+        "node-route-controller",
     ];
     let children = wait_for(
-        "ccm-demo to be up with its four processes",
+        "ccm-demo to be up with its processes",
         Duration::from_secs(90),
         || {
             let up = procs[0].log().contains("Everything keeps running");

@@ -5,7 +5,9 @@
 //! as Nodes the way kubelet `--cloud-provider=external` does; and prints the Nodes before and
 //! after the controllers did their work. Then two replicas of service-lb-controller provision
 //! LoadBalancer Services (shown as `kubectl get svc` would, beside the simulator's load
-//! balancers), and a deleted Service takes its load balancer with it. Then it keeps running
+//! balancers), and a deleted Service takes its load balancer with it. Then the Nodes get pod
+//! CIDRs and node-route-controller routes each in the simulated cloud (shown beside the Nodes'
+//! `NetworkUnavailable` condition). Then it keeps running
 //! (Ctrl-C or SIGTERM stops everything it started) so you can look around with `kubectl` and
 //! `cloud-sim`; `--exit` stops at once (CI smoke test).
 
@@ -13,7 +15,10 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 use e2e::{Cluster, ClusterSpec, ingress_ips, wait_for};
 use k8s_openapi::api::core::v1::{Node, Service};
-use kube::{ResourceExt, api::DeleteParams};
+use kube::{
+    ResourceExt,
+    api::{DeleteParams, Patch, PatchParams},
+};
 use serde_json::{Value, json};
 
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
@@ -287,8 +292,10 @@ async fn main() {
     };
     if !opts.exit {
         println!(
-            "\nEverything keeps running; try:\n  kubectl --kubeconfig {} get nodes,svc -o wide\n  {}/cloud-sim --admin-url http://{} instances list\n  {}/cloud-sim --admin-url http://{} instances add --name worker-9   # then register a Node named worker-9\n  curl http://{}/metrics\nLogs are in {}. Ctrl-C stops everything.",
+            "\nEverything keeps running; try:\n  kubectl --kubeconfig {} get nodes,svc -o wide\n  {}/cloud-sim --admin-url http://{} instances list\n  {}/cloud-sim --admin-url http://{} instances add --name worker-9   # then register a Node named worker-9\n  {}/cloud-sim --admin-url http://{} routes list\n  curl http://{}/metrics\nLogs are in {}. Ctrl-C stops everything.",
             cluster.kubeconfig.display(),
+            e2e::bin_dir().display(),
+            cluster.gateway_http,
             e2e::bin_dir().display(),
             cluster.gateway_http,
             e2e::bin_dir().display(),
@@ -400,7 +407,120 @@ async fn demo(opts: &Options, inventory: String) -> Cluster {
     }
 
     load_balancers(&mut cluster).await;
+    routes(&mut cluster).await;
     cluster
+}
+
+/// The pod network's range the demo's Nodes get their pod CIDRs from.
+const CLUSTER_CIDR: &str = "10.244.0.0/16";
+
+/// The node's `NetworkUnavailable` condition as `status/reason`.
+fn network_unavailable(node: &Node) -> Option<String> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "NetworkUnavailable")
+        .map(|c| format!("{}/{}", c.status, c.reason.as_deref().unwrap_or_default()))
+}
+
+/// Each Node gets a pod CIDR (as kube-controller-manager's node IPAM assigns them) and
+/// node-route-controller routes it in the cloud.
+async fn routes(cluster: &mut Cluster) {
+    println!(
+        "\nAssigning each Node a pod CIDR from {CLUSTER_CIDR} (as kube-controller-manager's node IPAM does)..."
+    );
+    let nodes = cluster.nodes();
+    let mut assigned = BTreeMap::new();
+    for (i, node) in node_list(cluster).await.iter().enumerate() {
+        let cidr = format!("10.244.{}.0/24", i + 1);
+        let patch = json!({"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}});
+        let _ = nodes
+            .patch(&node.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+        assigned.insert(node.name_any(), cidr);
+    }
+    println!("Starting node-route-controller (--cluster-cidr {CLUSTER_CIDR})...");
+    cluster.start_controller(
+        "node-route-controller",
+        "node-route-controller",
+        &["--cluster-cidr", CLUSTER_CIDR],
+    );
+    let expected = assigned.clone();
+    wait_for("every Node's route", Duration::from_secs(60), || {
+        let nodes = nodes.clone();
+        let expected = expected.clone();
+        let cluster = &*cluster;
+        async move {
+            let routes = route_list(cluster).await;
+            for (name, cidr) in &expected {
+                let node = nodes.get(name).await.ok()?;
+                let routed = routes
+                    .iter()
+                    .any(|r| r["target_node"] == name.as_str() && r["destination_cidr"] == cidr.as_str());
+                if !routed || network_unavailable(&node).as_deref() != Some("False/RouteCreated") {
+                    return None;
+                }
+            }
+            Some(())
+        }
+    })
+    .await;
+    print_routes(
+        "Pod CIDRs and their routes in the simulated cloud",
+        &node_list(cluster).await,
+        &route_list(cluster).await,
+    );
+}
+
+/// The simulator's routes of the demo's cluster (`cloud-sim routes list`).
+async fn route_list(cluster: &Cluster) -> Vec<Value> {
+    let list = cluster.sim(&["routes", "list"]).await;
+    list.as_array()
+        .map(|routes| {
+            routes
+                .iter()
+                .filter(|r| r["cluster"] == "kubernetes")
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Each Node's pod CIDRs beside the cloud's route to them and the Node's condition.
+fn print_routes(title: &str, nodes: &[Node], routes: &[Value]) {
+    println!("\n== {title} ==");
+    let mut rows: Vec<[String; 5]> = Vec::new();
+    for node in nodes {
+        let cidrs = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.pod_cidrs.clone())
+            .unwrap_or_default();
+        for cidr in cidrs {
+            let route = routes.iter().find(|r| {
+                r["target_node"] == node.name_any().as_str() && r["destination_cidr"] == cidr.as_str()
+            });
+            let text = |key: &str| route.and_then(|r| r[key].as_str()).unwrap_or("<none>").to_owned();
+            let state = match route {
+                Some(r) if r["blackhole"] == true => "blackhole".to_owned(),
+                Some(_) => "active".to_owned(),
+                None => "<none>".to_owned(),
+            };
+            rows.push([
+                node.name_any(),
+                cidr,
+                text("name"),
+                state,
+                network_unavailable(node).unwrap_or_else(|| "<none>".into()),
+            ]);
+        }
+    }
+    print_table(
+        ["NODE", "POD-CIDR", "ROUTE", "ROUTE-STATE", "NETWORK-UNAVAILABLE"],
+        &rows,
+    );
 }
 
 /// Two service-lb-controller replicas provision LoadBalancer Services; deleting one removes
