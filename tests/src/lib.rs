@@ -5,6 +5,7 @@
 //! (`cargo build --workspace --bins`). Each process logs to a file in the cluster's temporary
 //! directory; when a test fails, the tail of every log is printed.
 
+pub mod routes_bench;
 pub mod services_bench;
 
 use std::{
@@ -322,6 +323,10 @@ impl Cluster {
             dir.path().join("cloud-state.json").display().to_string(),
             "--simulator-no-fsync".into(),
         ];
+        // Plain text unless the spec configures mutual TLS itself.
+        if !spec.gateway_args.iter().any(|a| a.starts_with("--tls-")) {
+            args.push("--insecure-plaintext".into());
+        }
         // No cache unless the spec says otherwise: tests see every change of the cloud at once.
         if !spec
             .gateway_args

@@ -12,7 +12,9 @@ use provider::Provider;
 use telemetry::LogFormat;
 use token_bucket::Limit;
 
-use crate::{GatewayConfig, ServerTls, adaptive::AdaptiveConfig, lookups::LookupConfig};
+use crate::{
+    GatewayConfig, Security, ServerFiles, adaptive::AdaptiveConfig, auth::Policy, lookups::LookupConfig,
+};
 
 /// `cloud-gateway` flags.
 #[derive(Debug, Clone, clap::Parser)]
@@ -71,15 +73,26 @@ pub struct Args {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
-    /// PEM certificate of the gRPC port; serves TLS when set (with --tls-key-file).
-    #[arg(long, requires = "tls_key_file")]
+    /// PEM certificate of the gRPC port (mutual TLS, with --tls-key-file and
+    /// --tls-client-ca-file). Re-read when it changes: a rotated certificate needs no restart.
+    #[arg(long, requires_all = ["tls_key_file", "tls_client_ca_file"], conflicts_with = "insecure_plaintext")]
     pub tls_cert_file: Option<PathBuf>,
     /// PEM private key of --tls-cert-file.
     #[arg(long, requires = "tls_cert_file")]
     pub tls_key_file: Option<PathBuf>,
-    /// PEM CA bundle; when set, clients must present a certificate it signed (mutual TLS).
+    /// PEM CA bundle: every client must present a certificate it signed. The certificate's
+    /// identity (its URI SAN, else its CN) is the caller, authorized by the policy.
     #[arg(long, requires = "tls_cert_file")]
     pub tls_client_ca_file: Option<PathBuf>,
+    /// YAML authorization policy: which certificate identities are which caller and may make
+    /// which calls. Default: the controllers by service-account name (or CN), each allowed
+    /// its own calls only.
+    #[arg(long)]
+    pub authorization_policy: Option<PathBuf>,
+    /// Serve gRPC in plain text with no authentication: anyone who reaches the port can call
+    /// the cloud with the gateway's credentials. Only for local development, tests and demos.
+    #[arg(long)]
+    pub insecure_plaintext: bool,
 
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -291,25 +304,36 @@ impl Args {
             },
             max_call_duration: self.max_call_duration,
             shutdown_grace: self.shutdown_grace,
-            tls: self.tls()?,
+            security: self.security()?,
         };
         config.validate().map_err(SetupError::Config)?;
         Ok(config)
     }
 
-    fn tls(&self) -> Result<Option<ServerTls>, SetupError> {
-        let (Some(cert), Some(key)) = (&self.tls_cert_file, &self.tls_key_file) else {
-            return Ok(None);
+    fn security(&self) -> Result<Security, SetupError> {
+        let policy = match &self.authorization_policy {
+            Some(path) => Policy::from_file(path).map_err(SetupError::Config)?,
+            None => Policy::default(),
         };
-        let read = |path: &PathBuf| {
-            std::fs::read(path)
-                .map_err(|e| SetupError::Config(format!("cannot read {}: {e}", path.display())))
-        };
-        Ok(Some(ServerTls {
-            cert_pem: read(cert)?,
-            key_pem: read(key)?,
-            client_ca_pem: self.tls_client_ca_file.as_ref().map(read).transpose()?,
-        }))
+        match (&self.tls_cert_file, &self.tls_key_file, &self.tls_client_ca_file) {
+            (Some(cert), Some(key), Some(client_ca)) => Ok(Security::MutualTls {
+                files: ServerFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                    client_ca: client_ca.clone(),
+                },
+                policy,
+            }),
+            _ if self.insecure_plaintext => {
+                tracing::warn!(
+                    "INSECURE: --insecure-plaintext serves gRPC without TLS or authentication; anyone who reaches the port acts with the cloud credentials. Use mutual TLS (--tls-cert-file, --tls-key-file, --tls-client-ca-file) outside local development."
+                );
+                Ok(Security::InsecurePlaintext { policy })
+            }
+            _ => Err(SetupError::Config(
+                "the gRPC port needs mutual TLS (--tls-cert-file, --tls-key-file, --tls-client-ca-file), or --insecure-plaintext for local development".into(),
+            )),
+        }
     }
 
     /// Builds the provider, plus any HTTP routes it serves (the simulator's admin API).
@@ -374,8 +398,54 @@ mod tests {
     use super::*;
 
     #[test]
+    fn without_mutual_tls_the_gateway_needs_the_insecure_flag() {
+        let err = Args::parse_from(["cloud-gateway"])
+            .gateway_config()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("mutual TLS") && err.contains("--insecure-plaintext"),
+            "{err}"
+        );
+        let config = Args::parse_from(["cloud-gateway", "--insecure-plaintext"])
+            .gateway_config()
+            .unwrap();
+        assert!(matches!(config.security, Security::InsecurePlaintext { .. }));
+        // TLS without a client CA would leave callers unauthenticated: refused by the flags.
+        assert!(
+            Args::try_parse_from(["cloud-gateway", "--tls-cert-file", "c", "--tls-key-file", "k"]).is_err()
+        );
+        let mtls = Args::parse_from([
+            "cloud-gateway",
+            "--tls-cert-file",
+            "c.pem",
+            "--tls-key-file",
+            "k.pem",
+            "--tls-client-ca-file",
+            "ca.pem",
+        ]);
+        assert!(matches!(
+            mtls.gateway_config().unwrap().security,
+            Security::MutualTls { .. }
+        ));
+        assert!(
+            Args::try_parse_from([
+                "cloud-gateway",
+                "--insecure-plaintext",
+                "--tls-cert-file",
+                "c.pem",
+                "--tls-key-file",
+                "k.pem",
+                "--tls-client-ca-file",
+                "ca.pem",
+            ])
+            .is_err()
+        );
+    }
+
+    #[test]
     fn defaults_build_a_valid_config() {
-        let args = Args::parse_from(["cloud-gateway"]);
+        let args = Args::parse_from(["cloud-gateway", "--insecure-plaintext"]);
         let config = args.gateway_config().unwrap();
         assert_eq!(
             config.read_limit,
@@ -438,7 +508,7 @@ mod tests {
     fn bad_values_are_refused_with_the_setting_named() {
         assert!(Args::try_parse_from(["cloud-gateway", "--simulator-rate-limit", "fast"]).is_err());
         assert!(Args::try_parse_from(["cloud-gateway", "--simulator-error-rate", "x"]).is_err());
-        let args = Args::parse_from(["cloud-gateway", "--read-rate", "0"]);
+        let args = Args::parse_from(["cloud-gateway", "--insecure-plaintext", "--read-rate", "0"]);
         assert!(
             args.gateway_config()
                 .unwrap_err()

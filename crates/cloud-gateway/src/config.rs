@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use token_bucket::Limit;
 
-use crate::{adaptive::AdaptiveConfig, lookups::LookupConfig};
+pub use tls_files::ServerFiles;
+
+use crate::{adaptive::AdaptiveConfig, auth::Policy, lookups::LookupConfig};
 
 /// Everything that shapes how the gateway calls its provider.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,32 +23,37 @@ pub struct GatewayConfig {
     pub max_call_duration: Duration,
     /// How long in-flight calls may finish after a shutdown signal.
     pub shutdown_grace: Duration,
-    /// TLS (and with a client CA, mutual TLS) on the gRPC port; plain text when `None`.
-    pub tls: Option<ServerTls>,
+    /// How callers are authenticated and authorized.
+    pub security: Security,
 }
 
-/// The gateway's certificate, and the CA its clients' certificates must chain to.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ServerTls {
-    /// PEM certificate chain served to clients.
-    pub cert_pem: Vec<u8>,
-    /// PEM private key of that certificate.
-    pub key_pem: Vec<u8>,
-    /// PEM CA bundle; when set, every client must present a certificate it signed (mTLS).
-    pub client_ca_pem: Option<Vec<u8>>,
+/// How the gRPC port knows its callers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Security {
+    /// Mutual TLS: every client presents a certificate the client CA signed; its identity
+    /// (URI SAN, else CN) is the caller, authorized by the policy. Files are re-read when they
+    /// change, so rotated certificates need no restart.
+    MutualTls {
+        /// The certificate, key and client CA files.
+        files: ServerFiles,
+        /// Which identities may call what.
+        policy: Policy,
+    },
+    /// `--insecure-plaintext`: no TLS, no authentication, no authorization; the caller header
+    /// names the caller (only the policy's caller names get a queue of their own). For local
+    /// development, tests and the demo.
+    InsecurePlaintext {
+        /// Whose names the header may use.
+        policy: Policy,
+    },
 }
 
-impl std::fmt::Debug for ServerTls {
-    // Never print the private key.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerTls")
-            .field("cert_pem", &format_args!("{} bytes", self.cert_pem.len()))
-            .field("key_pem", &"<redacted>")
-            .field(
-                "client_ca_pem",
-                &self.client_ca_pem.as_ref().map(|c| format!("{} bytes", c.len())),
-            )
-            .finish()
+impl Security {
+    /// The policy in force.
+    pub fn policy(&self) -> &Policy {
+        match self {
+            Self::MutualTls { policy, .. } | Self::InsecurePlaintext { policy } => policy,
+        }
     }
 }
 
@@ -65,7 +72,9 @@ impl Default for GatewayConfig {
             lookups: LookupConfig::default(),
             max_call_duration: Duration::from_secs(120),
             shutdown_grace: Duration::from_secs(20),
-            tls: None,
+            security: Security::InsecurePlaintext {
+                policy: Policy::default(),
+            },
         }
     }
 }

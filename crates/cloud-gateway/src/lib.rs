@@ -5,7 +5,9 @@
 //!
 //! # Layout
 //! - [`server`]: wiring of the gRPC services, gRPC health and the HTTP side port; graceful shutdown.
-//! - [`service`]: the gRPC handlers: caller identity, validation, dispatch to the provider.
+//! - [`service`]: the gRPC handlers: authorization, validation, dispatch to the provider.
+//! - [`tls`]: the gRPC port's mutual-TLS handshakes, with certificate files that may rotate.
+//! - [`auth`]: who calls (client certificate) and what they may call (the policy).
 //! - [`convert`]: wire ↔ provider types, and request validation.
 //! - [`gate`]: the one door to the provider: admission, metrics, adaptive slowdown.
 //! - [`scheduler`]: token buckets for reads and writes, shared fairly between callers.
@@ -16,6 +18,7 @@
 //! - [`config`], [`cli`]: settings, and the command line that builds them and the provider.
 
 pub mod adaptive;
+pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod convert;
@@ -25,6 +28,7 @@ pub mod metrics;
 pub mod scheduler;
 pub mod server;
 pub mod service;
+pub mod tls;
 
-pub use config::{GatewayConfig, ServerTls};
+pub use config::{GatewayConfig, Security, ServerFiles};
 pub use server::{ServeError, serve, serve_with_handles};

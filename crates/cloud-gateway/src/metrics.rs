@@ -51,6 +51,13 @@ pub struct RpcLabels {
     pub code: String,
 }
 
+/// Labels naming a gRPC method.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabels {
+    /// gRPC method name.
+    pub method: &'static str,
+}
+
 /// Every metric the gateway exports.
 pub struct Metrics {
     registry: MetricsRegistry,
@@ -75,6 +82,10 @@ pub struct Metrics {
     pub coalesced_saved: Counter,
     /// gRPC calls by method, caller and status code.
     pub rpc_calls: Family<RpcLabels, Counter>,
+    /// Calls refused by the authorization policy, by method.
+    pub denied: Family<MethodLabels, Counter>,
+    /// TLS handshakes refused (no client certificate, an untrusted one, a timeout).
+    pub tls_refused: Counter,
 }
 
 impl Metrics {
@@ -97,6 +108,8 @@ impl Metrics {
             cache_misses: Counter::default(),
             coalesced_saved: Counter::default(),
             rpc_calls: Family::default(),
+            denied: Family::default(),
+            tls_refused: Counter::default(),
             registry: MetricsRegistry::default(),
         };
         registry.register(
@@ -148,6 +161,16 @@ impl Metrics {
             "grpc_calls",
             "gRPC calls by method, caller and code",
             metrics.rpc_calls.clone(),
+        );
+        registry.register(
+            "denied_calls",
+            "Calls the authorization policy refused, by method",
+            metrics.denied.clone(),
+        );
+        registry.register(
+            "tls_handshakes_refused",
+            "TLS handshakes refused on the gRPC port (no client certificate, an untrusted one, a timeout)",
+            metrics.tls_refused.clone(),
         );
         Self { registry, ..metrics }
     }

@@ -2,17 +2,25 @@
 
 use std::{future::Future, sync::Arc};
 
+use futures::FutureExt;
 use gateway_api::v1::{
     self as pb, identity_server::IdentityServer, instances_server::InstancesServer,
     load_balancers_server::LoadBalancersServer, routes_server::RoutesServer,
 };
 use provider::Provider;
+use tls_files::ReloadingServer;
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::{
-    config::GatewayConfig, gate::ProviderGate, lookups::InstanceLookups, metrics::Metrics,
-    scheduler::Scheduler, service::GatewayService,
+    auth::{Authentication, Authorizer},
+    config::{GatewayConfig, Security},
+    gate::ProviderGate,
+    lookups::InstanceLookups,
+    metrics::Metrics,
+    scheduler::Scheduler,
+    service::GatewayService,
+    tls,
 };
 
 /// Why the gateway stopped other than by its shutdown signal.
@@ -82,7 +90,23 @@ pub async fn serve_with_handles(
         read_rate_per_second: config.read_limit.rate,
         write_rate_per_second: config.write_limit.rate,
     };
-    let service = GatewayService::new(provider.clone(), gate, lookups, metrics.clone(), limits);
+    let authentication = match &config.security {
+        Security::MutualTls { .. } => Authentication::Certificates,
+        Security::InsecurePlaintext { .. } => Authentication::InsecureHeader,
+    };
+    let authorizer = Authorizer::new(
+        authentication,
+        config.security.policy().clone(),
+        metrics.denied.clone(),
+    );
+    let service = GatewayService::new(
+        provider.clone(),
+        gate,
+        lookups,
+        metrics.clone(),
+        limits,
+        authorizer,
+    );
     on_start(Handles {
         metrics: metrics.clone(),
         scheduler: scheduler.clone(),
@@ -118,27 +142,27 @@ pub async fn serve_with_handles(
     });
 
     let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
-    let mut builder = tonic::transport::Server::builder();
-    if let Some(tls) = &config.tls {
-        let mut tls_config = tonic::transport::ServerTlsConfig::new()
-            .identity(tonic::transport::Identity::from_pem(&tls.cert_pem, &tls.key_pem));
-        if let Some(ca) = &tls.client_ca_pem {
-            tls_config = tls_config.client_ca_root(tonic::transport::Certificate::from_pem(ca));
-        }
-        builder = builder
-            .tls_config(tls_config)
-            .map_err(|e| ServeError::InvalidConfig(format!("TLS: {e}")))?;
-    }
-    let grpc_server = builder
+    let router = tonic::transport::Server::builder()
         .timeout(config.max_call_duration)
         .add_service(health_service)
         .add_service(IdentityServer::from_arc(service.clone()))
         .add_service(InstancesServer::from_arc(service.clone()))
         .add_service(LoadBalancersServer::from_arc(service.clone()))
-        .add_service(RoutesServer::from_arc(service))
-        .serve_with_incoming_shutdown(TcpListenerStream::new(grpc), async {
-            let _ = drain_rx.await;
-        });
+        .add_service(RoutesServer::from_arc(service));
+    let drained = async {
+        let _ = drain_rx.await;
+    };
+    let grpc_server = match &config.security {
+        Security::MutualTls { files, .. } => {
+            let tls =
+                ReloadingServer::new(files.clone()).map_err(|e| ServeError::InvalidConfig(e.to_string()))?;
+            let incoming = tls::incoming(grpc, Arc::new(tls), metrics.clone());
+            router.serve_with_incoming_shutdown(incoming, drained).boxed()
+        }
+        Security::InsecurePlaintext { .. } => router
+            .serve_with_incoming_shutdown(TcpListenerStream::new(grpc), drained)
+            .boxed(),
+    };
     tokio::pin!(grpc_server);
     tracing::info!(provider = provider.name(), "cloud-gateway serving");
 

@@ -2,11 +2,12 @@
 
 use std::sync::Arc;
 
-use gateway_api::{ANONYMOUS_CALLER, CALLER_HEADER, error::GatewayError, v1 as pb};
+use gateway_api::{error::GatewayError, v1 as pb};
 use provider::Provider;
 use tonic::{Request, Response, Status};
 
 use crate::{
+    auth::Authorizer,
     convert,
     gate::ProviderGate,
     lookups::InstanceLookups,
@@ -24,6 +25,7 @@ pub struct GatewayService {
     lookups: Arc<InstanceLookups>,
     metrics: Arc<Metrics>,
     limits: pb::ProviderLimits,
+    authorizer: Authorizer,
 }
 
 type RpcResult<T> = Result<Response<T>, Status>;
@@ -36,6 +38,7 @@ impl GatewayService {
         lookups: Arc<InstanceLookups>,
         metrics: Arc<Metrics>,
         limits: pb::ProviderLimits,
+        authorizer: Authorizer,
     ) -> Arc<Self> {
         Arc::new(Self {
             provider,
@@ -43,6 +46,7 @@ impl GatewayService {
             lookups,
             metrics,
             limits,
+            authorizer,
         })
     }
 
@@ -99,28 +103,6 @@ impl GatewayService {
         self.instances_implemented()?;
         let node = convert::node_ref(node)?;
         self.lookups.lookup(caller, node).await
-    }
-}
-
-/// The caller's identity from the request metadata. Identities become metric labels and queue
-/// keys, so only short DNS-label-like names are accepted.
-fn caller<T>(request: &Request<T>) -> Result<String, Status> {
-    let Some(value) = request.metadata().get(CALLER_HEADER) else {
-        return Ok(ANONYMOUS_CALLER.to_owned());
-    };
-    let name = value.to_str().unwrap_or_default();
-    let valid = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
-    if valid {
-        Ok(name.to_owned())
-    } else {
-        Err(GatewayError::InvalidArgument(format!(
-            "{CALLER_HEADER} must be 1-63 characters of a-z, 0-9, '-' and '.'"
-        ))
-        .into())
     }
 }
 
@@ -230,7 +212,8 @@ impl GatewayService {
 }
 
 impl GatewayService {
-    /// The common frame of a call: caller identity, the work, metrics and status conversion.
+    /// The common frame of a call: who calls and whether they may, the work, metrics and status
+    /// conversion.
     async fn handle<Req, Resp, Fut>(
         &self,
         method: &'static str,
@@ -240,7 +223,12 @@ impl GatewayService {
     where
         Fut: std::future::Future<Output = Result<Resp, GatewayError>>,
     {
-        let caller = caller(&request)?;
+        // Refused before any per-caller state exists: an unknown identity gets no queue, no
+        // batch and no metric series of its own.
+        let caller = self
+            .authorizer
+            .authorize(&request, method)
+            .map_err(Status::from)?;
         let result = work(caller.clone(), request.into_inner()).await;
         self.finish(method, &caller, result)
     }

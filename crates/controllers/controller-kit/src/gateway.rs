@@ -12,6 +12,7 @@ use std::{
     time::Duration,
 };
 
+use crate::gateway_tls::{self, ReloadingTlsConnector};
 pub use gateway_api::error::GatewayError;
 use gateway_api::{
     caller::NameCaller,
@@ -22,10 +23,11 @@ use gateway_api::{
     },
 };
 use k8s_openapi::api::core::v1::NodeAddress;
+use tls_files::{ClientFiles, ReloadingClient};
 use tonic::{
     Request, Status,
     service::interceptor::InterceptedService,
-    transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity},
+    transport::{Channel, Endpoint},
 };
 
 /// Most nodes sent in one BatchLookupInstances call (the gateway accepts up to 10 000).
@@ -79,8 +81,9 @@ impl GatewayArgs {
         }
     }
 
-    /// The TLS settings, read from their files; `None` for plain text.
-    fn tls(&self) -> Result<Option<ClientTlsConfig>, GatewayClientError> {
+    /// The TLS settings, read from their files now (and again whenever they change);
+    /// `None` for plain text.
+    fn tls(&self) -> Result<Option<ReloadingClient>, GatewayClientError> {
         let Some(ca) = &self.tls_ca_file else {
             return Ok(None);
         };
@@ -90,18 +93,17 @@ impl GatewayArgs {
                 self.address
             )));
         }
-        let read = |path: &PathBuf| {
-            std::fs::read(path)
-                .map_err(|e| GatewayClientError::Tls(format!("cannot read {}: {e}", path.display())))
+        let identity = match (&self.tls_cert_file, &self.tls_key_file) {
+            (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
+            _ => None,
         };
-        let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(ca)?));
-        if let (Some(cert), Some(key)) = (&self.tls_cert_file, &self.tls_key_file) {
-            tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
-        }
-        if let Some(name) = &self.tls_server_name {
-            tls = tls.domain_name(name.clone());
-        }
-        Ok(Some(tls))
+        let files = ClientFiles {
+            ca: ca.clone(),
+            identity,
+        };
+        ReloadingClient::new(files)
+            .map(Some)
+            .map_err(|e| GatewayClientError::Tls(e.to_string()))
     }
 }
 
@@ -308,7 +310,14 @@ impl GatewayClient {
     /// A client for `caller` (one of [`crate::names::callers`]). Connects on first use and
     /// reconnects after failures by itself.
     pub fn new(args: &GatewayArgs, caller: &str) -> Result<Self, GatewayClientError> {
-        let mut endpoint = Endpoint::from_shared(args.address.clone())
+        let tls = args.tls()?;
+        // Under TLS the connector does the handshake; tonic itself must see a plain URI (it
+        // refuses https:// without its own, static, TLS settings).
+        let address = match &tls {
+            Some(_) => gateway_tls::plain_uri(&args.address),
+            None => args.address.clone(),
+        };
+        let endpoint = Endpoint::from_shared(address)
             .map_err(|e| GatewayClientError::InvalidAddress {
                 address: args.address.clone(),
                 reason: e.to_string(),
@@ -318,12 +327,13 @@ impl GatewayClient {
             .keep_alive_timeout(Duration::from_secs(10))
             .keep_alive_while_idle(true)
             .tcp_nodelay(true);
-        if let Some(tls) = args.tls()? {
-            endpoint = endpoint
-                .tls_config(tls)
-                .map_err(|e| GatewayClientError::Tls(e.to_string()))?;
-        }
-        let channel = endpoint.connect_lazy();
+        let channel = match tls {
+            Some(tls) => {
+                let connector = ReloadingTlsConnector::new(tls, args.tls_server_name.clone());
+                endpoint.connect_with_connector_lazy(connector)
+            }
+            None => endpoint.connect_lazy(),
+        };
         let name =
             NameCaller::new(caller).ok_or_else(|| GatewayClientError::InvalidCaller(caller.to_owned()))?;
         Ok(Self {

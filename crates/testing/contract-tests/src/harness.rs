@@ -123,6 +123,11 @@ impl Clients {
             .connect()
             .await
             .expect("connect to the gateway");
+        Self::over(channel, caller)
+    }
+
+    /// Clients on `channel` (e.g. a TLS one), naming themselves `caller` in the header.
+    pub fn over(channel: Channel, caller: &str) -> Self {
         let name = NameCaller::new(caller).expect("caller is ASCII");
         Self {
             identity: IdentityClient::with_interceptor(channel.clone(), name.clone()),

@@ -61,7 +61,7 @@ macro_rules! contract_suite {
             routes_lifecycle,
             gateway_validation_rejects_bad_requests,
             garbage_bytes_get_a_status_and_the_gateway_lives_on,
-            bad_caller_identity_is_rejected,
+            an_unknown_caller_header_is_served_as_anonymous,
         );
     };
     (@cases $start:expr; $($case:ident),* $(,)?) => {
