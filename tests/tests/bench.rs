@@ -1,5 +1,5 @@
-//! `make bench`'s quick variant: the harness runs every scenario in both modes (the node and
-//! the service controllers'), small, and prints its tables. No timing is asserted (a benchmark, not a timed test).
+//! `make bench`'s quick variant: the harness runs every scenario in both modes (the node, the
+//! service and the route controllers'), small, and prints its tables. No timing is asserted (a benchmark, not a timed test).
 
 use std::process::Command;
 
@@ -23,11 +23,11 @@ fn the_quick_benchmark_completes_and_prints_its_table() {
     println!("{stdout}");
     let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("| (")).collect();
     // Nodes: six scenario rows and three ratio rows; Services: (d) and (e) in both modes, (f)
-    // with 1 and 2 replicas.
-    assert_eq!(rows.len(), 15, "every scenario row:\n{stdout}");
+    // with 1 and 2 replicas; routes: (g) and (h) in both modes, (h) ours with a long resync.
+    assert_eq!(rows.len(), 20, "every scenario row:\n{stdout}");
     let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = json.as_array().expect("a JSON array");
-    assert_eq!(rows.len(), 12);
+    assert_eq!(rows.len(), 17);
     for row in rows {
         assert!(
             row["note"].as_str().is_some_and(|n| !n.contains("converge")),

@@ -17,6 +17,9 @@
 //!   raised as much: provider calls per refresh period, as a real 5-minute period costs;
 //! - (c) a large cluster (5 × N nodes, fast cloud): peak RSS of each process.
 //!
+//! The service controller's scenarios (d), (e), (f) are in `e2e::services_bench`, the route
+//! controller's (g) and (h) in `e2e::routes_bench`.
+//!
 //! `--quick` runs small sizes (CI checks that it completes and prints the table).
 
 use std::{
@@ -25,7 +28,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use e2e::{Cluster, ClusterSpec, counter, http_get, peak_rss_mib, services_bench};
+use e2e::{Cluster, ClusterSpec, counter, http_get, peak_rss_mib, routes_bench, services_bench};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::{Api, api::ListParams};
@@ -519,7 +522,7 @@ async fn main() {
             "--ours-only" => modes = vec![Mode::Ours],
             "--json" => json_out = args.next().map(PathBuf::from).unwrap_or(json_out),
             "-h" | "--help" => {
-                println!("usage: ccm-bench [--quick] [--only a|b|c|de|f] [--ours-only] [--json FILE]");
+                println!("usage: ccm-bench [--quick] [--only a|b|c|de|f|gh] [--ours-only] [--json FILE]");
                 return;
             }
             other => {
@@ -601,15 +604,39 @@ async fn main() {
         service_rows.push(services_bench::spread_over_replicas(replicas, service_sizes).await);
     }
 
+    // The route controller's scenarios: (g) then (h) share a cluster per mode.
+    let route_sizes = if quick {
+        routes_bench::Sizes::QUICK
+    } else {
+        routes_bench::Sizes::FULL
+    };
+    let mut route_rows = Vec::new();
+    for &mode in modes.iter().filter(|_| run("gh")) {
+        let mode = match mode {
+            Mode::Ours => routes_bench::Mode::Ours,
+            Mode::Upstream => routes_bench::Mode::Upstream,
+        };
+        eprintln!(
+            "ccm-bench: (g) {} nodes with pod CIDRs join, (h) steady state, {}",
+            route_sizes.nodes,
+            mode.label()
+        );
+        route_rows.extend(routes_bench::join_then_steady(mode, route_sizes).await);
+    }
+
     if !rows.is_empty() {
         print_table(&rows);
     }
     if !service_rows.is_empty() {
         services_bench::print_table(&service_rows);
     }
+    if !route_rows.is_empty() {
+        routes_bench::print_table(&route_rows);
+    }
     let mut json = to_json(&rows);
     if let Value::Array(all) = &mut json {
         all.extend(service_rows.iter().map(services_bench::Row::to_json));
+        all.extend(route_rows.iter().map(routes_bench::Row::to_json));
     }
     let json = serde_json::to_string_pretty(&json).unwrap_or_default();
     if let Some(dir) = json_out.parent() {
