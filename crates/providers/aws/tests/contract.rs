@@ -7,13 +7,14 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use cloud_gateway::GatewayConfig;
-use contract_tests::{CloudFixture, RunningGateway, TestInstance, contract_suite};
+use contract_tests::{CloudFixture, RunningGateway, Skip, Target, TestInstance, contract_suite};
 use provider_aws::plan::{ANNOTATION_INTERNAL, ANNOTATION_TYPE};
 use support::{Cloud, FaultProxy, Harness, INSTANCE_TYPE, Instance, Network, REGION};
 use token_bucket::Limit;
 
 struct AwsFixture {
-    gateway: RunningGateway,
+    target: Target,
+    _gateway: RunningGateway,
     cloud: Cloud,
     network: Network,
     proxy: FaultProxy,
@@ -37,7 +38,8 @@ async fn start() -> AwsFixture {
     };
     let gateway = RunningGateway::start(config, provider, None).await;
     AwsFixture {
-        gateway,
+        target: gateway.target(),
+        _gateway: gateway,
         cloud,
         network,
         proxy,
@@ -57,8 +59,8 @@ fn test_instance(i: Instance) -> TestInstance {
 
 #[async_trait]
 impl CloudFixture for AwsFixture {
-    fn gateway(&self) -> &RunningGateway {
-        &self.gateway
+    fn target(&self) -> &Target {
+        &self.target
     }
 
     fn provider_name(&self) -> &str {
@@ -69,62 +71,62 @@ impl CloudFixture for AwsFixture {
         self.network.cluster.clone()
     }
 
-    async fn running_instance(&self) -> TestInstance {
-        test_instance(self.cloud.run_instance(&self.network, 0).await)
+    async fn running_instance(&self) -> Result<TestInstance, Skip> {
+        Ok(test_instance(self.cloud.run_instance(&self.network, 0).await))
     }
 
-    async fn stopped_instance(&self) -> TestInstance {
+    async fn stopped_instance(&self) -> Result<TestInstance, Skip> {
         let i = self.cloud.run_instance(&self.network, 1).await;
         self.cloud.stop(&i).await;
-        test_instance(i)
+        Ok(test_instance(i))
     }
 
-    async fn terminated_instance(&self) -> TestInstance {
+    async fn terminated_instance(&self) -> Result<TestInstance, Skip> {
         let i = self.cloud.run_instance(&self.network, 0).await;
         self.cloud.terminate(&i).await;
-        test_instance(i)
+        Ok(test_instance(i))
     }
 
-    fn unknown_provider_id(&self) -> String {
-        "aws:///us-east-1a/i-0123456789abcdef0".into()
+    fn unknown_provider_id(&self) -> Result<String, Skip> {
+        Ok("aws:///us-east-1a/i-0123456789abcdef0".into())
     }
 
-    async fn load_balancer_count(&self, cluster: &str) -> usize {
-        self.cloud.tagged_resources(cluster).await.0.len()
+    async fn load_balancer_count(&self, cluster: &str) -> Option<usize> {
+        Some(self.cloud.tagged_resources(cluster).await.0.len())
     }
 
-    async fn load_balancer_backends(&self, name: &str) -> Vec<String> {
-        self.cloud.backends(name).await
+    async fn load_balancer_backends(&self, name: &str) -> Option<Vec<String>> {
+        Some(self.cloud.backends(name).await)
     }
 
-    fn implemented_elsewhere_annotations(&self) -> BTreeMap<String, String> {
-        [(ANNOTATION_TYPE.to_owned(), "external".to_owned())].into()
+    fn implemented_elsewhere_annotations(&self) -> Result<BTreeMap<String, String>, Skip> {
+        Ok([(ANNOTATION_TYPE.to_owned(), "external".to_owned())].into())
     }
 
-    fn invalid_service(&self) -> (BTreeMap<String, String>, String) {
+    fn invalid_service(&self) -> Result<(BTreeMap<String, String>, String), Skip> {
         // Not a boolean, and an NLB cannot take a requested IP.
-        (
+        Ok((
             [(ANNOTATION_INTERNAL.to_owned(), "maybe".to_owned())].into(),
             "10.0.0.10".into(),
-        )
+        ))
     }
 
-    async fn slow_provisioning(&self, _seconds: u64) -> Option<()> {
+    async fn slow_provisioning(&self, _seconds: u64) -> Result<(), Skip> {
         // moto provisions at once and injects no delay; NLB listeners and targets can be set up
         // while AWS still provisions, so the provider never needs RETRY_AFTER for that.
-        None
+        Err(Skip::because("moto provisions load balancers at once"))
     }
 
-    async fn throttle_everything(&self) -> Option<()> {
+    async fn throttle_everything(&self) -> Result<(), Skip> {
         self.proxy.throttle(true);
-        Some(())
+        Ok(())
     }
 
-    async fn route_target(&self) -> (String, TestInstance) {
-        (
+    async fn route_target(&self) -> Result<(String, TestInstance), Skip> {
+        Ok((
             "100.96.7.0/24".into(),
             test_instance(self.cloud.run_instance(&self.network, 0).await),
-        )
+        ))
     }
 }
 

@@ -1,18 +1,11 @@
-//! Spawning a gateway on loopback and connecting to it like a controller does.
+//! Spawning our gateway on loopback, for the contract cases and the gateway's own tests.
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use cloud_gateway::{GatewayConfig, server::Handles};
-use gateway_api::{
-    caller::NameCaller,
-    v1::{
-        identity_client::IdentityClient, instances_client::InstancesClient,
-        load_balancers_client::LoadBalancersClient, routes_client::RoutesClient,
-    },
-};
+use cloudgateway_conformance::{Clients, Target};
 use provider::Provider;
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
-use tonic::{service::interceptor::InterceptedService, transport::Channel};
 
 /// A gateway serving on 127.0.0.1 until dropped or [`RunningGateway::stop`]ped.
 pub struct RunningGateway {
@@ -67,6 +60,11 @@ impl RunningGateway {
         format!("http://{}", self.grpc_addr)
     }
 
+    /// The gateway as the contract cases see it: its gRPC address, and its `/metrics`.
+    pub fn target(&self) -> Target {
+        Target::plaintext(&self.endpoint()).with_metrics_url(format!("http://{}/metrics", self.http_addr))
+    }
+
     /// Clients that name themselves `caller`.
     pub async fn clients(&self, caller: &str) -> Clients {
         Clients::connect(&self.endpoint(), caller).await
@@ -94,47 +92,6 @@ impl Drop for RunningGateway {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
-        }
-    }
-}
-
-type Svc = InterceptedService<Channel, NameCaller>;
-
-/// The four service clients on one connection.
-#[derive(Clone)]
-pub struct Clients {
-    /// Identity service.
-    pub identity: IdentityClient<Svc>,
-    /// Instances service.
-    pub instances: InstancesClient<Svc>,
-    /// Load balancers service.
-    pub load_balancers: LoadBalancersClient<Svc>,
-    /// Routes service.
-    pub routes: RoutesClient<Svc>,
-    /// The raw channel, for hand-made requests.
-    pub channel: Channel,
-}
-
-impl Clients {
-    /// Connects to `endpoint` as `caller`.
-    pub async fn connect(endpoint: &str, caller: &str) -> Self {
-        let channel = Channel::from_shared(endpoint.to_owned())
-            .expect("endpoint URI")
-            .connect()
-            .await
-            .expect("connect to the gateway");
-        Self::over(channel, caller)
-    }
-
-    /// Clients on `channel` (e.g. a TLS one), naming themselves `caller` in the header.
-    pub fn over(channel: Channel, caller: &str) -> Self {
-        let name = NameCaller::new(caller).expect("caller is ASCII");
-        Self {
-            identity: IdentityClient::with_interceptor(channel.clone(), name.clone()),
-            instances: InstancesClient::with_interceptor(channel.clone(), name.clone()),
-            load_balancers: LoadBalancersClient::with_interceptor(channel.clone(), name.clone()),
-            routes: RoutesClient::with_interceptor(channel.clone(), name),
-            channel,
         }
     }
 }

@@ -10,13 +10,14 @@ use std::{
 
 use async_trait::async_trait;
 use cloud_gateway::GatewayConfig;
-use contract_tests::{CloudFixture, RunningGateway, TestInstance, contract_suite};
+use contract_tests::{CloudFixture, RunningGateway, Skip, Target, TestInstance, contract_suite};
 use provider_simulator::{KnobsPatch, NewInstance, RateLimit, Simulator, SimulatorConfig};
 use token_bucket::Limit;
 
 struct SimulatorFixture {
     sim: Arc<Simulator>,
-    gateway: RunningGateway,
+    target: Target,
+    _gateway: RunningGateway,
     next: AtomicU32,
 }
 
@@ -40,7 +41,8 @@ async fn start() -> SimulatorFixture {
     let gateway = RunningGateway::start(config, sim.clone(), None).await;
     SimulatorFixture {
         sim,
-        gateway,
+        target: gateway.target(),
+        _gateway: gateway,
         next: AtomicU32::new(0),
     }
 }
@@ -74,8 +76,8 @@ impl SimulatorFixture {
 
 #[async_trait]
 impl CloudFixture for SimulatorFixture {
-    fn gateway(&self) -> &RunningGateway {
-        &self.gateway
+    fn target(&self) -> &Target {
+        &self.target
     }
 
     fn provider_name(&self) -> &str {
@@ -86,73 +88,80 @@ impl CloudFixture for SimulatorFixture {
         "contract".into()
     }
 
-    async fn running_instance(&self) -> TestInstance {
-        self.launch()
+    async fn running_instance(&self) -> Result<TestInstance, Skip> {
+        Ok(self.launch())
     }
 
-    async fn stopped_instance(&self) -> TestInstance {
+    async fn stopped_instance(&self) -> Result<TestInstance, Skip> {
         let i = self.launch();
         self.sim.stop_instance(&self.id_of(&i)).expect("stop");
-        i
+        Ok(i)
     }
 
-    async fn terminated_instance(&self) -> TestInstance {
+    async fn terminated_instance(&self) -> Result<TestInstance, Skip> {
         let i = self.launch();
         self.sim.terminate_instance(&self.id_of(&i)).expect("terminate");
-        i
+        Ok(i)
     }
 
-    fn unknown_provider_id(&self) -> String {
-        format!("simulator://{}/i-0123456789abcdef0", self.sim.info().zones[0])
+    fn unknown_provider_id(&self) -> Result<String, Skip> {
+        Ok(format!(
+            "simulator://{}/i-0123456789abcdef0",
+            self.sim.info().zones[0]
+        ))
     }
 
-    async fn load_balancer_count(&self, cluster: &str) -> usize {
-        self.sim
-            .load_balancers()
-            .iter()
-            .filter(|lb| lb.cluster == cluster)
-            .count()
+    async fn load_balancer_count(&self, cluster: &str) -> Option<usize> {
+        Some(
+            self.sim
+                .load_balancers()
+                .iter()
+                .filter(|lb| lb.cluster == cluster)
+                .count(),
+        )
     }
 
-    async fn load_balancer_backends(&self, name: &str) -> Vec<String> {
-        self.sim
-            .load_balancers()
-            .into_iter()
-            .filter(|lb| lb.name == name)
-            .flat_map(|lb| lb.backends.into_iter().map(|b| b.provider_id))
-            .collect()
+    async fn load_balancer_backends(&self, name: &str) -> Option<Vec<String>> {
+        Some(
+            self.sim
+                .load_balancers()
+                .into_iter()
+                .filter(|lb| lb.name == name)
+                .flat_map(|lb| lb.backends.into_iter().map(|b| b.provider_id))
+                .collect(),
+        )
     }
 
-    fn implemented_elsewhere_annotations(&self) -> BTreeMap<String, String> {
-        [(
+    fn implemented_elsewhere_annotations(&self) -> Result<BTreeMap<String, String>, Skip> {
+        Ok([(
             "simulator.cloudgateway.io/load-balancer-type".to_owned(),
             "external".to_owned(),
         )]
-        .into()
+        .into())
     }
 
-    fn invalid_service(&self) -> (BTreeMap<String, String>, String) {
+    fn invalid_service(&self) -> Result<(BTreeMap<String, String>, String), Skip> {
         // An address outside the load balancer pool.
-        (BTreeMap::new(), "192.0.2.77".into())
+        Ok((BTreeMap::new(), "192.0.2.77".into()))
     }
 
-    async fn slow_provisioning(&self, seconds: u64) -> Option<()> {
+    async fn slow_provisioning(&self, seconds: u64) -> Result<(), Skip> {
         let patch: KnobsPatch =
             serde_json::from_value(serde_json::json!({ "lb_provision_delay": format!("{seconds}s") }))
                 .expect("knobs patch");
         self.sim.update_knobs(&patch).expect("knobs");
-        Some(())
+        Ok(())
     }
 
-    async fn throttle_everything(&self) -> Option<()> {
+    async fn throttle_everything(&self) -> Result<(), Skip> {
         let mut knobs = self.sim.knobs();
         knobs.rate_limit = Some(RateLimit::closed());
         self.sim.set_knobs(knobs);
-        Some(())
+        Ok(())
     }
 
-    async fn route_target(&self) -> (String, TestInstance) {
-        ("10.244.7.0/24".into(), self.launch())
+    async fn route_target(&self) -> Result<(String, TestInstance), Skip> {
+        Ok(("10.244.7.0/24".into(), self.launch()))
     }
 }
 
