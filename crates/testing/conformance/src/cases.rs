@@ -382,7 +382,9 @@ pub async fn batch_lookup_answers_each_node_in_order(f: &dyn CloudFixture) -> Ca
     assert_eq!(
         results.len(),
         nodes.len(),
-        "one result per node asked: {results:?}"
+        "one result per node asked: {} nodes, {} results",
+        nodes.len(),
+        results.len()
     );
     for (result, asked) in results.iter().zip(&nodes) {
         assert_eq!(
