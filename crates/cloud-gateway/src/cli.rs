@@ -9,7 +9,7 @@
 use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use provider::Provider;
-use telemetry::LogFormat;
+use telemetry::{LogFormat, TraceArgs};
 use token_bucket::Limit;
 
 use crate::{
@@ -73,6 +73,9 @@ pub struct Args {
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub traces: TraceArgs,
     /// PEM certificate of the gRPC port (mutual TLS, with --tls-key-file and
     /// --tls-client-ca-file). Re-read when it changes: a rotated certificate needs no restart.
     #[arg(long, requires_all = ["tls_key_file", "tls_client_ca_file"], conflicts_with = "insecure_plaintext")]

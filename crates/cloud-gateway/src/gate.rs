@@ -3,6 +3,7 @@
 use std::{future::Future, sync::Arc, time::Instant};
 
 use gateway_api::error::GatewayError;
+use tracing::{Instrument as _, field::Empty};
 
 use crate::{
     convert::provider_error,
@@ -53,6 +54,8 @@ impl ProviderGate {
     }
 
     /// Runs `call` against the provider for a turn already granted by [`ProviderGate::admit`].
+    /// Traced as a `provider call` span (the vendor SDK's own spans nest under it), with the
+    /// operation and its outcome.
     pub async fn call_admitted<T, F, Fut>(
         &self,
         class: Class,
@@ -63,8 +66,16 @@ impl ProviderGate {
         F: FnOnce() -> Fut,
         Fut: Future<Output = provider::Result<T>>,
     {
+        let span = tracing::info_span!(
+            "provider call",
+            otel.name = format!("provider {operation}"),
+            otel.status_code = Empty,
+            provider.operation = operation,
+            class = class.label(),
+            outcome = Empty,
+        );
         let started = Instant::now();
-        let result = call().await;
+        let result = span.in_scope(call).instrument(span.clone()).await;
         self.metrics
             .provider_latency
             .get_or_create(&OperationLabels { operation })
@@ -73,6 +84,10 @@ impl ProviderGate {
             Ok(_) => "success",
             Err(err) => err.metric_label(),
         };
+        span.record("outcome", outcome);
+        if result.is_err() {
+            span.record("otel.status_code", "ERROR");
+        }
         self.metrics
             .provider_calls
             .get_or_create(&ProviderCallLabels { operation, outcome })

@@ -7,6 +7,7 @@
 //! - [`server`]: wiring of the gRPC services, gRPC health and the HTTP side port; graceful shutdown.
 //! - [`service`]: the gRPC handlers: authorization, validation, dispatch to the provider.
 //! - [`tls`]: the gRPC port's mutual-TLS handshakes, with certificate files that may rotate.
+//! - [`trace`]: a span per call, joined to the caller's trace (W3C trace context).
 //! - [`auth`]: who calls (client certificate) and what they may call (the policy).
 //! - [`convert`]: wire ↔ provider types, and request validation.
 //! - [`gate`]: the one door to the provider: admission, metrics, adaptive slowdown.
@@ -29,6 +30,7 @@ pub mod scheduler;
 pub mod server;
 pub mod service;
 pub mod tls;
+pub mod trace;
 
 pub use config::{GatewayConfig, Security, ServerFiles};
 pub use server::{ServeError, serve, serve_with_handles};

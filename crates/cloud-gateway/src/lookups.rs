@@ -11,13 +11,17 @@
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
     time::{Duration, Instant},
 };
 
 use gateway_api::error::GatewayError;
 use provider::{InstanceInfo, NodeRef, Provider};
 use tokio::sync::watch;
+use tracing::{Instrument as _, Span, field::Empty};
 
 use crate::{gate::ProviderGate, metrics::Metrics, scheduler::Class};
 
@@ -72,15 +76,21 @@ type Slot = Arc<watch::Sender<Option<LookupResult>>>;
 enum Wait {
     /// From the cache, at once.
     Cached(InstanceInfo),
-    /// From a provider call, its own or one it joined.
+    /// From a provider call of its own (in a batch).
     Answer(watch::Receiver<Option<LookupResult>>),
+    /// From an identical lookup already in flight.
+    Joined(watch::Receiver<Option<LookupResult>>),
 }
+
+/// A lookup waiting for a batch: its key, the node, where its answer goes, and the span of the
+/// request that asked (a batch links to the requests it carries).
+type PendingLookup = (NodeKey, NodeRef, Slot, Span);
 
 /// One caller's lookups waiting for a provider call, and the batches waiting for a turn at
 /// the rate limiter to carry them.
 #[derive(Default)]
 struct Pending {
-    nodes: Vec<(NodeKey, NodeRef, Slot)>,
+    nodes: Vec<PendingLookup>,
     waiting_batches: usize,
 }
 
@@ -98,6 +108,8 @@ pub struct InstanceLookups {
     metrics: Arc<Metrics>,
     config: LookupConfig,
     state: Mutex<State>,
+    /// The id of the next batch (in spans).
+    next_batch: AtomicU64,
 }
 
 impl InstanceLookups {
@@ -117,6 +129,7 @@ impl InstanceLookups {
             metrics,
             config,
             state: Mutex::new(State::default()),
+            next_batch: AtomicU64::new(1),
         })
     }
 
@@ -133,20 +146,41 @@ impl InstanceLookups {
     }
 
     /// Looks `nodes` up for `caller`, one answer per node in order. They join the caller's
-    /// pending lookups together, so one request's nodes share provider calls.
+    /// pending lookups together, so one request's nodes share provider calls. Traced as an
+    /// `instance lookups` span: cache hits and misses, lookups that joined one in flight, and
+    /// the batch that carried them (the batches it started are its children).
     pub async fn lookup_many(self: &Arc<Self>, caller: &str, nodes: Vec<NodeRef>) -> Vec<LookupResult> {
-        let waits: Vec<Wait> = {
+        let span = tracing::info_span!(
+            "instance lookups",
+            caller,
+            nodes = nodes.len(),
+            cache.hits = Empty,
+            cache.misses = Empty,
+            joined_in_flight = Empty,
+            batch.id = Empty,
+            batch.size = Empty,
+        );
+        let waits: Vec<Wait> = span.in_scope(|| {
             let mut state = self.lock();
-            let waits = nodes
+            let waits: Vec<Wait> = nodes
                 .into_iter()
                 .map(|node| self.register(&mut state, caller, node))
                 .collect();
             self.ensure_batches(&mut state, caller);
+            let hits = waits.iter().filter(|w| matches!(w, Wait::Cached(_))).count();
+            let joined = waits.iter().filter(|w| matches!(w, Wait::Joined(_))).count();
+            span.record("cache.hits", hits);
+            span.record("cache.misses", waits.len() - hits);
+            span.record("joined_in_flight", joined);
             waits
-        };
+        });
+        self.answers(waits).instrument(span).await
+    }
+
+    async fn answers(&self, waits: Vec<Wait>) -> Vec<LookupResult> {
         futures::future::join_all(waits.into_iter().map(|wait| async move {
             match wait {
-                Wait::Answer(mut rx) => match rx.wait_for(Option::is_some).await {
+                Wait::Answer(mut rx) | Wait::Joined(mut rx) => match rx.wait_for(Option::is_some).await {
                     Ok(answer) => answer.clone().unwrap_or_else(|| Err(aborted())),
                     Err(_) => Err(aborted()),
                 },
@@ -169,7 +203,7 @@ impl InstanceLookups {
             && let Some(slot) = state.in_flight.get(&key)
         {
             self.metrics.coalesced_saved.inc();
-            return Wait::Answer(slot.subscribe());
+            return Wait::Joined(slot.subscribe());
         }
         let (tx, rx) = watch::channel(None);
         let slot = Arc::new(tx);
@@ -182,7 +216,7 @@ impl InstanceLookups {
             .entry(caller)
             .or_default()
             .nodes
-            .push((key, node, slot));
+            .push((key, node, slot, Span::current()));
         Wait::Answer(rx)
     }
 
@@ -212,13 +246,26 @@ impl InstanceLookups {
             pending.waiting_batches += missing;
         }
         for _ in 0..missing {
-            tokio::spawn(self.clone().run_batch(caller.clone()));
+            // A child of the request that needed it; it links to the other requests it carries.
+            let id = self.next_batch.fetch_add(1, Ordering::Relaxed);
+            let span = tracing::info_span!(
+                "lookup batch",
+                caller = &*caller,
+                batch.id = id,
+                batch.size = Empty
+            );
+            let started_by = Span::current().id();
+            tokio::spawn(
+                self.clone()
+                    .run_batch(caller.clone(), Membership { id, started_by })
+                    .instrument(span),
+            );
         }
     }
 
     /// One batch: waits for the caller's turn, takes up to a batch's worth of the caller's
     /// pending lookups, calls the provider and answers them.
-    async fn run_batch(self: Arc<Self>, caller: Arc<str>) {
+    async fn run_batch(self: Arc<Self>, caller: Arc<str>, membership: Membership) {
         let admitted = match self.provider.instances() {
             None => Err(GatewayError::NotImplemented("instances".into())),
             Some(_) => tokio::select! {
@@ -230,6 +277,7 @@ impl InstanceLookups {
         if batch.is_empty() {
             return;
         }
+        membership.record(&batch);
         let answers = match admitted {
             Ok(()) => self.call_provider(&batch).await,
             Err(err) => batch.iter().map(|_| Err(err.clone())).collect(),
@@ -240,7 +288,7 @@ impl InstanceLookups {
             .inc_by(batch.len().saturating_sub(1) as u64);
         let now = Instant::now();
         let mut state = self.lock();
-        for ((key, _, slot), answer) in batch.into_iter().zip(answers) {
+        for ((key, _, slot, _), answer) in batch.into_iter().zip(answers) {
             if let Ok(info) = &answer
                 && !self.config.cache_ttl.is_zero()
             {
@@ -281,7 +329,7 @@ impl InstanceLookups {
     }
 
     /// Up to a batch of the caller's pending lookups, oldest first, for a batch whose turn came.
-    fn take_batch(&self, caller: &Arc<str>) -> Vec<(NodeKey, NodeRef, Slot)> {
+    fn take_batch(&self, caller: &Arc<str>) -> Vec<PendingLookup> {
         let mut state = self.lock();
         let State {
             pending, in_flight, ..
@@ -301,14 +349,14 @@ impl InstanceLookups {
 
     /// One provider call for `batch` (the caller's turn has come); always one answer per
     /// node, in order.
-    async fn call_provider(&self, batch: &[(NodeKey, NodeRef, Slot)]) -> Vec<LookupResult> {
+    async fn call_provider(&self, batch: &[PendingLookup]) -> Vec<LookupResult> {
         let Some(instances) = self.provider.instances() else {
             return batch
                 .iter()
                 .map(|_| Err(GatewayError::NotImplemented("instances".into())))
                 .collect();
         };
-        let nodes: Vec<NodeRef> = batch.iter().map(|(_, node, _)| node.clone()).collect();
+        let nodes: Vec<NodeRef> = batch.iter().map(|(_, node, _, _)| node.clone()).collect();
         let result = self
             .gate
             .call_admitted(Class::Read, "lookup_instances", || {
@@ -336,10 +384,39 @@ impl InstanceLookups {
     }
 }
 
+/// Which batch a batch is, and the request (its span) that started it.
+struct Membership {
+    id: u64,
+    started_by: Option<tracing::Id>,
+}
+
+impl Membership {
+    /// Tells the batch's span (the current one) its size and links it to every other request
+    /// it carries; tells each request's span which batch carried it.
+    fn record(&self, batch: &[PendingLookup]) {
+        let span = Span::current();
+        span.record("batch.size", batch.len());
+        let mut seen = std::collections::HashSet::new();
+        for (_, _, _, request) in batch {
+            let Some(request_id) = request.id() else {
+                continue; // not traced
+            };
+            if !seen.insert(request_id.into_u64()) {
+                continue;
+            }
+            request.record("batch.id", self.id);
+            request.record("batch.size", batch.len());
+            if self.started_by.as_ref().map(tracing::Id::into_u64) != Some(request_id.into_u64()) {
+                telemetry::propagation::link(&span, request);
+            }
+        }
+    }
+}
+
 /// Drops pending lookups nobody waits for any more (their callers went away), and their
 /// in-flight entries, so no later lookup joins a slot that will never be answered.
-fn drop_abandoned(nodes: &mut Vec<(NodeKey, NodeRef, Slot)>, in_flight: &mut HashMap<NodeKey, Slot>) {
-    nodes.retain(|(key, _, slot)| {
+fn drop_abandoned(nodes: &mut Vec<PendingLookup>, in_flight: &mut HashMap<NodeKey, Slot>) {
+    nodes.retain(|(key, _, slot, _)| {
         let wanted = slot.receiver_count() > 0;
         if !wanted {
             forget_in_flight(in_flight, key, slot);

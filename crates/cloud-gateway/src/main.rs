@@ -6,8 +6,17 @@ use cloud_gateway::cli::Args;
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
-    telemetry::init_logging(args.log_format, "info");
-    if let Err(code) = run(args).await {
+    let settings = telemetry::Settings {
+        service: "cloud-gateway",
+        version: env!("CARGO_PKG_VERSION"),
+        format: args.log_format,
+        default_filter: "info",
+    };
+    let telemetry = telemetry::init(settings, &args.traces);
+    let result = run(args).await;
+    // The last calls' spans go out before the process exits.
+    telemetry.shutdown().await;
+    if let Err(code) = result {
         std::process::exit(code);
     }
 }

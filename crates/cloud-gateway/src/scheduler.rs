@@ -15,6 +15,7 @@ use std::{
 
 use token_bucket::{Limit, TokenBucket};
 use tokio::sync::{Notify, oneshot};
+use tracing::{Instrument as _, field::Empty};
 
 use crate::{
     adaptive::{AdaptiveConfig, AdaptiveFactor},
@@ -69,12 +70,22 @@ impl Scheduler {
     }
 
     /// Waits for `caller`'s turn to make one provider call of `class`. Cancel-safe: dropping the
-    /// future gives the place up without spending a token.
+    /// future gives the place up without spending a token. Traced as a `fair queue wait` span:
+    /// how many calls of the class (and of this caller) were waiting when it joined.
     pub async fn admit(&self, class: Class, caller: &str) -> Result<(), SchedulerClosed> {
+        let span = tracing::info_span!(
+            "fair queue wait",
+            class = class.label(),
+            caller,
+            queue.waiting = Empty,
+            queue.waiting_of_caller = Empty,
+        );
         let queue = self.queue(class);
         let enqueued = Instant::now();
-        let rx = queue.enqueue(caller)?;
-        let result = rx.await.map_err(|_| SchedulerClosed);
+        let (rx, waiting, of_caller) = queue.enqueue(caller)?;
+        span.record("queue.waiting", waiting);
+        span.record("queue.waiting_of_caller", of_caller);
+        let result = rx.instrument(span).await.map_err(|_| SchedulerClosed);
         if result.is_ok() {
             queue
                 .metrics
@@ -169,23 +180,28 @@ impl ClassQueue {
             .clone()
     }
 
-    fn enqueue(&self, caller: &str) -> Result<oneshot::Receiver<()>, SchedulerClosed> {
+    /// Queues a waiter for `caller`; also says how many calls of the class, and of `caller`,
+    /// were waiting before it.
+    fn enqueue(&self, caller: &str) -> Result<(oneshot::Receiver<()>, usize, usize), SchedulerClosed> {
         let (tx, rx) = oneshot::channel();
-        {
+        let (waiting, of_caller) = {
             let mut state = self.lock();
             if state.closed {
                 return Err(SchedulerClosed);
             }
+            let waiting: usize = state.waiting.values().map(VecDeque::len).sum();
             let caller: Arc<str> = Arc::from(caller);
             let queue = state.waiting.entry(caller.clone()).or_default();
             queue.push_back(tx);
-            if queue.len() == 1 {
+            let of_caller = queue.len() - 1;
+            if of_caller == 0 {
                 state.turns.push_back(caller);
             }
-        }
+            (waiting, of_caller)
+        };
         self.depth_gauge().inc();
         self.wake.notify_one();
-        Ok(rx)
+        Ok((rx, waiting, of_caller))
     }
 
     fn on_throttled(&self) {

@@ -144,6 +144,7 @@ pub async fn serve_with_handles(
     let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
     let router = tonic::transport::Server::builder()
         .timeout(config.max_call_duration)
+        .layer(crate::trace::TraceCallsLayer)
         .add_service(health_service)
         .add_service(IdentityServer::from_arc(service.clone()))
         .add_service(InstancesServer::from_arc(service.clone()))

@@ -1,4 +1,5 @@
-//! The client side of caller identity: an interceptor that names the caller on every request.
+//! The client side of caller identity: an interceptor that names the caller on every request,
+//! and carries the caller's trace context (W3C `traceparent`) when traces are exported.
 
 use tonic::{
     Request, Status,
@@ -8,7 +9,8 @@ use tonic::{
 
 use crate::CALLER_HEADER;
 
-/// Adds the [`CALLER_HEADER`] to every request of a client.
+/// Adds the [`CALLER_HEADER`] to every request of a client, and the current span's trace
+/// context, so the gateway's spans of the call join the caller's trace.
 #[derive(Debug, Clone)]
 pub struct NameCaller(MetadataValue<Ascii>);
 
@@ -22,6 +24,7 @@ impl NameCaller {
 impl Interceptor for NameCaller {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
         request.metadata_mut().insert(CALLER_HEADER, self.0.clone());
+        telemetry::propagation::inject_current(request.metadata_mut().as_mut());
         Ok(request)
     }
 }
