@@ -200,10 +200,11 @@ pub async fn capabilities_describe_the_provider(f: &dyn CloudFixture) -> CaseRes
         .into_inner();
     assert_eq!(caps.provider_name, f.provider_name(), "provider name");
     let want = f.capabilities();
-    assert_eq!(
-        (caps.instances, caps.load_balancers, caps.routes),
-        (want.instances, want.load_balancers, want.routes),
-        "capabilities (instances, load_balancers, routes): {caps:?}"
+    let got = (caps.instances, caps.load_balancers, caps.routes);
+    let expected = (want.instances, want.load_balancers, want.routes);
+    assert!(
+        got == expected,
+        "the gateway claims (instances, load_balancers, routes) = {got:?}, the fixture expects {expected:?}"
     );
     let limits = caps.limits.expect("Capabilities.limits is unset");
     assert!(
