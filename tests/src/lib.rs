@@ -543,6 +543,44 @@ impl Cluster {
         .await;
     }
 
+    /// Replaces the gateway (stopped with SIGTERM, as a rollout does) by `program` serving the
+    /// same gRPC and HTTP addresses with `args` (the address flags are added) and `env`: another
+    /// vendor's gateway at the address every controller dials. Waits until it is ready.
+    pub async fn swap_gateway(&mut self, program: &Path, args: &[String], env: &[(&str, &str)]) {
+        self.stop_gateway().await;
+        let log = self.dir.path().join("swapped-gateway.log");
+        let file = std::fs::File::create(&log).expect("log file");
+        let mut all = vec![
+            "--grpc-listen".to_owned(),
+            self.gateway_grpc.to_string(),
+            "--http-listen".to_owned(),
+            self.gateway_http.to_string(),
+        ];
+        all.extend(args.iter().cloned());
+        let child = Command::new(program)
+            .args(&all)
+            .envs(env.iter().copied())
+            .env("RUST_LOG", std::env::var("E2E_RUST_LOG").unwrap_or_else(|_| "info".into()))
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
+        self.procs.retain(|p| p.name != "cloud-gateway");
+        self.procs.push(Proc {
+            name: "cloud-gateway".into(),
+            http: Some(self.gateway_http),
+            child,
+            log,
+        });
+        let http = self.gateway_http;
+        wait_for("the swapped-in gateway to be ready", Duration::from_secs(60), || async move {
+            matches!(http_get(http, "/readyz").await, Some((200, _))).then_some(())
+        })
+        .await;
+    }
+
     /// The simulator's load balancers (of every cluster), as its admin API lists them.
     pub async fn load_balancers(&self) -> Vec<Value> {
         let list = self.sim(&["load-balancers", "list"]).await;
@@ -644,4 +682,59 @@ pub fn peak_rss_mib(pid: u32) -> Option<f64> {
         .parse()
         .ok()?;
     Some((kib / 1024.0 * 10.0).round() / 10.0)
+}
+
+/// Where `moto_server` is (installed by `scripts/moto/setup.sh`, which `make test` runs):
+/// `$MOTO_SERVER`, else the repository's `.venv-moto`.
+pub fn moto_server() -> PathBuf {
+    let path = std::env::var_os("MOTO_SERVER").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv-moto/bin/moto_server"),
+        PathBuf::from,
+    );
+    assert!(
+        path.is_file(),
+        "{} is missing: run scripts/moto/setup.sh (make test-deps)",
+        path.display()
+    );
+    path
+}
+
+/// Starts `moto_server` on a free loopback port, logging to `dir/moto.log`; returns it and its
+/// address once it answers.
+pub async fn start_moto(dir: &Path) -> (Proc, SocketAddr) {
+    let port = free_port();
+    let moto = spawn(dir, "moto", &moto_server(), &["-H".into(), "127.0.0.1".into(), "-p".into(), port.to_string()]);
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    wait_for("moto to answer", Duration::from_secs(60), || async move {
+        http_get(addr, "/moto-api/data.json").await.map(|_| ())
+    })
+    .await;
+    (moto, addr)
+}
+
+/// One EC2 Query API call to moto (which checks no signature): `Action` and its parameters;
+/// returns the XML answer.
+pub async fn ec2_query(moto: SocketAddr, params: &[(&str, &str)]) -> String {
+    let body: Vec<String> = params
+        .iter()
+        .chain(&[("Version", "2016-11-15")])
+        .map(|(k, v)| format!("{k}={}", v.replace('/', "%2F").replace(' ', "%20")))
+        .collect();
+    let body = body.join("&");
+    let mut stream = tokio::net::TcpStream::connect(moto).await.expect("connect to moto");
+    let request = format!(
+        "POST / HTTP/1.0\r\nHost: {moto}\r\nContent-Type: application/x-www-form-urlencoded\r\nAuthorization: AWS4-HMAC-SHA256 Credential=AKIAEXAMPLE/20260101/us-east-1/ec2/aws4_request, SignedHeaders=host, Signature=0\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("write to moto");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.expect("read from moto");
+    answer
+}
+
+/// The text of the first `<tag>` element of an XML answer.
+pub fn xml_value(xml: &str, tag: &str) -> Option<String> {
+    let start = xml.find(&format!("<{tag}>"))? + tag.len() + 2;
+    let end = xml[start..].find(&format!("</{tag}>"))? + start;
+    Some(xml[start..end].to_owned())
 }

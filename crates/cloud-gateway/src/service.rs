@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use gateway_api::{error::GatewayError, v1 as pb};
+use gateway_api::{PROVIDER_HEADER, error::GatewayError, v1 as pb};
 use provider::Provider;
 use tonic::{Request, Response, Status};
 
@@ -225,12 +225,30 @@ impl GatewayService {
     {
         // Refused before any per-caller state exists: an unknown identity gets no queue, no
         // batch and no metric series of its own.
-        let caller = self
-            .authorizer
-            .authorize(&request, method)
-            .map_err(Status::from)?;
-        let result = work(caller.clone(), request.into_inner()).await;
-        self.finish(method, &caller, result)
+        let answered = match self.authorizer.authorize(&request, method) {
+            Ok(caller) => {
+                let result = work(caller.clone(), request.into_inner()).await;
+                self.finish(method, &caller, result)
+            }
+            Err(denied) => Err(Status::from(denied)),
+        };
+        self.with_provider_name(answered)
+    }
+
+    /// Every answer names the provider behind it ([`PROVIDER_HEADER`]).
+    fn with_provider_name<T>(&self, answer: RpcResult<T>) -> RpcResult<T> {
+        let name = self.provider.name().parse::<tonic::metadata::MetadataValue<_>>();
+        match (answer, name) {
+            (Ok(mut response), Ok(name)) => {
+                response.metadata_mut().insert(PROVIDER_HEADER, name);
+                Ok(response)
+            }
+            (Err(mut status), Ok(name)) => {
+                status.metadata_mut().insert(PROVIDER_HEADER, name);
+                Err(status)
+            }
+            (answer, Err(_)) => answer,
+        }
     }
 
     /// The provider's load balancers, the cluster name and the service of a request, validated.

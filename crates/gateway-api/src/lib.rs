@@ -21,5 +21,9 @@ pub mod v1 {
 /// The gateway queues each identity fairly against the others.
 pub const CALLER_HEADER: &str = "x-cloudgateway-caller";
 
+/// Response metadata key naming the provider that answered (`simulator`, `aws`, ...): a client
+/// notices a gateway swapped for another vendor on the first answer after it reconnects.
+pub const PROVIDER_HEADER: &str = "x-cloudgateway-provider";
+
 /// The identity used when a call carries no [`CALLER_HEADER`].
 pub const ANONYMOUS_CALLER: &str = "anonymous";

@@ -12,7 +12,10 @@ use std::{
     time::Duration,
 };
 
-use crate::gateway_tls::{self, ReloadingTlsConnector};
+use crate::{
+    gateway_provider::{ObserveProvider, ProviderWatch},
+    gateway_tls::{self, ReloadingTlsConnector},
+};
 pub use gateway_api::error::GatewayError;
 use gateway_api::{
     caller::NameCaller,
@@ -274,7 +277,7 @@ impl CloudInstances for BatchingLookups {
     }
 }
 
-type Svc = InterceptedService<Channel, NameCaller>;
+type Svc = InterceptedService<ObserveProvider<Channel>, NameCaller>;
 
 /// A connection to the cloud-gateway, cheap to clone.
 #[derive(Clone)]
@@ -285,6 +288,7 @@ pub struct GatewayClient {
     pub(crate) routes: RoutesClient<Svc>,
     timeout: Duration,
     retries: u32,
+    provider: ProviderWatch,
 }
 
 /// The gateway settings are unusable.
@@ -334,6 +338,8 @@ impl GatewayClient {
             }
             None => endpoint.connect_lazy(),
         };
+        let provider = ProviderWatch::default();
+        let channel = ObserveProvider::new(channel, provider.clone());
         let name =
             NameCaller::new(caller).ok_or_else(|| GatewayClientError::InvalidCaller(caller.to_owned()))?;
         Ok(Self {
@@ -343,6 +349,7 @@ impl GatewayClient {
             routes: RoutesClient::with_interceptor(channel, name),
             timeout: args.timeout,
             retries: args.retries.max(1),
+            provider,
         })
     }
 
@@ -358,22 +365,38 @@ impl GatewayClient {
         F: FnMut(Duration) -> Fut,
         Fut: std::future::Future<Output = Result<T, Status>>,
     {
+        let started = tokio::time::Instant::now();
         let mut backoff = Duration::from_millis(200);
         let mut attempt = 1;
         loop {
-            let err = match call(self.timeout).await {
+            let status = match call(self.timeout).await {
                 Ok(value) => return Ok(value),
-                Err(status) => GatewayError::from(status),
+                Err(status) => status,
             };
-            if !is_transient(&err) || attempt >= self.retries {
+            // An unreachable gateway (a rollout, a vendor swap) is waited for until the call's
+            // own timeout: the handover is invisible to the controller. Errors the gateway
+            // answered count against the retries.
+            let unreachable = is_unreachable(&status);
+            let err = GatewayError::from(status);
+            let again = if unreachable {
+                started.elapsed() + backoff < self.timeout
+            } else {
+                is_transient(&err) && attempt < self.retries
+            };
+            if !again {
                 return Err(err);
             }
             let wait = err.retry_after().unwrap_or(backoff).min(Duration::from_secs(10));
-            tracing::debug!(what, attempt, error = %err, ?wait, "gateway call failed; retrying");
+            tracing::debug!(what, attempt, unreachable, error = %err, ?wait, "gateway call failed; retrying");
             tokio::time::sleep(jitter(wait)).await;
-            backoff = (backoff * 2).min(Duration::from_secs(5));
+            backoff = (backoff * 2).min(Duration::from_secs(if unreachable { 2 } else { 5 }));
             attempt += 1;
         }
+    }
+
+    /// Which provider the gateway serves, as its latest answer said.
+    pub fn provider(&self) -> &ProviderWatch {
+        &self.provider
     }
 
     /// What the provider implements.
@@ -471,6 +494,14 @@ impl GatewayClient {
         }
         Ok(answers)
     }
+}
+
+/// Whether the call never reached a gateway (nothing answered: no typed detail, no provider
+/// header), as during a rollout or a swap at the same address.
+fn is_unreachable(status: &Status) -> bool {
+    matches!(status.code(), tonic::Code::Unavailable | tonic::Code::Unknown)
+        && status.details().is_empty()
+        && status.metadata().get(gateway_api::PROVIDER_HEADER).is_none()
 }
 
 /// Whether asking again soon can succeed (RETRY_AFTER is not: the cloud named its delay, and

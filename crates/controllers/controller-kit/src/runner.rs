@@ -3,6 +3,7 @@
 
 use std::{future::Future, net::SocketAddr, time::Duration};
 
+use prometheus_client::metrics::{family::Family, gauge::Gauge};
 use telemetry::LogFormat;
 use tokio_util::sync::CancellationToken;
 
@@ -255,9 +256,16 @@ where
     .map_err(RunError::Health)?;
     readiness.set_ready();
 
+    let provider_info = Family::<ProviderLabels, Gauge>::default();
+    metrics.register(
+        "gateway_provider_info",
+        "1 for the provider the cloud-gateway serves now, 0 for providers it served before (a vendor swap)",
+        provider_info.clone(),
+    );
     let result = tokio::select! {
         () = shutdown.cancelled() => Ok(()),
         () = wait_for_capability(&gateway, binary.needs, name) => {
+            tokio::spawn(follow_provider(gateway.clone(), binary.needs, name, provider_info));
             let runtime = Runtime {
                 client: clients.limited,
                 gateway,
@@ -314,9 +322,11 @@ async fn idle(binary: Binary, args: CommonArgs, why: String) -> Result<(), RunEr
 }
 
 /// Returns once the provider offers `needs`. Until then the controller is idle (still ready,
-/// so a rollout does not hang on it) and says why; it keeps asking, so a gateway swapped for a
-/// vendor that has the capability is picked up without a restart.
+/// so a rollout does not hang on it) and says why; it asks again every minute, and at once when
+/// an answer shows the gateway now serves another provider (a vendor swapped in at the same
+/// address), so a provider that has the capability is picked up within seconds.
 async fn wait_for_capability(gateway: &GatewayClient, needs: Needs, name: &str) {
+    let mut swapped = gateway.provider().subscribe();
     let mut delay = Duration::from_secs(1);
     loop {
         match gateway.capabilities().await {
@@ -328,7 +338,7 @@ async fn wait_for_capability(gateway: &GatewayClient, needs: Needs, name: &str) 
                 tracing::warn!(
                     controller = name,
                     provider = %caps.provider_name,
-                    "provider does not implement {}; staying idle and asking again in 60s",
+                    "provider does not implement {}; staying idle until it does (asking again in 60s, or at once when the gateway serves another provider)",
                     needs.describe()
                 );
                 delay = Duration::from_secs(60);
@@ -337,7 +347,52 @@ async fn wait_for_capability(gateway: &GatewayClient, needs: Needs, name: &str) 
                 tracing::warn!(controller = name, error = %err, ?delay, "cannot reach the cloud-gateway yet");
             }
         }
-        tokio::time::sleep(delay).await;
+        swapped.mark_unchanged();
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            _ = swapped.changed() => {}
+        }
         delay = (delay * 2).min(Duration::from_secs(60));
     }
+}
+
+/// While the controller runs: when the gateway starts serving another provider, says so, counts
+/// it (`gateway_provider_info{provider}`), and warns if the new one lacks what the controller
+/// needs (its calls then fail until one that has it is back).
+async fn follow_provider(gateway: GatewayClient, needs: Needs, name: &'static str, info: Family<ProviderLabels, Gauge>) {
+    let mut swapped = gateway.provider().subscribe();
+    let mut seen: Vec<String> = Vec::new();
+    loop {
+        if let Some(provider) = swapped.borrow_and_update().clone() {
+            if !seen.contains(&provider) {
+                seen.push(provider.clone());
+            }
+            for name in &seen {
+                let labels = ProviderLabels { provider: name.clone() };
+                info.get_or_create(&labels).set(i64::from(*name == provider));
+            }
+        }
+        if swapped.changed().await.is_err() {
+            return;
+        }
+        match gateway.capabilities().await {
+            Ok(caps) if needs.met_by(&caps) => {
+                tracing::info!(controller = name, provider = %caps.provider_name, "the gateway now serves another provider; it offers {}", needs.describe());
+            }
+            Ok(caps) => tracing::warn!(
+                controller = name,
+                provider = %caps.provider_name,
+                "the gateway now serves a provider that does not implement {}; calls fail until one that does is back",
+                needs.describe()
+            ),
+            Err(err) => tracing::warn!(controller = name, error = %err, "the gateway now serves another provider; cannot read its capabilities"),
+        }
+    }
+}
+
+/// Labels of `gateway_provider_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct ProviderLabels {
+    /// Provider name.
+    pub provider: String,
 }

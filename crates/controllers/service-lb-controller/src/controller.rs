@@ -24,7 +24,7 @@ use kube::{
     },
 };
 use tokio::sync::Notify;
-use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::wrappers::{UnboundedReceiverStream, WatchStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -68,7 +68,8 @@ pub async fn run(runtime: Runtime, config: Config) {
         Metrics::register(&runtime.metrics, &shards),
         nodes.clone(),
         retry,
-    ));
+    )
+    .with_provider(runtime.gateway.provider().clone()));
 
     // No Service is synced before the node set is known: its load balancer would get no backends.
     tokio::select! {
@@ -86,9 +87,13 @@ pub async fn run(runtime: Runtime, config: Config) {
                 runtime.shutdown.clone(),
             ));
             let taken_over = taken_over(&ctx, &shards, services);
+            // Another provider behind the gateway (a vendor swap): every Service is looked at
+            // again, so those held by the former provider are reported.
+            let swapped = WatchStream::from_changes(runtime.gateway.provider().subscribe()).map(|_| ());
             controller
                 .reconcile_on(taken_over)
                 .reconcile_on(UnboundedReceiverStream::new(retries))
+                .reconcile_all_on(swapped)
                 .graceful_shutdown_on(runtime.shutdown.clone().cancelled_owned())
                 .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
                 .for_each(|result| async move {

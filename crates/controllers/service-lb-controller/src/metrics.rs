@@ -2,11 +2,34 @@
 //! replica owns and their handovers, and reconcile counts.
 
 use controller_kit::{metrics::ReconcileMetrics, shards::Shards};
-use prometheus_client::metrics::{
-    counter::Counter,
-    histogram::{Histogram, exponential_buckets},
+use prometheus_client::{
+    encoding::EncodeLabelSet,
+    metrics::{
+        counter::Counter,
+        family::Family,
+        gauge::Gauge,
+        histogram::{Histogram, exponential_buckets},
+    },
 };
 use side_port::MetricsRegistry;
+
+/// A Service and the provider that holds its load balancer.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FormerProviderLabels {
+    /// Service namespace.
+    pub namespace: String,
+    /// Service name.
+    pub name: String,
+    /// The provider holding its load balancer.
+    pub provider: String,
+}
+
+/// A provider.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProviderLabels {
+    /// Provider name.
+    pub provider: String,
+}
 
 /// Every metric of the service controller; cheap to clone.
 #[derive(Clone)]
@@ -21,6 +44,10 @@ pub struct Metrics {
     pub update_host_latency: Histogram,
     /// Service syncs, their failures by error, their duration.
     pub reconcile: ReconcileMetrics,
+    /// 1 per Service whose load balancer lives at a provider the gateway no longer serves.
+    pub at_former_provider: Family<FormerProviderLabels, Gauge>,
+    /// Services deleted whose load balancer was left at a provider the gateway no longer serves.
+    pub orphaned: Family<ProviderLabels, Counter>,
 }
 
 /// Upstream's buckets: 1 s doubling to about 4.5 hours.
@@ -37,7 +64,19 @@ impl Metrics {
             nodesync_latency: latency_histogram(),
             update_host_latency: latency_histogram(),
             reconcile: ReconcileMetrics::register(registry, "service_lb_controller"),
+            at_former_provider: Family::default(),
+            orphaned: Family::default(),
         };
+        registry.register(
+            "service_lb_controller_load_balancer_at_former_provider",
+            "1 per Service whose load balancer lives at a provider the gateway no longer serves (a vendor swap): neither updated nor deleted here",
+            metrics.at_former_provider.clone(),
+        );
+        registry.register(
+            "service_lb_controller_orphaned_load_balancers",
+            "Services deleted whose load balancer was left at a provider the gateway no longer serves",
+            metrics.orphaned.clone(),
+        );
         registry.register(
             "service_controller_loadbalancer_sync",
             "A metric counting the amount of times any load balancer has been configured, as an effect of service/node changes on the cluster",

@@ -122,7 +122,7 @@ pub fn needs_update(old: &Service, new: &Service, class: Option<&str>) -> bool {
     if o.external_ips.clone().unwrap_or_default() != n.external_ips.clone().unwrap_or_default() {
         return true;
     }
-    if old.metadata.annotations != new.metadata.annotations || old.metadata.uid != new.metadata.uid {
+    if user_annotations(old) != user_annotations(new) || old.metadata.uid != new.metadata.uid {
         return true;
     }
     if o.external_traffic_policy != n.external_traffic_policy
@@ -201,15 +201,48 @@ pub fn backend_identity(backends: &[BackendNode]) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The finalizer added before the first cloud call; `None` when present. The whole list is
-/// written, guarded by the resourceVersion it was read at, so no other finalizer is lost.
-pub fn add_finalizer(svc: &Service) -> Option<Patches> {
-    if has_finalizer(svc) {
+/// The annotation recording which provider holds a Service's load balancer. A gateway swapped
+/// for another vendor does not know that load balancer: such a Service is reported, never
+/// re-provisioned or cleaned up at the wrong provider behind the operator's back (removing the
+/// annotation provisions one at the provider of the moment).
+pub const ANNOTATION_PROVIDER: &str = "service.cloudgateway.io/load-balancer-provider";
+
+/// The annotations a user sets: what `needsUpdate` compares (our own provider record is not a
+/// change of the Service).
+fn user_annotations(svc: &Service) -> BTreeMap<String, String> {
+    let mut annotations = svc.metadata.annotations.clone().unwrap_or_default();
+    annotations.remove(ANNOTATION_PROVIDER);
+    annotations
+}
+
+/// The provider that holds the Service's load balancer, when it is not `current` (the one the
+/// gateway serves now); `None` when it is, or when nothing is recorded.
+pub fn former_provider(svc: &Service, current: Option<&str>) -> Option<String> {
+    let current = current?;
+    let recorded = svc.metadata.annotations.as_ref()?.get(ANNOTATION_PROVIDER)?;
+    (recorded != current && !recorded.is_empty()).then(|| recorded.clone())
+}
+
+/// Before the first cloud call: the finalizer, and the provider that is about to hold the load
+/// balancer; `None` when both are there. The whole finalizer list is written, guarded by the
+/// resourceVersion it was read at, so no other finalizer is lost.
+pub fn add_finalizer(svc: &Service, provider: Option<&str>) -> Option<Patches> {
+    let record = provider.filter(|p| {
+        svc.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION_PROVIDER)).map(String::as_str) != Some(*p)
+    });
+    if has_finalizer(svc) && record.is_none() {
         return None;
     }
-    let mut finalizers = svc.metadata.finalizers.clone().unwrap_or_default();
-    finalizers.push(FINALIZER_LB_CLEANUP.to_owned());
-    Some(Patches::main(json!({ "metadata": { "finalizers": finalizers } })))
+    let mut metadata = serde_json::Map::new();
+    if !has_finalizer(svc) {
+        let mut finalizers = svc.metadata.finalizers.clone().unwrap_or_default();
+        finalizers.push(FINALIZER_LB_CLEANUP.to_owned());
+        metadata.insert("finalizers".into(), json!(finalizers));
+    }
+    if let Some(provider) = record {
+        metadata.insert("annotations".into(), json!({ ANNOTATION_PROVIDER: provider }));
+    }
+    Some(Patches::main(json!({ "metadata": metadata })))
 }
 
 /// The finalizer removed once the load balancer is gone (every occurrence), and the status

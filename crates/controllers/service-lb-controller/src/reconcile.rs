@@ -11,6 +11,7 @@ use std::{
 use controller_kit::{
     events::Events,
     gateway::GatewayError,
+    gateway_provider::ProviderWatch,
     load_balancers::{BackendNode, CloudLoadBalancers},
     names::controllers::SERVICE_LB,
     patch::{Patches, WriteError, Writer},
@@ -24,7 +25,7 @@ use kube::{
 };
 
 use crate::{
-    metrics::Metrics,
+    metrics::{FormerProviderLabels, Metrics, ProviderLabels},
     plan::{self, Decision, Synced},
 };
 
@@ -60,6 +61,10 @@ pub struct Context {
     failures: Mutex<HashMap<String, Failure>>,
     /// Services to sync again through the queue (a backends update failed).
     retries: tokio::sync::mpsc::UnboundedSender<ObjectRef<Service>>,
+    /// Which provider the gateway serves now.
+    provider: ProviderWatch,
+    /// Services reported as held by a former provider, and which.
+    reported: Mutex<HashMap<String, FormerProviderLabels>>,
 }
 
 /// A failed sync, retried at `retry_at`: until then the same sync of the same Service is not
@@ -116,7 +121,17 @@ impl Context {
             locks: Mutex::default(),
             failures: Mutex::default(),
             retries,
+            provider: ProviderWatch::default(),
+            reported: Mutex::default(),
         }
+    }
+
+    /// Follows `provider` (the gateway client's): load balancers are recorded as held by the
+    /// provider of the moment, and Services held by another one are reported, not synced.
+    #[must_use]
+    pub fn with_provider(mut self, provider: ProviderWatch) -> Self {
+        self.provider = provider;
+        self
     }
 
     fn services(&self, svc: &Service) -> Api<Service> {
@@ -338,6 +353,13 @@ pub async fn sync_service(ctx: &Context, svc: &Service, trigger: Trigger) -> Res
     };
     let service_lock = ctx.lock_for(&key);
     let _one_at_a_time = service_lock.lock().await;
+    if let Some(former) = plan::former_provider(svc, ctx.provider.current().as_deref()) {
+        held_by_former_provider(ctx, svc, shard, former).await?;
+        return Ok(Outcome::Done);
+    }
+    if let Some(labels) = lock(&ctx.reported).remove(&key) {
+        ctx.metrics.at_former_provider.remove(&labels);
+    }
     let last = lock(&ctx.synced).get(&key).cloned();
     let backends = ctx.backends();
     let identity = plan::backend_identity(&backends);
@@ -432,13 +454,14 @@ async fn ensure(
     let api = ctx.services(svc);
     let writer = ctx.writer(shard);
     let class = ctx.class.as_deref();
+    let provider = ctx.provider.current();
     let with_finalizer = writer
         .write_from(&api, svc, |fresh| {
             // Changed meanwhile so that it wants no load balancer: its next sync cleans up.
             if !plan::wants_load_balancer(fresh, class) || fresh.metadata.deletion_timestamp.is_some() {
                 return Ok(Patches::default());
             }
-            Ok::<_, std::convert::Infallible>(plan::add_finalizer(fresh).unwrap_or_default())
+            Ok::<_, std::convert::Infallible>(plan::add_finalizer(fresh, provider.as_deref()).unwrap_or_default())
         })
         .await
         .map_err(|e| e.into_write_error().unwrap_or_else(|never| match never {}));
@@ -632,6 +655,58 @@ async fn cleanup(ctx: &Context, svc: &Service, shard: u32, regarding: &ObjectRef
             "Deleted load balancer".into(),
         )
         .await;
+    Ok(())
+}
+
+/// A Service whose load balancer lives at a provider the gateway no longer serves (a vendor
+/// swap): reported once (a Warning and a metric), neither re-provisioned nor deleted at the
+/// provider of the moment. When it is deleted, its finalizer goes (the Service is not held
+/// forever) and the load balancer left behind is reported and counted.
+async fn held_by_former_provider(ctx: &Context, svc: &Service, shard: u32, former: String) -> Result<(), Error> {
+    let key = key_of(svc);
+    let labels = FormerProviderLabels {
+        namespace: svc.namespace().unwrap_or_default(),
+        name: svc.name_any(),
+        provider: former.clone(),
+    };
+    let now = ctx.provider.current().unwrap_or_default();
+    let regarding = svc.object_ref(&());
+    if plan::needs_cleanup(svc) {
+        let removed = ctx
+            .writer(shard)
+            .write_from(&ctx.services(svc), svc, |fresh| {
+                Ok::<_, std::convert::Infallible>(plan::remove_finalizer_and_status(fresh))
+            })
+            .await
+            .map_err(|e| e.into_write_error().unwrap_or_else(|never| match never {}));
+        written(svc, removed, "remove load balancer cleanup finalizer")?;
+        ctx.metrics.at_former_provider.remove(&labels);
+        lock(&ctx.reported).remove(&key);
+        ctx.forget(&key);
+        ctx.metrics
+            .orphaned
+            .get_or_create(&ProviderLabels { provider: former.clone() })
+            .inc();
+        let note = format!(
+            "The load balancer was left at provider {former}: the gateway now serves {now}, which cannot delete it. Delete it at {former}."
+        );
+        ctx.events
+            .warning(&regarding, "LoadBalancerOrphaned", "DeleteLoadBalancer", note)
+            .await;
+        return Ok(());
+    }
+    ctx.metrics.at_former_provider.get_or_create(&labels).set(1);
+    let first = lock(&ctx.reported).insert(key.clone(), labels).is_none();
+    if first {
+        tracing::warn!(service = %key, former, now, "the load balancer lives at a provider the gateway no longer serves");
+        let note = format!(
+            "The load balancer lives at provider {former}, but the gateway now serves {now}: it is neither updated nor deleted here. Delete it at {former}, or remove the annotation {} to provision one at {now}.",
+            plan::ANNOTATION_PROVIDER
+        );
+        ctx.events
+            .warning(&regarding, "LoadBalancerAtFormerProvider", "SyncLoadBalancer", note)
+            .await;
+    }
     Ok(())
 }
 
