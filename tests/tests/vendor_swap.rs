@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use e2e::{Cluster, ClusterSpec, binary, ec2_query, http_get, ingress_ips, start_moto, wait_for, xml_value};
 use k8s_openapi::api::{core::v1::Service, events::v1::Event};
 use kube::{
-    Api, ResourceExt,
+    Api,
     api::{DeleteParams, ListParams},
 };
 use serde_json::json;
@@ -17,7 +17,15 @@ const ACCESS_KEY_ID: &str = "AKIAEXAMPLESWAP00001";
 const SECRET_ACCESS_KEY: &str = "swap-test-secret-access-key";
 
 fn hostname_or_ip(service: &Service) -> Option<String> {
-    let ingress = service.status.as_ref()?.load_balancer.as_ref()?.ingress.as_ref()?.first()?.clone();
+    let ingress = service
+        .status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?
+        .clone();
     ingress.hostname.or(ingress.ip)
 }
 
@@ -38,13 +46,21 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
     // The AWS side first: a VPC with a subnet in two zones and an instance for a node to come.
     let moto_dir = tempfile::tempdir().unwrap();
     let (_moto, moto) = start_moto(moto_dir.path()).await;
-    let vpc = xml_value(&ec2_query(moto, &[("Action", "CreateVpc"), ("CidrBlock", "10.1.0.0/16")]).await, "vpcId")
-        .expect("a VPC");
+    let vpc = xml_value(
+        &ec2_query(moto, &[("Action", "CreateVpc"), ("CidrBlock", "10.1.0.0/16")]).await,
+        "vpcId",
+    )
+    .expect("a VPC");
     let mut subnets = Vec::new();
     for (cidr, zone) in [("10.1.1.0/24", "us-east-1a"), ("10.1.2.0/24", "us-east-1b")] {
         let answer = ec2_query(
             moto,
-            &[("Action", "CreateSubnet"), ("VpcId", &vpc), ("CidrBlock", cidr), ("AvailabilityZone", zone)],
+            &[
+                ("Action", "CreateSubnet"),
+                ("VpcId", &vpc),
+                ("CidrBlock", cidr),
+                ("AvailabilityZone", zone),
+            ],
         )
         .await;
         subnets.push(xml_value(&answer, "subnetId").expect("a subnet"));
@@ -75,7 +91,11 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
         &["--node-monitor-period", "1s"],
     );
     cluster.start_controller("service-lb-controller", "service-lb-controller", &[]);
-    let controllers = ["cloud-node-controller", "cloud-node-lifecycle-controller", "service-lb-controller"];
+    let controllers = [
+        "cloud-node-controller",
+        "cloud-node-lifecycle-controller",
+        "service-lb-controller",
+    ];
     let proc = |cluster: &Cluster, name: &str| cluster.procs.iter().position(|p| p.name == name).unwrap();
     let pids: Vec<u32> = controllers
         .iter()
@@ -84,20 +104,34 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
     let nodes = cluster.nodes();
     let services = cluster.services("default");
     for node in ["sim-a", "sim-b"] {
-        wait_for(&format!("{node} initialized by the simulator"), Duration::from_secs(60), || {
-            let nodes = nodes.clone();
-            async move {
-                let id = nodes.get(node).await.ok()?.spec?.provider_id?;
-                id.starts_with("simulator://").then_some(())
-            }
-        })
+        wait_for(
+            &format!("{node} initialized by the simulator"),
+            Duration::from_secs(60),
+            || {
+                let nodes = nodes.clone();
+                async move {
+                    let id = nodes.get(node).await.ok()?.spec?.provider_id?;
+                    id.starts_with("simulator://").then_some(())
+                }
+            },
+        )
         .await;
     }
     cluster.create_lb_service("default", "before", json!({})).await;
-    let before = wait_for("before provisioned by the simulator", Duration::from_secs(60), || {
-        let services = services.clone();
-        async move { services.get("before").await.ok().filter(|s| !ingress_ips(s).is_empty()) }
-    })
+    let before = wait_for(
+        "before provisioned by the simulator",
+        Duration::from_secs(60),
+        || {
+            let services = services.clone();
+            async move {
+                services
+                    .get("before")
+                    .await
+                    .ok()
+                    .filter(|s| !ingress_ips(s).is_empty())
+            }
+        },
+    )
     .await;
     let before_ip = ingress_ips(&before);
 
@@ -133,52 +167,93 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
     // New machines join from AWS; new Services get NLBs in moto.
     cluster.register_node(&aws_instance, true).await;
     cluster.create_lb_service("default", "after", json!({})).await;
-    let aws_id = wait_for("the new node initialized from AWS", Duration::from_secs(60), || {
-        let nodes = nodes.clone();
-        let name = aws_instance.clone();
-        async move { nodes.get(&name).await.ok()?.spec?.provider_id.filter(|id| id.starts_with("aws://")) }
-    })
+    let aws_id = wait_for(
+        "the new node initialized from AWS",
+        Duration::from_secs(60),
+        || {
+            let nodes = nodes.clone();
+            let name = aws_instance.clone();
+            async move {
+                nodes
+                    .get(&name)
+                    .await
+                    .ok()?
+                    .spec?
+                    .provider_id
+                    .filter(|id| id.starts_with("aws://"))
+            }
+        },
+    )
     .await;
     assert!(aws_id.ends_with(&aws_instance), "{aws_id}");
     for name in ["during", "after"] {
-        let service = wait_for(&format!("{name} provisioned at AWS"), Duration::from_secs(60), || {
-            let services = services.clone();
-            async move { services.get(name).await.ok().filter(|s| hostname_or_ip(s).is_some()) }
-        })
+        let service = wait_for(
+            &format!("{name} provisioned at AWS"),
+            Duration::from_secs(60),
+            || {
+                let services = services.clone();
+                async move {
+                    services
+                        .get(name)
+                        .await
+                        .ok()
+                        .filter(|s| hostname_or_ip(s).is_some())
+                }
+            },
+        )
         .await;
         let ingress = hostname_or_ip(&service).unwrap();
-        assert!(!before_ip.contains(&ingress), "{name} must not get a simulator address: {ingress}");
+        assert!(
+            !before_ip.contains(&ingress),
+            "{name} must not get a simulator address: {ingress}"
+        );
     }
     let nlbs = ec2_like_elb_names(moto).await;
-    assert_eq!(nlbs.len(), 2, "one NLB each for during and after, none for before: {nlbs:?}");
+    assert_eq!(
+        nlbs.len(),
+        2,
+        "one NLB each for during and after, none for before: {nlbs:?}"
+    );
 
     // What the simulator still holds is reported: a Warning and a metric for `before`, whose
     // status keeps the simulator's address; nothing was deleted or re-created for it.
-    wait_for("before reported as held by the former provider", Duration::from_secs(30), || {
-        let cluster = &cluster;
-        async move {
-            warnings(cluster)
-                .await
-                .iter()
-                .any(|e| {
-                    e.reason.as_deref() == Some("LoadBalancerAtFormerProvider")
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("before")
-                })
-                .then_some(())
-        }
-    })
+    wait_for(
+        "before reported as held by the former provider",
+        Duration::from_secs(30),
+        || {
+            let cluster = &cluster;
+            async move {
+                warnings(cluster)
+                    .await
+                    .iter()
+                    .any(|e| {
+                        e.reason.as_deref() == Some("LoadBalancerAtFormerProvider")
+                            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("before")
+                    })
+                    .then_some(())
+            }
+        },
+    )
     .await;
-    let lb_metrics = http_get(cluster.procs[proc(&cluster, "service-lb-controller")].http.unwrap(), "/metrics")
-        .await
-        .unwrap()
-        .1;
+    let lb_metrics = http_get(
+        cluster.procs[proc(&cluster, "service-lb-controller")]
+            .http
+            .unwrap(),
+        "/metrics",
+    )
+    .await
+    .unwrap()
+    .1;
     assert!(
         lb_metrics.contains(
             "service_lb_controller_load_balancer_at_former_provider{namespace=\"default\",name=\"before\",provider=\"simulator\"} 1"
         ),
         "{lb_metrics}"
     );
-    assert!(lb_metrics.contains("gateway_provider_info{provider=\"aws\"} 1"), "{lb_metrics}");
+    assert!(
+        lb_metrics.contains("gateway_provider_info{provider=\"aws\"} 1"),
+        "{lb_metrics}"
+    );
     assert_eq!(ingress_ips(&services.get("before").await.unwrap()), before_ip);
 
     // A node of the former vendor going NotReady is not deleted: AWS answers "not mine", never
@@ -186,7 +261,10 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
     cluster.set_ready("sim-b", false).await;
     let lifecycle_passes = Instant::now();
     while lifecycle_passes.elapsed() < Duration::from_secs(4) {
-        assert!(nodes.get_opt("sim-b").await.unwrap().is_some(), "a former vendor's node was deleted");
+        assert!(
+            nodes.get_opt("sim-b").await.unwrap().is_some(),
+            "a former vendor's node was deleted"
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 
@@ -202,7 +280,11 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
         .filter(|e| e.reason.as_deref() == Some("SyncLoadBalancerFailed"))
         .map(|e| format!("{:?}: {:?}", e.regarding.and_then(|r| r.name), e.note))
         .collect();
-    assert!(failed.is_empty(), "a sync failed visibly during the handover ({:?} ago): {failed:?}", handover.elapsed());
+    assert!(
+        failed.is_empty(),
+        "a sync failed visibly during the handover ({:?} ago): {failed:?}",
+        handover.elapsed()
+    );
 
     // Deleting `before`: its finalizer goes (the Service is not held forever), and the load
     // balancer left at the simulator is reported and counted, not silently forgotten.
@@ -212,10 +294,15 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
         async move { services.get_opt("before").await.ok()?.is_none().then_some(()) }
     })
     .await;
-    let lb_metrics = http_get(cluster.procs[proc(&cluster, "service-lb-controller")].http.unwrap(), "/metrics")
-        .await
-        .unwrap()
-        .1;
+    let lb_metrics = http_get(
+        cluster.procs[proc(&cluster, "service-lb-controller")]
+            .http
+            .unwrap(),
+        "/metrics",
+    )
+    .await
+    .unwrap()
+    .1;
     assert!(
         lb_metrics.contains("service_lb_controller_orphaned_load_balancers_total{provider=\"simulator\"} 1"),
         "{lb_metrics}"
@@ -225,10 +312,17 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
 
 /// The names of moto's ELBv2 load balancers.
 async fn ec2_like_elb_names(moto: std::net::SocketAddr) -> Vec<String> {
-    let data = http_get(moto, "/moto-api/data.json").await.map(|(_, b)| b).unwrap_or_default();
+    let data = http_get(moto, "/moto-api/data.json")
+        .await
+        .map(|(_, b)| b)
+        .unwrap_or_default();
     let data: serde_json::Value = serde_json::from_str(&data).unwrap_or_default();
     data["elbv2"]["FakeLoadBalancer"]
         .as_array()
-        .map(|lbs| lbs.iter().filter_map(|lb| lb["name"].as_str().map(str::to_owned)).collect())
+        .map(|lbs| {
+            lbs.iter()
+                .filter_map(|lb| lb["name"].as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default()
 }
