@@ -1,10 +1,12 @@
 //! A fault-injecting HTTP proxy in front of moto: forwards every request, or answers AWS's
 //! throttling errors (EC2: `RequestLimitExceeded`, 503; ELBv2: `Throttling`, 400) while
-//! throttling is on. It also records the `Action` of each request, to count API calls.
+//! throttling is on (or while a flag file exists, for a process outside the test to switch).
+//! It also records the `Action` of each request, to count API calls.
 
 use std::{
     convert::Infallible,
     net::SocketAddr,
+    path::PathBuf,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
@@ -27,6 +29,7 @@ const ELB_THROTTLED: &str = r#"<ErrorResponse xmlns="http://elasticloadbalancing
 #[derive(Default)]
 struct State {
     throttle: AtomicBool,
+    throttle_file: Mutex<Option<PathBuf>>,
     actions: Mutex<Vec<String>>,
 }
 
@@ -83,6 +86,12 @@ impl FaultProxy {
     /// Turns throttling of every request on or off.
     pub fn throttle(&self, on: bool) {
         self.state.throttle.store(on, Ordering::SeqCst);
+    }
+
+    /// Throttles every request while `flag` exists (a hook of `cloudgateway-conformance`
+    /// creates and removes it).
+    pub fn throttle_while_exists(&self, flag: PathBuf) {
+        *self.state.throttle_file.lock().expect("flag lock") = Some(flag);
     }
 
     /// How many requests carried `Action=<action>` so far.
@@ -144,7 +153,13 @@ async fn handle(
         Err(e) => return Ok(reply(StatusCode::BAD_REQUEST, format!("unreadable body: {e}"))),
     };
     state.actions.lock().expect("actions lock").push(action_of(&body));
-    if state.throttle.load(Ordering::SeqCst) {
+    let flagged = state
+        .throttle_file
+        .lock()
+        .expect("flag lock")
+        .as_ref()
+        .is_some_and(|flag| flag.exists());
+    if flagged || state.throttle.load(Ordering::SeqCst) {
         return Ok(if service == "ec2" {
             reply(StatusCode::SERVICE_UNAVAILABLE, EC2_THROTTLED)
         } else {
