@@ -32,6 +32,7 @@ use tonic::{
     service::interceptor::InterceptedService,
     transport::{Channel, Endpoint},
 };
+use tracing::{Instrument as _, Span, field::Empty};
 
 /// Most nodes sent in one BatchLookupInstances call (the gateway accepts up to 10 000).
 const BATCH_CHUNK: usize = 1000;
@@ -192,9 +193,13 @@ pub struct BatchingLookups {
 
 type Reply = tokio::sync::oneshot::Sender<Result<Instance, GatewayError>>;
 
+/// A lookup waiting to be sent: the node, where its answer goes, and the span of the reconcile
+/// that asked (the batched call is its child, or links to it).
+type Waiting = (NodeRef, Reply, Span);
+
 #[derive(Default)]
 struct LookupQueue {
-    waiting: Vec<(NodeRef, Reply)>,
+    waiting: Vec<Waiting>,
     sending: bool,
 }
 
@@ -207,12 +212,13 @@ impl BatchingLookups {
         }
     }
 
-    /// Sends the queue's lookups, a call at a time, until it is empty.
+    /// Sends the queue's lookups, a call at a time, until it is empty. Each call is a `batched
+    /// lookup` span, the child of its first lookup's reconcile, linked to the others'.
     async fn send_queued(inner: Arc<dyn CloudInstances>, queue: Arc<Mutex<LookupQueue>>) {
         loop {
-            let batch: Vec<(NodeRef, Reply)> = {
+            let batch: Vec<Waiting> = {
                 let mut queue = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                queue.waiting.retain(|(_, reply)| !reply.is_closed());
+                queue.waiting.retain(|(_, reply, _)| !reply.is_closed());
                 if queue.waiting.is_empty() {
                     queue.sending = false;
                     return;
@@ -220,10 +226,14 @@ impl BatchingLookups {
                 let take = queue.waiting.len().min(BATCH_CHUNK);
                 queue.waiting.drain(..take).collect()
             };
-            let nodes: Vec<NodeRef> = batch.iter().map(|(node, _)| node.clone()).collect();
-            match inner.lookup_instances(&nodes).await {
+            let nodes: Vec<NodeRef> = batch.iter().map(|(node, _, _)| node.clone()).collect();
+            let span = tracing::info_span!(parent: &batch[0].2, "batched lookup", nodes = nodes.len());
+            for (_, _, asked_by) in &batch[1..] {
+                telemetry::propagation::link(&span, asked_by);
+            }
+            match inner.lookup_instances(&nodes).instrument(span).await {
                 Ok(answers) if answers.len() == batch.len() => {
-                    for ((_, reply), answer) in batch.into_iter().zip(answers) {
+                    for ((_, reply, _), answer) in batch.into_iter().zip(answers) {
                         let _ = reply.send(answer);
                     }
                 }
@@ -233,12 +243,12 @@ impl BatchingLookups {
                         answers.len(),
                         batch.len()
                     ));
-                    for (_, reply) in batch {
+                    for (_, reply, _) in batch {
                         let _ = reply.send(Err(err.clone()));
                     }
                 }
                 Err(err) => {
-                    for (_, reply) in batch {
+                    for (_, reply, _) in batch {
                         let _ = reply.send(Err(err.clone()));
                     }
                 }
@@ -263,7 +273,7 @@ impl CloudInstances for BatchingLookups {
                 .queue
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            queue.waiting.push((node.clone(), reply));
+            queue.waiting.push((node.clone(), reply, Span::current()));
             !std::mem::replace(&mut queue.sending, true)
         };
         if start_sender {
@@ -369,7 +379,25 @@ impl GatewayClient {
         let mut backoff = Duration::from_millis(200);
         let mut attempt = 1;
         loop {
-            let status = match call(self.timeout).await {
+            // Each attempt is a client span; the interceptor sends its trace context along.
+            let span = tracing::info_span!(
+                "gateway call",
+                otel.name = format!("{}/{what}", rpc_service(what)),
+                otel.kind = "client",
+                otel.status_code = Empty,
+                rpc.system = "grpc",
+                rpc.service = rpc_service(what),
+                rpc.method = what,
+                rpc.grpc.status_code = Empty,
+                attempt,
+            );
+            let answer = call(self.timeout).instrument(span.clone()).await;
+            let code = answer.as_ref().map_or_else(Status::code, |_| tonic::Code::Ok);
+            span.record("rpc.grpc.status_code", code as i32);
+            if code != tonic::Code::Ok {
+                span.record("otel.status_code", "ERROR");
+            }
+            let status = match answer {
                 Ok(value) => return Ok(value),
                 Err(status) => status,
             };
@@ -502,6 +530,19 @@ fn is_unreachable(status: &Status) -> bool {
     matches!(status.code(), tonic::Code::Unavailable | tonic::Code::Unknown)
         && status.details().is_empty()
         && status.metadata().get(gateway_api::PROVIDER_HEADER).is_none()
+}
+
+/// The gRPC service of contract method `method`, for span names.
+fn rpc_service(method: &str) -> &'static str {
+    use gateway_api::v1::{identity_server, instances_server, load_balancers_server, routes_server};
+    match method {
+        "GetCapabilities" => identity_server::SERVICE_NAME,
+        "InstanceExists" | "InstanceShutdown" | "InstanceMetadata" | "BatchLookupInstances" => {
+            instances_server::SERVICE_NAME
+        }
+        "ListRoutes" | "CreateRoute" | "DeleteRoute" => routes_server::SERVICE_NAME,
+        _ => load_balancers_server::SERVICE_NAME,
+    }
 }
 
 /// Whether asking again soon can succeed (RETRY_AFTER is not: the cloud named its delay, and

@@ -15,7 +15,9 @@
 //! - [`patch`]: resourceVersion-guarded merge patches, fenced by leadership, retried on conflict.
 //! - [`shards`]: scale-out: shards of the work, each owned through a Lease of its own.
 //! - [`runner`]: the common start-up of a controller binary.
+//! - [`spans`]: one trace per reconcile: its root span and how it ended.
 //! - [`validation`]: label key and value rules, as the API server checks them.
+//! - [`workqueue`]: upstream's `workqueue_*` metrics for a kube-runtime controller's queue.
 
 pub mod events;
 pub mod gateway;
@@ -31,4 +33,6 @@ pub mod patch;
 pub mod routes;
 pub mod runner;
 pub mod shards;
+pub mod spans;
 pub mod validation;
+pub mod workqueue;

@@ -4,7 +4,7 @@
 use std::{future::Future, net::SocketAddr, time::Duration};
 
 use prometheus_client::metrics::{family::Family, gauge::Gauge};
-use telemetry::LogFormat;
+use telemetry::{LogFormat, TraceArgs};
 use tokio_util::sync::CancellationToken;
 
 use side_port::{MetricsRegistry, Readiness};
@@ -36,6 +36,9 @@ pub struct CommonArgs {
     /// Log format.
     #[arg(long = "log-format", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+    #[command(flatten)]
+    #[allow(missing_docs)]
+    pub traces: TraceArgs,
 }
 
 /// The provider capability a controller needs.
@@ -201,7 +204,7 @@ where
     F: FnOnce(Runtime) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    telemetry::init_logging(args.log_format, "info");
+    let telemetry = init_telemetry(binary, &args);
     let shutdown = CancellationToken::new();
     {
         let shutdown = shutdown.clone();
@@ -210,7 +213,21 @@ where
             shutdown.cancel();
         });
     }
-    run_until(binary, args, work, shutdown).await
+    let result = run_until(binary, args, work, shutdown).await;
+    // The last reconciles' spans go out before the process exits.
+    telemetry.shutdown().await;
+    result
+}
+
+/// Logging, and trace export when configured (`--otlp-endpoint` or `OTEL_EXPORTER_OTLP_*`).
+fn init_telemetry(binary: Binary, args: &CommonArgs) -> telemetry::Telemetry {
+    let settings = telemetry::Settings {
+        service: binary.name,
+        version: env!("CARGO_PKG_VERSION"),
+        format: args.log_format,
+        default_filter: "info",
+    };
+    telemetry::init(settings, &args.traces)
 }
 
 /// [`run`] with an explicit shutdown token (tests cancel it).
@@ -301,7 +318,7 @@ where
 /// A controller its flags switch off: serves the side port, ready, says why, and waits for
 /// SIGTERM.
 async fn idle(binary: Binary, args: CommonArgs, why: String) -> Result<(), RunError> {
-    telemetry::init_logging(args.log_format, "info");
+    let telemetry = init_telemetry(binary, &args);
     let shutdown = CancellationToken::new();
     let readiness = Readiness::new();
     let health = side_port::serve(
@@ -318,6 +335,7 @@ async fn idle(binary: Binary, args: CommonArgs, why: String) -> Result<(), RunEr
     shutdown.cancel();
     let _ = health.await;
     tracing::info!(controller = binary.name, "stopped");
+    telemetry.shutdown().await;
     Ok(())
 }
 
@@ -359,7 +377,12 @@ async fn wait_for_capability(gateway: &GatewayClient, needs: Needs, name: &str) 
 /// While the controller runs: when the gateway starts serving another provider, says so, counts
 /// it (`gateway_provider_info{provider}`), and warns if the new one lacks what the controller
 /// needs (its calls then fail until one that has it is back).
-async fn follow_provider(gateway: GatewayClient, needs: Needs, name: &'static str, info: Family<ProviderLabels, Gauge>) {
+async fn follow_provider(
+    gateway: GatewayClient,
+    needs: Needs,
+    name: &'static str,
+    info: Family<ProviderLabels, Gauge>,
+) {
     let mut swapped = gateway.provider().subscribe();
     let mut seen: Vec<String> = Vec::new();
     loop {
@@ -368,7 +391,9 @@ async fn follow_provider(gateway: GatewayClient, needs: Needs, name: &'static st
                 seen.push(provider.clone());
             }
             for name in &seen {
-                let labels = ProviderLabels { provider: name.clone() };
+                let labels = ProviderLabels {
+                    provider: name.clone(),
+                };
                 info.get_or_create(&labels).set(i64::from(*name == provider));
             }
         }
@@ -385,7 +410,9 @@ async fn follow_provider(gateway: GatewayClient, needs: Needs, name: &'static st
                 "the gateway now serves a provider that does not implement {}; calls fail until one that does is back",
                 needs.describe()
             ),
-            Err(err) => tracing::warn!(controller = name, error = %err, "the gateway now serves another provider; cannot read its capabilities"),
+            Err(err) => {
+                tracing::warn!(controller = name, error = %err, "the gateway now serves another provider; cannot read its capabilities")
+            }
         }
     }
 }
