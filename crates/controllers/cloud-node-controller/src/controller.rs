@@ -4,12 +4,17 @@ use std::{sync::Arc, time::Duration};
 
 use controller_kit::{
     events::Events, gateway::BatchingLookups, names::controllers::CLOUD_NODE, patch::Writer, runner::Runtime,
+    workqueue::WorkQueue,
 };
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::{
     Api,
-    runtime::{Controller, controller, reflector::Store, watcher},
+    runtime::{
+        Controller, WatchStreamExt, controller,
+        reflector::{self, Store},
+        watcher,
+    },
 };
 use tokio_util::sync::CancellationToken;
 
@@ -22,15 +27,26 @@ use crate::{
 /// Runs the controller until `runtime.shutdown` is cancelled.
 pub async fn run(runtime: Runtime, config: Config) {
     let nodes: Api<Node> = Api::all(runtime.client.clone());
-    let ctx = Arc::new(Context::new(
-        nodes.clone(),
-        // Nodes initializing at once share BatchLookupInstances calls.
-        Arc::new(BatchingLookups::new(Arc::new(runtime.gateway.clone()))),
-        Writer::new(CLOUD_NODE, runtime.leadership.clone()),
-        Events::new(runtime.client.clone(), CLOUD_NODE, None),
-        Metrics::register(&runtime.metrics),
+    // Upstream's queue name: the `workqueue_*{name="Nodes"}` series match upstream's dashboards.
+    let queue = WorkQueue::register(&runtime.metrics, "Nodes");
+    let ctx = Arc::new(
+        Context::new(
+            nodes.clone(),
+            // Nodes initializing at once share BatchLookupInstances calls.
+            Arc::new(BatchingLookups::new(Arc::new(runtime.gateway.clone()))),
+            Writer::new(CLOUD_NODE, runtime.leadership.clone()),
+            Events::new(runtime.client.clone(), CLOUD_NODE, None),
+            Metrics::register(&runtime.metrics),
+        )
+        .with_queue(queue.clone()),
+    );
+    // What Controller::new does, with the queue counting what the watch delivers.
+    let (store, writer) = reflector::store();
+    let watch = queue.observe(reflector::reflector(
+        writer,
+        watcher(nodes, watcher::Config::default()),
     ));
-    let controller = Controller::new(nodes, watcher::Config::default())
+    let controller = Controller::for_stream(watch.applied_objects(), store)
         .with_config(controller::Config::default().concurrency(config.concurrent_node_syncs));
     let refresh = tokio::spawn(refresh_periodically(
         ctx.clone(),

@@ -12,13 +12,16 @@ use std::{
 use controller_kit::{
     events::Events,
     gateway::{CloudInstances, GatewayError},
-    names::TAINT_UNINITIALIZED,
+    names::{TAINT_UNINITIALIZED, controllers::CLOUD_NODE},
     node::{has_taint, node_ref, object_ref},
     patch::{Patches, WriteError, Writer},
+    spans,
+    workqueue::WorkQueue,
 };
 use futures::StreamExt;
 use k8s_openapi::{api::core::v1::Node, jiff::Timestamp};
 use kube::{Api, ResourceExt, runtime::controller::Action};
+use tracing::{Instrument as _, field::Empty};
 
 use crate::{metrics::Metrics, plan};
 
@@ -36,6 +39,8 @@ pub struct Context {
     pub metrics: Metrics,
     /// Consecutive failures per node, for the exponential requeue.
     failures: Mutex<HashMap<String, u32>>,
+    /// The work queue's metrics (upstream's `Nodes` queue), when the controller runs one.
+    queue: Option<WorkQueue>,
 }
 
 impl Context {
@@ -54,7 +59,14 @@ impl Context {
             events,
             metrics,
             failures: Mutex::new(HashMap::new()),
+            queue: None,
         }
+    }
+
+    /// Reports to `queue` when a worker takes a node, and each retry.
+    pub fn with_queue(mut self, queue: WorkQueue) -> Self {
+        self.queue = Some(queue);
+        self
     }
 
     fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
@@ -113,15 +125,40 @@ impl Error {
     }
 }
 
-/// Reconciles one node.
+/// Reconciles one node: the root span of its own trace (`reconcile node`, with the node, what
+/// the reconcile did and how it ended), whose children are the gateway calls it makes.
 ///
 /// # Errors
 /// See [`Error`]; a node deleted meanwhile is no error.
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let name = node.name_any();
+    let _work = ctx.queue.as_ref().map(|q| q.started(&name));
+    let action = if has_taint(&node, TAINT_UNINITIALIZED) {
+        "initialize"
+    } else {
+        "reconcile labels"
+    };
+    let span = tracing::info_span!(
+        parent: None,
+        "reconcile",
+        otel.name = "reconcile node",
+        controller = CLOUD_NODE,
+        node = %name,
+        action,
+        outcome = Empty,
+        otel.status_code = Empty,
+        otel.status_description = Empty,
+    );
+    let result = reconcile_node(node, &ctx).instrument(span.clone()).await;
+    spans::record_outcome(&span, &result, Error::metric_label);
+    result
+}
+
+async fn reconcile_node(node: Arc<Node>, ctx: &Context) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile.count_and_measure();
     let name = node.name_any();
     if has_taint(&node, TAINT_UNINITIALIZED) {
-        initialize(&node, &ctx).await?;
+        initialize(&node, ctx).await?;
     } else {
         let written = ctx
             .writer
@@ -143,6 +180,9 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
 /// exponential backoff (1 s doubling, at most 5 min).
 pub fn error_policy(node: Arc<Node>, err: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.reconcile.failed(err.metric_label());
+    if let Some(queue) = &ctx.queue {
+        queue.retried();
+    }
     let name = node.name_any();
     let delay = err.retry_after().unwrap_or_else(|| {
         let mut failures = ctx.failures();
@@ -251,6 +291,25 @@ fn age_seconds(node: &Node) -> f64 {
 /// for every initialized node instead of upstream's call per node, then a status patch for each
 /// node whose addresses changed, `parallelism` at a time. Returns how many nodes were updated.
 pub async fn refresh_addresses(ctx: &Context, nodes: Vec<Arc<Node>>, parallelism: usize) -> usize {
+    let span = tracing::info_span!(
+        parent: None,
+        "reconcile",
+        otel.name = "refresh node addresses",
+        controller = CLOUD_NODE,
+        nodes = nodes.len(),
+        updated = Empty,
+        outcome = Empty,
+        otel.status_code = Empty,
+        otel.status_description = Empty,
+    );
+    let updated = refresh(ctx, nodes, parallelism, &span)
+        .instrument(span.clone())
+        .await;
+    span.record("updated", updated);
+    updated
+}
+
+async fn refresh(ctx: &Context, nodes: Vec<Arc<Node>>, parallelism: usize, span: &tracing::Span) -> usize {
     let nodes: Vec<_> = nodes
         .into_iter()
         .filter(|n| !has_taint(n, TAINT_UNINITIALIZED))
@@ -260,9 +319,13 @@ pub async fn refresh_addresses(ctx: &Context, nodes: Vec<Arc<Node>>, parallelism
     }
     let refs: Vec<_> = nodes.iter().map(|n| node_ref(n)).collect();
     let answers = match ctx.cloud.lookup_instances(&refs).await {
-        Ok(answers) => answers,
+        Ok(answers) => {
+            span.record("outcome", "ok");
+            answers
+        }
         Err(err) => {
             tracing::warn!(error = %err, nodes = nodes.len(), "cannot look up instances for the address refresh");
+            spans::failed(span, "cloud_lookup", &err);
             return 0;
         }
     };

@@ -11,13 +11,15 @@ use std::{
 use controller_kit::{
     events::Events,
     gateway::{CloudInstances, GatewayError},
-    names::TAINT_SHUTDOWN,
+    names::{TAINT_SHUTDOWN, controllers::CLOUD_NODE_LIFECYCLE},
     node::{has_taint, node_ref, object_ref, ready},
     patch::{Patches, WriteError, Writer},
+    spans,
 };
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::{Api, ResourceExt};
+use tracing::{Instrument as _, field::Empty};
 
 use crate::{
     metrics::Metrics,
@@ -145,9 +147,36 @@ impl Error {
 }
 
 /// One pass over `nodes` (from the cache). Errors are per node: logged, counted, and retried by
-/// the next pass.
+/// the next pass. A pass with something to look at (a node not Ready, or tainted shut down) is
+/// the root span of its own trace (`monitor nodes`: how many nodes, how many looked up, how
+/// many acted on); each change to a node is a child span naming it. A pass over healthy nodes
+/// only, every `--node-monitor-period`, is not traced.
 pub async fn monitor_nodes(ctx: &Context, nodes: &[Arc<Node>]) {
+    let busy = nodes
+        .iter()
+        .any(|n| plan::needs_lookup(ready(n)) || has_taint(n, TAINT_SHUTDOWN));
+    let span = if busy {
+        tracing::info_span!(
+            parent: None,
+            "reconcile",
+            otel.name = "monitor nodes",
+            controller = CLOUD_NODE_LIFECYCLE,
+            nodes = nodes.len(),
+            looked_up = Empty,
+            acted = Empty,
+            outcome = Empty,
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+        )
+    } else {
+        tracing::Span::none()
+    };
+    monitor(ctx, nodes, &span).instrument(span.clone()).await;
+}
+
+async fn monitor(ctx: &Context, nodes: &[Arc<Node>], span: &tracing::Span) {
     let _timer = ctx.metrics.reconcile.count_and_measure();
+    span.record("outcome", "ok");
     let needing_lookup: Vec<usize> = (0..nodes.len())
         .filter(|&i| plan::needs_lookup(ready(&nodes[i])))
         .collect();
@@ -158,6 +187,7 @@ pub async fn monitor_nodes(ctx: &Context, nodes: &[Arc<Node>]) {
         Vec::new()
     } else {
         let refs: Vec<_> = needing_lookup.iter().map(|&i| node_ref(&nodes[i])).collect();
+        span.record("looked_up", refs.len());
         match ctx.cloud.lookup_instances(&refs).await {
             Ok(answers) => answers,
             Err(err) => {
@@ -166,6 +196,7 @@ pub async fn monitor_nodes(ctx: &Context, nodes: &[Arc<Node>]) {
                 if let Some(after) = err.retry_after() {
                     ctx.lookup_pause.pause(Instant::now(), after);
                 }
+                spans::failed(span, err.metric_label(), &err);
                 report(ctx, &err);
                 Vec::new()
             }
@@ -190,13 +221,28 @@ pub async fn monitor_nodes(ctx: &Context, nodes: &[Arc<Node>]) {
         })
         .filter(|(_, action)| *action != Action::Nothing)
         .collect();
+    span.record("acted", actions.len());
     futures::stream::iter(actions)
-        .for_each_concurrent(PARALLEL_ACTIONS, |(node, action)| async move {
-            match act(ctx, node, action).await {
-                Ok(true) => ctx.metrics.acted(action.metric_label()),
-                Ok(false) => {}
-                Err(err) => report(ctx, &err),
+        .for_each_concurrent(PARALLEL_ACTIONS, |(node, action)| {
+            let node_span = tracing::info_span!(
+                "node action",
+                otel.name = format!("node action {}", action.metric_label()),
+                node = %node.name_any(),
+                action = action.metric_label(),
+                outcome = Empty,
+                otel.status_code = Empty,
+                otel.status_description = Empty,
+            );
+            async move {
+                let result = act(ctx, node, action).await;
+                spans::record_outcome(&tracing::Span::current(), &result, Error::metric_label);
+                match result {
+                    Ok(true) => ctx.metrics.acted(action.metric_label()),
+                    Ok(false) => {}
+                    Err(err) => report(ctx, &err),
+                }
             }
+            .instrument(node_span)
         })
         .await;
 }
