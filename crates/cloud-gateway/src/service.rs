@@ -56,6 +56,7 @@ impl GatewayService {
             Ok(_) => tonic::Code::Ok,
             Err(err) => err.code(),
         };
+        crate::trace::record_outcome(caller, code);
         self.metrics
             .rpc_calls
             .get_or_create(&RpcLabels {
