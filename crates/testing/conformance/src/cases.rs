@@ -113,6 +113,33 @@ pub fn error_detail(status: &Status) -> Option<pb::ErrorDetail> {
         .and_then(|any| pb::ErrorDetail::decode(any.value.as_slice()).ok())
 }
 
+/// A status on one line: code, message and the typed reason, if any.
+fn describe(status: &Status) -> String {
+    match error_detail(status) {
+        Some(detail) => format!(
+            "{:?} {:?} (reason {:?})",
+            status.code(),
+            status.message(),
+            detail.reason()
+        ),
+        None => format!("{:?} {:?}", status.code(), status.message()),
+    }
+}
+
+/// The answer of a call that must succeed; the case fails with the status otherwise.
+trait Answer<T> {
+    fn answer(self, call: &str) -> T;
+}
+
+impl<T> Answer<T> for Result<tonic::Response<T>, Status> {
+    fn answer(self, call: &str) -> T {
+        match self {
+            Ok(response) => response.into_inner(),
+            Err(status) => panic!("{call}: {}", describe(&status)),
+        }
+    }
+}
+
 /// The typed error of `status`; fails the case when the status lacks the `ErrorDetail` (the
 /// contract says clients decide on it, never on the code or the message alone).
 fn typed(status: Status, call: &str) -> GatewayError {
@@ -132,7 +159,11 @@ fn expect_typed<T: std::fmt::Debug>(result: Result<T, Status>, code: Code, call:
         Ok(answer) => panic!("{call}: expected {code:?}, got an answer: {answer:?}"),
         Err(status) => status,
     };
-    assert_eq!(status.code(), code, "{call}: {status:?}");
+    assert!(
+        status.code() == code,
+        "{call}: expected {code:?}, got {}",
+        describe(&status)
+    );
     typed(status, call)
 }
 
@@ -196,8 +227,7 @@ pub async fn capabilities_describe_the_provider(f: &dyn CloudFixture) -> CaseRes
         .identity
         .get_capabilities(pb::GetCapabilitiesRequest {})
         .await
-        .expect("GetCapabilities")
-        .into_inner();
+        .answer("GetCapabilities");
     assert_eq!(caps.provider_name, f.provider_name(), "provider name");
     let want = f.capabilities();
     let got = (caps.instances, caps.load_balancers, caps.routes);
@@ -226,14 +256,14 @@ pub async fn running_instance_exists_and_is_not_shut_down(f: &dyn CloudFixture) 
         .instances
         .instance_exists(instance_request(node(&i)))
         .await
-        .expect("InstanceExists");
-    assert!(exists.into_inner().exists, "{} must exist", i.provider_id);
+        .answer("InstanceExists");
+    assert!(exists.exists, "{} must exist", i.provider_id);
     let shut = c
         .instances
         .instance_shutdown(instance_request(node(&i)))
         .await
-        .expect("InstanceShutdown");
-    assert!(!shut.into_inner().shutdown, "{} runs", i.provider_id);
+        .answer("InstanceShutdown");
+    assert!(!shut.shutdown, "{} runs", i.provider_id);
     pass()
 }
 
@@ -246,14 +276,14 @@ pub async fn stopped_instance_exists_and_is_shut_down(f: &dyn CloudFixture) -> C
         .instances
         .instance_exists(instance_request(node(&i)))
         .await
-        .expect("InstanceExists");
-    assert!(exists.into_inner().exists, "a stopped instance must exist");
+        .answer("InstanceExists");
+    assert!(exists.exists, "a stopped instance must exist");
     let shut = c
         .instances
         .instance_shutdown(instance_request(node(&i)))
         .await
-        .expect("InstanceShutdown");
-    assert!(shut.into_inner().shutdown, "{} is stopped", i.provider_id);
+        .answer("InstanceShutdown");
+    assert!(shut.shutdown, "{} is stopped", i.provider_id);
     pass()
 }
 
@@ -266,8 +296,8 @@ pub async fn terminated_instance_does_not_exist(f: &dyn CloudFixture) -> CaseRes
         .instances
         .instance_exists(instance_request(node(&i)))
         .await
-        .expect("InstanceExists");
-    assert!(!exists.into_inner().exists, "{} is terminated", i.provider_id);
+        .answer("InstanceExists");
+    assert!(!exists.exists, "{} is terminated", i.provider_id);
     let metadata = c.instances.instance_metadata(instance_request(node(&i))).await;
     let e = expect_typed(
         metadata,
@@ -294,12 +324,8 @@ pub async fn unknown_provider_id_does_not_exist(f: &dyn CloudFixture) -> CaseRes
         .instances
         .instance_exists(instance_request(unknown.clone()))
         .await
-        .expect("InstanceExists");
-    assert!(
-        !exists.into_inner().exists,
-        "{} never existed",
-        unknown.provider_id
-    );
+        .answer("InstanceExists");
+    assert!(!exists.exists, "{} never existed", unknown.provider_id);
     let metadata = c.instances.instance_metadata(instance_request(unknown)).await;
     let e = expect_typed(
         metadata,
@@ -319,8 +345,7 @@ pub async fn metadata_describes_the_instance(f: &dyn CloudFixture) -> CaseResult
         .instances
         .instance_metadata(instance_request(node(&i)))
         .await
-        .expect("InstanceMetadata")
-        .into_inner()
+        .answer("InstanceMetadata")
         .metadata
         .expect("InstanceMetadataResponse.metadata is unset");
     assert_eq!(m.provider_id, i.provider_id, "provider ID");
@@ -352,8 +377,7 @@ pub async fn lookup_by_name_when_provider_id_is_empty(f: &dyn CloudFixture) -> C
         .instances
         .instance_metadata(instance_request(by_name))
         .await
-        .expect("InstanceMetadata by name")
-        .into_inner()
+        .answer("InstanceMetadata by name")
         .metadata
         .expect("InstanceMetadataResponse.metadata is unset");
     assert_eq!(m.provider_id, i.provider_id, "found by name {}", i.node_name);
@@ -377,8 +401,7 @@ pub async fn batch_lookup_answers_each_node_in_order(f: &dyn CloudFixture) -> Ca
         .instances
         .batch_lookup_instances(pb::BatchLookupInstancesRequest { nodes: nodes.clone() })
         .await
-        .expect("BatchLookupInstances")
-        .into_inner()
+        .answer("BatchLookupInstances")
         .results;
     assert_eq!(
         results.len(),
@@ -454,8 +477,7 @@ async fn exists(lbs: &mut LbClient, cluster: &str, svc: &pb::Service) -> bool {
         service: Some(svc.clone()),
     })
     .await
-    .expect("GetLoadBalancer")
-    .into_inner()
+    .answer("GetLoadBalancer")
     .exists
 }
 
@@ -465,7 +487,7 @@ async fn delete(lbs: &mut LbClient, cluster: &str, svc: &pb::Service) {
         service: Some(svc.clone()),
     })
     .await
-    .expect("EnsureLoadBalancerDeleted");
+    .answer("EnsureLoadBalancerDeleted");
 }
 
 /// Checks the cloud's own count when the fixture can read it.
@@ -499,8 +521,7 @@ pub async fn load_balancer_lifecycle(f: &dyn CloudFixture) -> CaseResult {
             service: Some(svc.clone()),
         })
         .await
-        .expect("GetLoadBalancerName")
-        .into_inner()
+        .answer("GetLoadBalancerName")
         .name;
     assert!(!name.is_empty() && name.len() <= 32, "name {name:?}");
 
@@ -516,11 +537,7 @@ pub async fn load_balancer_lifecycle(f: &dyn CloudFixture) -> CaseResult {
         "{status:?}"
     );
 
-    let got = lbs
-        .get_load_balancer(get.clone())
-        .await
-        .expect("GetLoadBalancer")
-        .into_inner();
+    let got = lbs.get_load_balancer(get.clone()).await.answer("GetLoadBalancer");
     assert!(got.exists, "ensured, yet GetLoadBalancer says absent");
     assert_eq!(
         got.status.as_ref(),
@@ -539,7 +556,7 @@ pub async fn load_balancer_lifecycle(f: &dyn CloudFixture) -> CaseResult {
         service: Some(svc),
     })
     .await
-    .expect("deleting again must succeed");
+    .answer("deleting again must succeed");
     assert_cloud_count(f, &cluster, 0, "nothing of the cluster may remain").await;
     pass()
 }
@@ -593,8 +610,7 @@ pub async fn update_changes_backends(f: &dyn CloudFixture) -> CaseResult {
             service: Some(svc.clone()),
         })
         .await
-        .expect("GetLoadBalancerName")
-        .into_inner()
+        .answer("GetLoadBalancerName")
         .name;
     let has =
         |backends: &[String], i: &TestInstance| backends.iter().any(|id| i.provider_id.contains(id.as_str()));
@@ -611,7 +627,7 @@ pub async fn update_changes_backends(f: &dyn CloudFixture) -> CaseResult {
     c.load_balancers
         .update_load_balancer(update)
         .await
-        .expect("UpdateLoadBalancer");
+        .answer("UpdateLoadBalancer");
     let after = f.load_balancer_backends(&name).await;
     if let Some(backends) = &after {
         assert!(has(backends, &b), "{backends:?} lacks {}", b.provider_id);
@@ -761,8 +777,7 @@ pub async fn routes_lifecycle(f: &dyn CloudFixture) -> CaseResult {
         .routes
         .list_routes(list.clone())
         .await
-        .expect("ListRoutes")
-        .into_inner()
+        .answer("ListRoutes")
         .routes;
     assert!(
         to_cidr(&before).is_empty(),
@@ -778,17 +793,16 @@ pub async fn routes_lifecycle(f: &dyn CloudFixture) -> CaseResult {
         name_hint: uuid::Uuid::new_v4().to_string(),
         route: Some(route),
     };
-    c.routes.create_route(create.clone()).await.expect("CreateRoute");
+    c.routes.create_route(create.clone()).await.answer("CreateRoute");
     c.routes
         .create_route(create)
         .await
-        .expect("creating the same route again must succeed");
+        .answer("creating the same route again must succeed");
     let routes = to_cidr(
         &c.routes
             .list_routes(list.clone())
             .await
-            .expect("ListRoutes")
-            .into_inner()
+            .answer("ListRoutes")
             .routes,
     );
     assert_eq!(routes.len(), 1, "one route to {cidr}: {routes:?}");
@@ -798,18 +812,12 @@ pub async fn routes_lifecycle(f: &dyn CloudFixture) -> CaseResult {
         cluster_name: cluster.clone(),
         route: Some(routes[0].clone()),
     };
-    c.routes.delete_route(delete.clone()).await.expect("DeleteRoute");
+    c.routes.delete_route(delete.clone()).await.answer("DeleteRoute");
     c.routes
         .delete_route(delete)
         .await
-        .expect("deleting again must succeed");
-    let after = c
-        .routes
-        .list_routes(list)
-        .await
-        .expect("ListRoutes")
-        .into_inner()
-        .routes;
+        .answer("deleting again must succeed");
+    let after = c.routes.list_routes(list).await.answer("ListRoutes").routes;
     assert!(to_cidr(&after).is_empty(), "deleted, yet listed: {after:?}");
     pass()
 }
@@ -916,13 +924,14 @@ pub async fn garbage_bytes_get_a_status_and_the_gateway_lives_on(f: &dyn CloudFi
     let status = result.expect_err("garbage must be refused");
     assert!(
         matches!(status.code(), Code::Internal | Code::InvalidArgument),
-        "expected INTERNAL or INVALID_ARGUMENT: {status:?}"
+        "expected INTERNAL or INVALID_ARGUMENT, got {}",
+        describe(&status)
     );
     let mut c = f.target().clients(CALLER).await;
     c.identity
         .get_capabilities(pb::GetCapabilitiesRequest {})
         .await
-        .expect("still serving");
+        .answer("still serving");
     pass()
 }
 
@@ -934,7 +943,7 @@ async fn call_as_unknown_callers(f: &dyn CloudFixture) {
         c.identity
             .get_capabilities(pb::GetCapabilitiesRequest {})
             .await
-            .unwrap_or_else(|status| panic!("caller header {header:?}: {status:?}"));
+            .unwrap_or_else(|status| panic!("caller header {header:?}: {}", describe(&status)));
     }
 }
 
@@ -973,7 +982,11 @@ pub async fn missing_capabilities_answer_unimplemented(f: &dyn CloudFixture) -> 
     }
     let mut c = f.target().clients(CALLER).await;
     let unimplemented = |answer: Status, what: &str| {
-        assert_eq!(answer.code(), Code::Unimplemented, "{what}: {answer:?}");
+        assert!(
+            answer.code() == Code::Unimplemented,
+            "{what}: expected Unimplemented, got {}",
+            describe(&answer)
+        );
         if error_detail(&answer).is_some() {
             let e = GatewayError::from(answer);
             assert!(matches!(e, GatewayError::NotImplemented(_)), "{what}: {e:?}");
