@@ -14,6 +14,7 @@ use token_bucket::Limit;
 
 use crate::{
     GatewayConfig, Security, ServerFiles, adaptive::AdaptiveConfig, auth::Policy, lookups::LookupConfig,
+    peers::PeerConfig,
 };
 
 /// `cloud-gateway` flags.
@@ -92,6 +93,14 @@ pub struct Args {
     /// its own calls only.
     #[arg(long)]
     pub authorization_policy: Option<PathBuf>,
+    /// The gateway replicas' HTTP side ports, `host:port`, comma-separated (a headless Service
+    /// name resolves to all of them, this replica included): the live replicas share the
+    /// provider limits, each taking 1/N. Alone when unset.
+    #[arg(long, value_delimiter = ',')]
+    pub peers: Vec<String>,
+    /// How often the peers are probed.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    pub peer_probe_interval: Duration,
     /// Serve gRPC in plain text with no authentication: anyone who reaches the port can call
     /// the cloud with the gateway's credentials. Only for local development, tests and demos.
     #[arg(long)]
@@ -308,6 +317,10 @@ impl Args {
             max_call_duration: self.max_call_duration,
             shutdown_grace: self.shutdown_grace,
             security: self.security()?,
+            peers: (!self.peers.is_empty()).then(|| PeerConfig {
+                targets: self.peers.clone(),
+                interval: self.peer_probe_interval,
+            }),
         };
         config.validate().map_err(SetupError::Config)?;
         Ok(config)

@@ -6,7 +6,7 @@ use token_bucket::Limit;
 
 pub use tls_files::ServerFiles;
 
-use crate::{adaptive::AdaptiveConfig, auth::Policy, lookups::LookupConfig};
+use crate::{adaptive::AdaptiveConfig, auth::Policy, lookups::LookupConfig, peers::PeerConfig};
 
 /// Everything that shapes how the gateway calls its provider.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +25,8 @@ pub struct GatewayConfig {
     pub shutdown_grace: Duration,
     /// How callers are authenticated and authorized.
     pub security: Security,
+    /// The other gateway replicas to share the provider limits with; alone when `None`.
+    pub peers: Option<PeerConfig>,
 }
 
 /// How the gRPC port knows its callers.
@@ -75,6 +77,7 @@ impl Default for GatewayConfig {
             security: Security::InsecurePlaintext {
                 policy: Policy::default(),
             },
+            peers: None,
         }
     }
 }

@@ -14,6 +14,7 @@
 //! - [`scheduler`]: token buckets for reads and writes, shared fairly between callers.
 //! - [`adaptive`]: lowers the rate when the cloud throttles, recovers it gradually.
 //! - [`lookups`]: instance lookups: cache, joining in-flight lookups, batching.
+//! - [`peers`]: replicas that share the provider limits (membership by probing each other).
 //! - [`metrics`]: Prometheus metrics, served on the `side-port` crate's `/healthz`, `/readyz`,
 //!   `/metrics` port.
 //! - [`config`], [`cli`]: settings, and the command line that builds them and the provider.
@@ -26,6 +27,7 @@ pub mod convert;
 pub mod gate;
 pub mod lookups;
 pub mod metrics;
+pub mod peers;
 pub mod scheduler;
 pub mod server;
 pub mod service;

@@ -86,6 +86,8 @@ pub struct Metrics {
     pub denied: Family<MethodLabels, Counter>,
     /// TLS handshakes refused (no client certificate, an untrusted one, a timeout).
     pub tls_refused: Counter,
+    /// Live gateway replicas sharing the provider limits (1 when alone).
+    pub replicas: Gauge,
 }
 
 impl Metrics {
@@ -110,6 +112,7 @@ impl Metrics {
             rpc_calls: Family::default(),
             denied: Family::default(),
             tls_refused: Counter::default(),
+            replicas: Gauge::default(),
             registry: MetricsRegistry::default(),
         };
         registry.register(
@@ -171,6 +174,12 @@ impl Metrics {
             "tls_handshakes_refused",
             "TLS handshakes refused on the gRPC port (no client certificate, an untrusted one, a timeout)",
             metrics.tls_refused.clone(),
+        );
+        metrics.replicas.set(1);
+        registry.register(
+            "replicas",
+            "Live gateway replicas sharing the provider limits; each takes 1/replicas of them",
+            metrics.replicas.clone(),
         );
         Self { registry, ..metrics }
     }

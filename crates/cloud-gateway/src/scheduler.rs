@@ -109,6 +109,28 @@ impl Scheduler {
         self.queue(class).current_rate()
     }
 
+    /// This replica's share of the configured limits (1 / the live gateway replicas): the
+    /// replicas together never exceed what the provider allows.
+    pub fn set_share(&self, share: f64) {
+        let share = share.clamp(f64::MIN_POSITIVE, 1.0);
+        for queue in [&self.read, &self.write] {
+            let mut state = queue.lock();
+            if (state.share - share).abs() > f64::EPSILON {
+                state.share = share;
+                let rate = ClassQueue::apply_factor(&mut state, Instant::now());
+                drop(state);
+                queue
+                    .metrics
+                    .rate_limit
+                    .get_or_create(&ClassLabels {
+                        class: queue.class.label(),
+                    })
+                    .set(rate);
+                queue.wake.notify_one();
+            }
+        }
+    }
+
     /// Stops handing out turns; every waiter gets [`SchedulerClosed`].
     pub fn close(&self) {
         self.read.close();
@@ -127,6 +149,8 @@ struct QueueState {
     configured: Limit,
     bucket: TokenBucket,
     adaptive: AdaptiveFactor,
+    /// This replica's share of `configured` (1 when alone).
+    share: f64,
     /// Waiters per caller, oldest first.
     waiting: HashMap<Arc<str>, VecDeque<oneshot::Sender<()>>>,
     /// Callers with waiters, in turn order.
@@ -154,6 +178,7 @@ impl ClassQueue {
                 configured: limit,
                 bucket: TokenBucket::new(limit, now),
                 adaptive: AdaptiveFactor::new(adaptive),
+                share: 1.0,
                 waiting: HashMap::new(),
                 turns: VecDeque::new(),
                 closed: false,
@@ -227,9 +252,10 @@ impl ClassQueue {
         self.lock().bucket.limit().rate
     }
 
-    /// Re-derives the bucket's limit from the configured one and the adaptive factor.
+    /// Re-derives the bucket's limit from the configured one, the adaptive factor and this
+    /// replica's share.
     fn apply_factor(state: &mut QueueState, now: Instant) -> f64 {
-        let factor = state.adaptive.factor(now);
+        let factor = state.adaptive.factor(now) * state.share;
         let limit = Limit {
             rate: state.configured.rate * factor,
             burst: (state.configured.burst * factor).max(1.0),

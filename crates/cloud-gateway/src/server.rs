@@ -18,6 +18,7 @@ use crate::{
     gate::ProviderGate,
     lookups::InstanceLookups,
     metrics::Metrics,
+    peers::Membership,
     scheduler::Scheduler,
     service::GatewayService,
     tls,
@@ -127,10 +128,14 @@ pub async fn serve_with_handles(
         .await;
 
     let readiness = side_port::Readiness::new();
-    readiness.set_ready();
     let mut app = side_port::router(readiness.clone(), metrics.registry());
     if let Some(extra) = extra_http {
         app = app.merge(extra);
+    }
+    let membership = config.peers.clone().map(Membership::new);
+    if let Some(membership) = &membership {
+        let instance = membership.instance().to_owned();
+        app = app.route("/peer", axum::routing::get(move || std::future::ready(instance.clone())));
     }
     let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let http_task = tokio::spawn(async move {
@@ -141,6 +146,18 @@ pub async fn serve_with_handles(
             .await
     });
 
+    // Sharing the provider limits: counted by every peer before serving a single call.
+    let probing = match membership {
+        Some(membership) => {
+            membership.probe(&scheduler, &metrics).await;
+            readiness.set_not_ready("waiting for the other gateway replicas to count this one");
+            tokio::time::sleep(membership.warm_up()).await;
+            membership.probe(&scheduler, &metrics).await;
+            Some(tokio::spawn(membership.run(scheduler.clone(), metrics.clone())))
+        }
+        None => None,
+    };
+    readiness.set_ready();
     let (drain_tx, drain_rx) = tokio::sync::oneshot::channel::<()>();
     let router = tonic::transport::Server::builder()
         .timeout(config.max_call_duration)
@@ -184,6 +201,10 @@ pub async fn serve_with_handles(
         }
     };
     scheduler.close();
+    if let Some(probing) = probing {
+        probing.abort();
+    }
+    // Last: the side port, whose /peer keeps this replica counted until its calls are done.
     let _ = http_stop_tx.send(());
     match http_task.await {
         Ok(Ok(())) => {}

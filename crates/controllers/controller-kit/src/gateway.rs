@@ -13,6 +13,7 @@ use std::{
 };
 
 use crate::{
+    gateway_balance::Balanced,
     gateway_provider::{ObserveProvider, ProviderWatch},
     gateway_tls::{self, ReloadingTlsConnector},
 };
@@ -30,7 +31,7 @@ use tls_files::{ClientFiles, ReloadingClient};
 use tonic::{
     Request, Status,
     service::interceptor::InterceptedService,
-    transport::{Channel, Endpoint},
+    transport::Endpoint,
 };
 use tracing::{Instrument as _, Span, field::Empty};
 
@@ -287,7 +288,7 @@ impl CloudInstances for BatchingLookups {
     }
 }
 
-type Svc = InterceptedService<ObserveProvider<Channel>, NameCaller>;
+type Svc = InterceptedService<ObserveProvider<Balanced>, NameCaller>;
 
 /// A connection to the cloud-gateway, cheap to clone.
 #[derive(Clone)]
@@ -331,23 +332,25 @@ impl GatewayClient {
             Some(_) => gateway_tls::plain_uri(&args.address),
             None => args.address.clone(),
         };
-        let endpoint = Endpoint::from_shared(address)
-            .map_err(|e| GatewayClientError::InvalidAddress {
-                address: args.address.clone(),
-                reason: e.to_string(),
-            })?
-            .connect_timeout(Duration::from_secs(5))
-            .http2_keep_alive_interval(Duration::from_secs(30))
-            .keep_alive_timeout(Duration::from_secs(10))
-            .keep_alive_while_idle(true)
-            .tcp_nodelay(true);
-        let channel = match tls {
-            Some(tls) => {
-                let connector = ReloadingTlsConnector::new(tls, args.tls_server_name.clone());
-                endpoint.connect_with_connector_lazy(connector)
-            }
+        let endpoint = gateway_endpoint(address).map_err(|e| GatewayClientError::InvalidAddress {
+            address: args.address.clone(),
+            reason: e.to_string(),
+        })?;
+        let host = endpoint.uri().host().unwrap_or_default().trim_matches(['[', ']']).to_owned();
+        let port = endpoint.uri().port_u16().unwrap_or(80);
+        // The server name to verify stays the gateway's name when dialing one of its addresses.
+        let connector = tls.map(|tls| {
+            ReloadingTlsConnector::new(tls, Some(args.tls_server_name.clone().unwrap_or_else(|| host.clone())))
+        });
+        let dial = move |endpoint: Endpoint| match &connector {
+            Some(connector) => endpoint.connect_with_connector_lazy(connector.clone()),
             None => endpoint.connect_lazy(),
         };
+        let by_name = dial(endpoint.clone());
+        let channel = Balanced::new(by_name, host, port, move |address| {
+            // A socket address always makes a valid URI; the name's endpoint is the fallback.
+            dial(gateway_endpoint(format!("http://{address}")).unwrap_or_else(|_| endpoint.clone()))
+        });
         let provider = ProviderWatch::default();
         let channel = ObserveProvider::new(channel, provider.clone());
         let name =
@@ -522,6 +525,16 @@ impl GatewayClient {
         }
         Ok(answers)
     }
+}
+
+/// An endpoint of the gateway with the client's connection settings.
+fn gateway_endpoint(uri: String) -> Result<Endpoint, tonic::transport::Error> {
+    Ok(Endpoint::from_shared(uri)?
+        .connect_timeout(Duration::from_secs(5))
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .keep_alive_while_idle(true)
+        .tcp_nodelay(true))
 }
 
 /// Whether the call never reached a gateway (nothing answered: no typed detail, no provider

@@ -5,6 +5,7 @@
 //! - [`kube_client`]: the Kubernetes client with a client-side QPS limit.
 //! - [`leader`]: leader election through a Lease.
 //! - [`gateway`]: the typed cloud-gateway client (retries, reconnects, caller identity).
+//! - [`gateway_balance`]: calls spread over every gateway replica the name resolves to.
 //! - [`gateway_provider`]: which provider the gateway serves, as its answers say.
 //! - [`gateway_tls`]: mutual TLS to the gateway with certificate files that may rotate.
 //! - [`load_balancers`]: the cloud's load balancers behind a trait, Services in, statuses out.
@@ -21,6 +22,7 @@
 
 pub mod events;
 pub mod gateway;
+pub mod gateway_balance;
 pub mod gateway_provider;
 pub mod gateway_tls;
 pub mod kube_client;

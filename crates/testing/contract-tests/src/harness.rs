@@ -28,6 +28,18 @@ impl RunningGateway {
     ) -> Self {
         let grpc = TcpListener::bind("127.0.0.1:0").await.expect("bind gRPC port");
         let http = TcpListener::bind("127.0.0.1:0").await.expect("bind HTTP port");
+        Self::start_on(config, provider, extra_http, grpc, http).await
+    }
+
+    /// [`RunningGateway::start`] on listeners bound by the caller (e.g. to tell replicas each
+    /// other's addresses first).
+    pub async fn start_on(
+        config: GatewayConfig,
+        provider: Arc<dyn Provider>,
+        extra_http: Option<axum::Router>,
+        grpc: TcpListener,
+        http: TcpListener,
+    ) -> Self {
         let grpc_addr = grpc.local_addr().expect("gRPC address");
         let http_addr = http.local_addr().expect("HTTP address");
         let (stop, stopped) = oneshot::channel::<()>();

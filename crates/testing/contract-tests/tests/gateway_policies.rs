@@ -554,3 +554,105 @@ async fn the_simulated_cloud_survives_a_gateway_restart() {
     );
     assert_eq!(sim.load_balancers().len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gateway_replicas_together_keep_the_providers_limit() {
+    // One cloud, two gateway replicas that know each other's side ports; each is configured
+    // with the whole limit (20/s, bursts of 2) and must take half of it.
+    let sim = simulator(Knobs::default());
+    let grpc = [
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+    ];
+    let http = [
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+        tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(),
+    ];
+    let peers: Vec<String> = http.iter().map(|l| l.local_addr().unwrap().to_string()).collect();
+    let replica_config = || GatewayConfig {
+        peers: Some(cloud_gateway::peers::PeerConfig {
+            targets: peers.clone(),
+            interval: Duration::from_millis(200),
+        }),
+        ..config((20.0, 2.0), (20.0, 2.0))
+    };
+    let [grpc_a, grpc_b] = grpc;
+    let [http_a, http_b] = http;
+    let (a, b) = tokio::join!(
+        RunningGateway::start_on(replica_config(), sim.clone(), None, grpc_a, http_a),
+        RunningGateway::start_on(replica_config(), sim.clone(), None, grpc_b, http_b),
+    );
+    // Both count two replicas, each taking half of the limit, before they serve.
+    for gateway in [&a, &b] {
+        wait_until("two replicas share the limit", Duration::from_secs(5), || {
+            let metrics = gateway.handles.metrics.render();
+            metrics.contains("cloudgateway_replicas 2")
+                && metrics.contains("cloudgateway_rate_limit_calls_per_second{class=\"read\"} 10")
+        })
+        .await;
+    }
+    sim.reset_stats();
+    let started = Instant::now();
+    tokio::join!(
+        hammer(&a, 5, Duration::from_secs(4)),
+        hammer(&b, 5, Duration::from_secs(4))
+    );
+    let elapsed = started.elapsed().as_secs_f64();
+    let calls = sim.stats().accepted_at;
+    for window_ms in [250, 500, 1000, 2000] {
+        let window = Duration::from_millis(window_ms);
+        let seen = max_in_window(&calls, window);
+        // 20/s and bursts of 2 in all, plus one for scheduling jitter per replica.
+        let bound = (20.0 * window.as_secs_f64() + 2.0).floor() as usize + 2;
+        assert!(seen <= bound, "{seen} calls in {window_ms} ms; the limit of both together allows {bound}");
+    }
+    let rate = calls.len() as f64 / elapsed;
+    assert!(rate > 14.0, "the replicas together still use the limit: {rate:.1}/s");
+
+    // One replica goes: the other takes the whole limit within a probe interval or two.
+    a.stop().await;
+    wait_until("the remaining replica takes the whole limit", Duration::from_secs(5), || {
+        let metrics = b.handles.metrics.render();
+        metrics.contains("cloudgateway_replicas 1")
+            && metrics.contains("cloudgateway_rate_limit_calls_per_second{class=\"read\"} 20")
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controllers_spread_their_calls_over_the_gateway_replicas() {
+    use controller_kit::gateway_balance::Balanced;
+    use gateway_api::v1::identity_client::IdentityClient;
+    use tonic::transport::Endpoint;
+
+    let sim = simulator(Knobs::default());
+    let a = RunningGateway::start(GatewayConfig::default(), sim.clone(), None).await;
+    let b = RunningGateway::start(GatewayConfig::default(), sim.clone(), None).await;
+    let addresses = vec![a.grpc_addr, b.grpc_addr];
+    let dial = |address: std::net::SocketAddr| Endpoint::from_shared(format!("http://{address}")).unwrap().connect_lazy();
+    // What a headless Service name resolves to: one address per replica.
+    let balanced = Balanced::over(
+        dial(a.grpc_addr),
+        move || {
+            let addresses = addresses.clone();
+            Box::pin(async move { addresses })
+        },
+        dial,
+    );
+    wait_until("both replicas resolved", Duration::from_secs(5), || balanced.replicas() == 2).await;
+    let mut identity = IdentityClient::new(balanced);
+    for _ in 0..20 {
+        identity.get_capabilities(pb::GetCapabilitiesRequest {}).await.unwrap();
+    }
+    for gateway in [&a, &b] {
+        let calls: u64 = gateway
+            .handles
+            .metrics
+            .render()
+            .lines()
+            .filter(|l| l.starts_with("cloudgateway_grpc_calls_total{method=\"GetCapabilities\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum();
+        assert_eq!(calls, 10, "each replica answers every other call");
+    }
+}
