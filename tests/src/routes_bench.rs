@@ -101,6 +101,9 @@ pub struct Row {
     pub floor_seconds: Option<f64>,
     /// Provider calls by operation.
     pub provider_calls: BTreeMap<String, u64>,
+    /// Provider answers "throttled" (the gateway retries them: a throttled create is counted
+    /// twice above).
+    pub throttled: u64,
     /// API requests of the controller during the scenario.
     pub api_requests: u64,
     /// (h): resync periods in the window, and ListRoutes per period.
@@ -119,6 +122,7 @@ impl Row {
             "scenario": self.scenario, "mode": self.mode, "nodes": self.nodes,
             "seconds": nan(self.seconds), "conditions_seconds": nan(self.conditions_seconds),
             "floor_seconds": self.floor_seconds, "provider_calls": self.provider_calls,
+            "throttled": self.throttled,
             "api_requests": self.api_requests, "periods": self.periods,
             "list_routes_per_period": self.list_routes_per_period(),
             "peak_rss_mib": self.peak_rss_mib, "note": self.note,
@@ -242,11 +246,23 @@ impl Bench {
         counter(&metrics, "route_controller_route_sync_total", &[])
     }
 
-    async fn provider_calls(&self) -> BTreeMap<String, u64> {
-        let m = http_get(self.cluster.gateway_http, "/metrics")
+    async fn gateway_metrics(&self) -> String {
+        http_get(self.cluster.gateway_http, "/metrics")
             .await
             .map(|(_, body)| body)
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    async fn throttled(&self) -> u64 {
+        counter(
+            &self.gateway_metrics().await,
+            "cloudgateway_provider_throttled_total",
+            &[],
+        )
+    }
+
+    async fn provider_calls(&self) -> BTreeMap<String, u64> {
+        let m = self.gateway_metrics().await;
         OPERATIONS
             .iter()
             .map(|op| {
@@ -390,9 +406,11 @@ async fn steady(bench: &mut Bench, label: String, n: usize, period: Duration, wi
     bench.next_list(period * 3).await;
     tokio::time::sleep(period / 2).await;
     let calls_before = bench.provider_calls().await;
+    let throttled_before = bench.throttled().await;
     let api_before = bench.api_requests().await;
     tokio::time::sleep(window).await;
     let calls = delta(&bench.provider_calls().await, &calls_before);
+    let throttled = bench.throttled().await.saturating_sub(throttled_before);
     let api = bench.api_requests().await.saturating_sub(api_before);
     let mut row = Row {
         scenario: format!(
@@ -405,6 +423,7 @@ async fn steady(bench: &mut Bench, label: String, n: usize, period: Duration, wi
         conditions_seconds: f64::NAN,
         floor_seconds: None,
         provider_calls: calls,
+        throttled,
         api_requests: api,
         periods: Some(window.as_secs_f64() / period.as_secs_f64()),
         peak_rss_mib: bench.peak_rss(),
@@ -431,6 +450,7 @@ pub async fn join_then_steady(mode: Mode, sizes: Sizes) -> Vec<Row> {
     let mut bench = Bench::start(n).await;
     bench.start_controller(mode, sizes.period).await;
     let calls_before = bench.provider_calls().await;
+    let throttled_before = bench.throttled().await;
     let api_before = bench.api_requests().await;
     let started = Instant::now();
     bench.join(n).await;
@@ -453,6 +473,7 @@ pub async fn join_then_steady(mode: Mode, sizes: Sizes) -> Vec<Row> {
     }
     bench.settle(Duration::from_secs(30)).await;
     let calls = delta(&bench.provider_calls().await, &calls_before);
+    let throttled = bench.throttled().await.saturating_sub(throttled_before);
     let api = bench.api_requests().await.saturating_sub(api_before);
     let g = Row {
         scenario: format!("(g) {n} nodes with pod CIDRs join at once, cloud 100 writes/s"),
@@ -463,6 +484,7 @@ pub async fn join_then_steady(mode: Mode, sizes: Sizes) -> Vec<Row> {
         // One create per node; the first 100 ride the burst.
         floor_seconds: Some(n.saturating_sub(100) as f64 / 100.0),
         provider_calls: calls,
+        throttled,
         api_requests: api,
         periods: None,
         peak_rss_mib: bench.peak_rss(),
@@ -502,9 +524,9 @@ fn fmt_f(v: f64) -> String {
 /// Prints the route scenarios' table.
 pub fn print_table(rows: &[Row]) {
     println!(
-        "\n| scenario | mode | routes s | NetworkUnavailable=False s | floor s | provider calls | ListRoutes per resync period | API requests | peak RSS MiB (route controller / gateway) | note |"
+        "\n| scenario | mode | routes s | NetworkUnavailable=False s | floor s | provider calls | throttled | ListRoutes per resync period | API requests | peak RSS MiB (route controller / gateway) | note |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         let calls: Vec<String> = r
             .provider_calls
@@ -517,7 +539,7 @@ pub fn print_table(rows: &[Row]) {
             .collect::<Vec<_>>()
             .join(" / ");
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.scenario,
             r.mode,
             fmt_f(r.seconds),
@@ -528,6 +550,7 @@ pub fn print_table(rows: &[Row]) {
             } else {
                 calls.join(", ")
             },
+            r.throttled,
             r.list_routes_per_period()
                 .map_or("-".into(), |p| format!("{p:.2}")),
             r.api_requests,
