@@ -130,11 +130,17 @@ impl Proc {
 
 /// Starts `binary` with `args`, logging to `dir/name.log`.
 pub fn spawn(dir: &Path, name: &str, binary: &Path, args: &[String]) -> Proc {
+    spawn_with_env(dir, name, binary, args, &[])
+}
+
+/// [`spawn`], with environment variables `env` added (e.g. `OTEL_*`).
+pub fn spawn_with_env(dir: &Path, name: &str, binary: &Path, args: &[String], env: &[(&str, &str)]) -> Proc {
     let log = dir.join(format!("{name}.log"));
     let file = std::fs::File::create(&log).expect("log file");
     let err = file.try_clone().expect("log file");
     let child = Command::new(binary)
         .args(args)
+        .envs(env.iter().copied())
         .env(
             "RUST_LOG",
             std::env::var("E2E_RUST_LOG").unwrap_or_else(|_| "info".into()),
@@ -385,10 +391,21 @@ impl Cluster {
 
     /// Starts controller binary `name` with the cluster flags plus `extra`; returns its index.
     pub fn start_controller(&mut self, name: &str, label: &str, extra: &[&str]) -> usize {
+        self.start_controller_with_env(name, label, extra, &[])
+    }
+
+    /// [`Cluster::start_controller`], with environment variables `env` added.
+    pub fn start_controller_with_env(
+        &mut self,
+        name: &str,
+        label: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> usize {
         let port = free_port();
         let mut args = self.controller_args(port);
         args.extend(extra.iter().map(|s| (*s).to_owned()));
-        let mut proc = spawn(self.dir.path(), label, &binary(name), &args);
+        let mut proc = spawn_with_env(self.dir.path(), label, &binary(name), &args, env);
         proc.http = Some(([127, 0, 0, 1], port).into());
         self.procs.push(proc);
         self.procs.len() - 1
