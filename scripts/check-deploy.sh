@@ -97,6 +97,7 @@ must_fail "additional properties 'replica' not allowed" --set serviceLbControlle
 must_fail "/gateway/grpcPort" --set gateway.grpcPort=http
 must_fail "cannot go with tls.certManager.enabled" --set tls.insecurePlaintext=true --set tls.certManager.enabled=true
 must_fail "tls.existingSecrets.cloudNodeController" --set tls.existingSecrets.gateway=gw-tls
+must_fail "gateway.replicas > 1 needs a real cloud" --set gateway.replicas=2
 echo "values.schema.json refuses misspelled values; contradictory TLS settings fail with a reason"
 "$tools/helm" install ccm charts/ccm -n kube-system --dry-run=client > "$out/install-default.txt"
 "$tools/helm" install ccm charts/ccm -n kube-system --dry-run=client --set tls.insecurePlaintext=true \
@@ -281,6 +282,12 @@ def check_mtls(m, secret_of):
     ds = deployments(m)
     gw = ds[GW]
     assert "--insecure-plaintext" not in args(gw), "the gateway must not serve plain text"
+    # Replicas share the provider limits through the peers Service (not-ready pods included), and
+    # the controllers spread calls over the ready ones through the headless main Service.
+    assert flag(gw, "peers") == f"{GW}-peers.{gw['metadata']['namespace']}.svc:10258", flag(gw, "peers")
+    services = {name: d for (kind, name), d in m.items() if kind == "Service"}
+    assert services[GW]["spec"].get("clusterIP") == "None", "the gateway Service must be headless"
+    assert services[f"{GW}-peers"]["spec"].get("publishNotReadyAddresses") is True
     for name, key in GATEWAY_TLS.items():
         assert flag(gw, name), f"gateway: --{name} missing"
         assert mounted_file(gw, flag(gw, name)) == (secret_of(GW), key), f"gateway --{name}"
