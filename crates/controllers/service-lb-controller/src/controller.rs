@@ -12,6 +12,7 @@ use controller_kit::{
     names::{callers::SERVICE_CONTROLLER, controllers::SERVICE_LB},
     runner::Runtime,
     shards::Shards,
+    workqueue::WorkQueue,
 };
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Node, Service};
@@ -58,24 +59,33 @@ pub async fn run(runtime: Runtime, config: Config) {
     let (nodes, node_changes) = watch_backends(Api::all(runtime.client.clone()));
     let (retry, retries) = tokio::sync::mpsc::unbounded_channel();
     let instance = args.identity.clone().or_else(|| std::env::var("HOSTNAME").ok());
-    let ctx = Arc::new(Context::new(
-        runtime.client.clone(),
-        Arc::new(runtime.gateway.clone()),
-        runtime.cluster_name.clone(),
-        config.load_balancer_class.clone(),
-        shards.clone(),
-        Events::new(runtime.client.clone(), SERVICE_CONTROLLER, instance),
-        Metrics::register(&runtime.metrics, &shards),
-        nodes.clone(),
-        retry,
-    )
-    .with_provider(runtime.gateway.provider().clone()));
+    // Upstream's queue name: the `workqueue_*{name="service"}` series match upstream's dashboards.
+    let queue = WorkQueue::register(&runtime.metrics, "service");
+    let ctx = Arc::new(
+        Context::new(
+            runtime.client.clone(),
+            Arc::new(runtime.gateway.clone()),
+            runtime.cluster_name.clone(),
+            config.load_balancer_class.clone(),
+            shards.clone(),
+            Events::new(runtime.client.clone(), SERVICE_CONTROLLER, instance),
+            Metrics::register(&runtime.metrics, &shards),
+            nodes.clone(),
+            retry,
+        )
+        .with_provider(runtime.gateway.provider().clone())
+        .with_queue(queue.clone()),
+    );
 
     // No Service is synced before the node set is known: its load balancer would get no backends.
     tokio::select! {
         () = runtime.shutdown.cancelled() => {}
         ready = nodes.wait_until_ready() => if ready.is_ok() {
-            let controller = Controller::new(Api::<Service>::all(runtime.client.clone()), watcher::Config::default())
+            // What Controller::new does, with the queue counting what the watch delivers.
+            let (store, writer) = reflector::store();
+            let api = Api::<Service>::all(runtime.client.clone());
+            let watch = queue.observe(reflector::reflector(writer, watcher(api, watcher::Config::default())));
+            let controller = Controller::for_stream(watch.applied_objects(), store)
                 .with_config(controller::Config::default().concurrency(config.concurrent_service_syncs));
             let services = controller.store();
             let node_sync = tokio::spawn(sync_on_node_changes(
@@ -91,8 +101,8 @@ pub async fn run(runtime: Runtime, config: Config) {
             // again, so those held by the former provider are reported.
             let swapped = WatchStream::from_changes(runtime.gateway.provider().subscribe()).map(|_| ());
             controller
-                .reconcile_on(taken_over)
-                .reconcile_on(UnboundedReceiverStream::new(retries))
+                .reconcile_on(queued(&queue, taken_over))
+                .reconcile_on(queued(&queue, UnboundedReceiverStream::new(retries)))
                 .reconcile_all_on(swapped)
                 .graceful_shutdown_on(runtime.shutdown.clone().cancelled_owned())
                 .run(reconcile::reconcile, reconcile::error_policy, ctx.clone())
@@ -110,6 +120,21 @@ pub async fn run(runtime: Runtime, config: Config) {
     if let Some(leases) = leases {
         let _ = leases.await;
     }
+}
+
+/// `refs`, counted as queued by the work-queue metrics as they go to the controller.
+fn queued(
+    queue: &WorkQueue,
+    refs: impl futures::Stream<Item = ObjectRef<Service>> + Send + 'static,
+) -> impl futures::Stream<Item = ObjectRef<Service>> + Send + 'static {
+    let queue = queue.clone();
+    refs.inspect(move |r| {
+        queue.added(format!(
+            "{}/{}",
+            r.namespace.as_deref().unwrap_or_default(),
+            r.name
+        ));
+    })
 }
 
 /// The Services of each shard this replica takes over, to sync them (what the previous owner

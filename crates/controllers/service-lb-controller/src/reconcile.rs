@@ -16,6 +16,8 @@ use controller_kit::{
     names::controllers::SERVICE_LB,
     patch::{Patches, WriteError, Writer},
     shards::Shards,
+    spans,
+    workqueue::WorkQueue,
 };
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, ObjectReference, Service};
@@ -23,6 +25,7 @@ use kube::{
     Api, Resource, ResourceExt,
     runtime::{controller::Action, reflector::ObjectRef, reflector::Store},
 };
+use tracing::{Instrument as _, field::Empty};
 
 use crate::{
     metrics::{FormerProviderLabels, Metrics, ProviderLabels},
@@ -65,6 +68,8 @@ pub struct Context {
     provider: ProviderWatch,
     /// Services reported as held by a former provider, and which.
     reported: Mutex<HashMap<String, FormerProviderLabels>>,
+    /// The work queue's metrics (upstream's `service` queue), when the controller runs one.
+    queue: Option<WorkQueue>,
 }
 
 /// A failed sync, retried at `retry_at`: until then the same sync of the same Service is not
@@ -123,7 +128,15 @@ impl Context {
             retries,
             provider: ProviderWatch::default(),
             reported: Mutex::default(),
+            queue: None,
         }
+    }
+
+    /// Reports to `queue` when a worker takes a Service, and each retry.
+    #[must_use]
+    pub fn with_queue(mut self, queue: WorkQueue) -> Self {
+        self.queue = Some(queue);
+        self
     }
 
     /// Follows `provider` (the gateway client's): load balancers are recorded as held by the
@@ -288,6 +301,7 @@ pub enum Outcome {
 /// # Errors
 /// See [`Error`].
 pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _work = ctx.queue.as_ref().map(|q| q.started(&key_of(&svc)));
     match sync_service(&ctx, &svc, Trigger::Queue).await? {
         Outcome::Done => {
             lock(&ctx.failures).remove(&key_of(&svc));
@@ -305,6 +319,9 @@ pub fn error_policy(svc: Arc<Service>, err: &Error, ctx: Arc<Context>) -> Action
         return Action::await_change();
     }
     ctx.metrics.reconcile.failed(err.metric_label());
+    if let Some(queue) = &ctx.queue {
+        queue.retried();
+    }
     let key = key_of(&svc);
     let mut failures = lock(&ctx.failures);
     let count = failures.get(&key).map_or(0, |f| f.count).saturating_add(1);
@@ -341,7 +358,10 @@ pub fn backoff(failures: u32) -> Duration {
         .min(BACKOFF_MAX)
 }
 
-/// Syncs one Service if this replica owns its shard: one sync at a time per Service.
+/// Syncs one Service if this replica owns its shard: one sync at a time per Service. A sync
+/// that has something to do is the root span of its own trace (`sync service`: the Service,
+/// its shard, what triggered it, the decision, the outcome); the gateway calls it makes are
+/// its children.
 ///
 /// # Errors
 /// See [`Error`].
@@ -379,12 +399,41 @@ pub async fn sync_service(ctx: &Context, svc: &Service, trigger: Trigger) -> Res
         return Ok(Outcome::Waiting(at));
     }
     let _timer = ctx.metrics.reconcile.count_and_measure();
+    let span = tracing::info_span!(
+        parent: None,
+        "reconcile",
+        otel.name = "sync service",
+        controller = SERVICE_LB,
+        service = %key,
+        shard,
+        trigger = ?trigger,
+        decision = ?decision,
+        outcome = Empty,
+        otel.status_code = Empty,
+        otel.status_description = Empty,
+    );
+    let result = run_sync(ctx, svc, shard, decision, &backends)
+        .instrument(span.clone())
+        .await;
+    spans::record_outcome(&span, &result, Error::metric_label);
+    result.map(|()| Outcome::Done)
+}
+
+/// The sync `decision` of `svc`, and its Warning when an ensure or a cleanup failed.
+async fn run_sync(
+    ctx: &Context,
+    svc: &Service,
+    shard: u32,
+    decision: Decision,
+    backends: &[BackendNode],
+) -> Result<(), Error> {
+    let key = key_of(svc);
     // Who worked on what, and when: replicas never overlap on a Service (the e2e test reads it).
     tracing::info!(service = %key, shard, ?decision, "service sync started");
     let regarding = svc.object_ref(&());
     let result = match decision {
-        Decision::Ensure => ensure(ctx, svc, shard, &backends, &regarding).await,
-        Decision::UpdateHosts => update_hosts(ctx, svc, shard, &backends, &regarding).await,
+        Decision::Ensure => ensure(ctx, svc, shard, backends, &regarding).await,
+        Decision::UpdateHosts => update_hosts(ctx, svc, shard, backends, &regarding).await,
         Decision::Cleanup => cleanup(ctx, svc, shard, &regarding).await,
         Decision::Nothing => Ok(()),
     };
@@ -398,7 +447,7 @@ pub async fn sync_service(ctx: &Context, svc: &Service, trigger: Trigger) -> Res
             .warning(&regarding, "SyncLoadBalancerFailed", "SyncLoadBalancer", note)
             .await;
     }
-    result.map(|()| Outcome::Done)
+    result
 }
 
 /// When the same sync of the same Service (no change that needs the cloud since) failed and
@@ -461,7 +510,9 @@ async fn ensure(
             if !plan::wants_load_balancer(fresh, class) || fresh.metadata.deletion_timestamp.is_some() {
                 return Ok(Patches::default());
             }
-            Ok::<_, std::convert::Infallible>(plan::add_finalizer(fresh, provider.as_deref()).unwrap_or_default())
+            Ok::<_, std::convert::Infallible>(
+                plan::add_finalizer(fresh, provider.as_deref()).unwrap_or_default(),
+            )
         })
         .await
         .map_err(|e| e.into_write_error().unwrap_or_else(|never| match never {}));
@@ -662,7 +713,12 @@ async fn cleanup(ctx: &Context, svc: &Service, shard: u32, regarding: &ObjectRef
 /// swap): reported once (a Warning and a metric), neither re-provisioned nor deleted at the
 /// provider of the moment. When it is deleted, its finalizer goes (the Service is not held
 /// forever) and the load balancer left behind is reported and counted.
-async fn held_by_former_provider(ctx: &Context, svc: &Service, shard: u32, former: String) -> Result<(), Error> {
+async fn held_by_former_provider(
+    ctx: &Context,
+    svc: &Service,
+    shard: u32,
+    former: String,
+) -> Result<(), Error> {
     let key = key_of(svc);
     let labels = FormerProviderLabels {
         namespace: svc.namespace().unwrap_or_default(),
@@ -685,7 +741,9 @@ async fn held_by_former_provider(ctx: &Context, svc: &Service, shard: u32, forme
         ctx.forget(&key);
         ctx.metrics
             .orphaned
-            .get_or_create(&ProviderLabels { provider: former.clone() })
+            .get_or_create(&ProviderLabels {
+                provider: former.clone(),
+            })
             .inc();
         let note = format!(
             "The load balancer was left at provider {former}: the gateway now serves {now}, which cannot delete it. Delete it at {former}."
@@ -704,7 +762,12 @@ async fn held_by_former_provider(ctx: &Context, svc: &Service, shard: u32, forme
             plan::ANNOTATION_PROVIDER
         );
         ctx.events
-            .warning(&regarding, "LoadBalancerAtFormerProvider", "SyncLoadBalancer", note)
+            .warning(
+                &regarding,
+                "LoadBalancerAtFormerProvider",
+                "SyncLoadBalancer",
+                note,
+            )
             .await;
     }
     Ok(())
