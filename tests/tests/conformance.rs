@@ -13,8 +13,9 @@ use std::{
 use e2e::{Procs, binary, free_port, http_get, spawn, wait_for};
 
 /// Every case of the suite but the one for missing capabilities.
-const EVERY_CASE: [&str; 20] = [
+const EVERY_CASE: [&str; 21] = [
     "capabilities_describe_the_provider",
+    "every_answer_names_the_provider",
     "running_instance_exists_and_is_not_shut_down",
     "stopped_instance_exists_and_is_shut_down",
     "terminated_instance_does_not_exist",

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use gateway_api::{
+    PROVIDER_HEADER,
     caller::NameCaller,
     error::{ERROR_DETAIL_TYPE_URL, GatewayError},
     v1::{self as pb, instance_lookup::Result as LookupResult},
@@ -56,6 +57,7 @@ macro_rules! cases {
 
 cases! {
     capabilities_describe_the_provider: "Capabilities name the provider, claim the expected capabilities and sane limits",
+    every_answer_names_the_provider: "answers and errors carry x-cloudgateway-provider, so controllers notice a swapped gateway at once",
     running_instance_exists_and_is_not_shut_down: "a running instance exists and is not shut down",
     stopped_instance_exists_and_is_shut_down: "a stopped instance exists (its Node stays) and is shut down",
     terminated_instance_does_not_exist: "a terminated instance does not exist; metadata and shutdown answer typed INSTANCE_NOT_FOUND",
@@ -244,6 +246,55 @@ pub async fn capabilities_describe_the_provider(f: &dyn CloudFixture) -> CaseRes
     if want.instances {
         assert!(limits.max_instance_batch >= 1, "max_instance_batch: {limits:?}");
     }
+    pass()
+}
+
+fn provider_of(metadata: &tonic::metadata::MetadataMap) -> Option<&str> {
+    metadata.get(PROVIDER_HEADER).and_then(|v| v.to_str().ok())
+}
+
+/// Every answer, success or error, names the provider in `x-cloudgateway-provider`: a
+/// controller notices a gateway swapped for another vendor's on the first answer after it
+/// reconnects, and tells an error of the gateway from a call that never reached one.
+pub async fn every_answer_names_the_provider(f: &dyn CloudFixture) -> CaseResult {
+    let mut c = f.target().clients(CALLER).await;
+    let want = Some(f.provider_name());
+    let answer = c
+        .identity
+        .get_capabilities(pb::GetCapabilitiesRequest {})
+        .await
+        .unwrap_or_else(|status| panic!("GetCapabilities: {}", describe(&status)));
+    assert_eq!(
+        provider_of(answer.metadata()),
+        want,
+        "the {PROVIDER_HEADER} header of a GetCapabilities answer"
+    );
+    let caps = f.capabilities();
+    let refused = if caps.instances {
+        c.instances
+            .instance_exists(pb::InstanceRequest { node: None })
+            .await
+            .map(drop)
+    } else if caps.load_balancers {
+        c.load_balancers
+            .ensure_load_balancer(pb::EnsureLoadBalancerRequest::default())
+            .await
+            .map(drop)
+    } else if caps.routes {
+        c.routes
+            .create_route(pb::CreateRouteRequest::default())
+            .await
+            .map(drop)
+    } else {
+        return pass_with("no error to check: the fixture expects no capability");
+    };
+    let status = refused.expect_err("an invalid request must be refused");
+    assert_eq!(
+        provider_of(status.metadata()),
+        want,
+        "the {PROVIDER_HEADER} header (or trailer) of an error: {}",
+        describe(&status)
+    );
     pass()
 }
 

@@ -6,6 +6,7 @@
 use std::{net::SocketAddr, path::Path, process::Output, time::Duration};
 
 use gateway_api::{
+    PROVIDER_HEADER,
     error::GatewayError,
     v1::{
         self as pb,
@@ -38,7 +39,9 @@ impl Gateway {
         let node = node.ok_or_else(|| GatewayError::InvalidArgument("node is required".into()))?;
         let id = match (node.provider_id.as_str(), node.name.as_str()) {
             ("", "") => {
-                return Err(GatewayError::InvalidArgument("node needs a name or a provider_id".into()).into());
+                return Err(
+                    GatewayError::InvalidArgument("node needs a name or a provider_id".into()).into(),
+                );
             }
             ("", "running") => RUNNING,
             ("", "stopped") => STOPPED,
@@ -65,13 +68,29 @@ impl Gateway {
     }
 }
 
+/// Names the provider on an answer or an error, as the contract asks.
+fn named<T>(answer: Result<T, Status>) -> Result<Response<T>, Status> {
+    let name = tonic::metadata::MetadataValue::from_static("tiny");
+    match answer {
+        Ok(answer) => {
+            let mut response = Response::new(answer);
+            response.metadata_mut().insert(PROVIDER_HEADER, name);
+            Ok(response)
+        }
+        Err(mut status) => {
+            status.metadata_mut().insert(PROVIDER_HEADER, name);
+            Err(status)
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl Identity for Gateway {
     async fn get_capabilities(
         &self,
         _: Request<pb::GetCapabilitiesRequest>,
     ) -> Result<Response<pb::Capabilities>, Status> {
-        Ok(Response::new(pb::Capabilities {
+        named(Ok(pb::Capabilities {
             provider_name: "tiny".into(),
             instances: true,
             load_balancers: false,
@@ -91,30 +110,35 @@ impl Instances for Gateway {
         &self,
         request: Request<pb::InstanceRequest>,
     ) -> Result<Response<pb::InstanceExistsResponse>, Status> {
-        let exists = match self.lookup(request.into_inner().node) {
-            Ok(_) => true,
-            Err(status) if status.code() == tonic::Code::NotFound => false,
-            Err(status) => return Err(status),
-        };
-        Ok(Response::new(pb::InstanceExistsResponse { exists }))
+        named(match self.lookup(request.into_inner().node) {
+            Ok(_) => Ok(pb::InstanceExistsResponse { exists: true }),
+            Err(status) if status.code() == tonic::Code::NotFound => {
+                Ok(pb::InstanceExistsResponse { exists: false })
+            }
+            Err(status) => Err(status),
+        })
     }
 
     async fn instance_shutdown(
         &self,
         request: Request<pb::InstanceRequest>,
     ) -> Result<Response<pb::InstanceShutdownResponse>, Status> {
-        let (_, shutdown) = self.lookup(request.into_inner().node)?;
-        Ok(Response::new(pb::InstanceShutdownResponse { shutdown }))
+        named(
+            self.lookup(request.into_inner().node)
+                .map(|(_, shutdown)| pb::InstanceShutdownResponse { shutdown }),
+        )
     }
 
     async fn instance_metadata(
         &self,
         request: Request<pb::InstanceRequest>,
     ) -> Result<Response<pb::InstanceMetadataResponse>, Status> {
-        let (metadata, _) = self.lookup(request.into_inner().node)?;
-        Ok(Response::new(pb::InstanceMetadataResponse {
-            metadata: Some(metadata),
-        }))
+        named(
+            self.lookup(request.into_inner().node)
+                .map(|(metadata, _)| pb::InstanceMetadataResponse {
+                    metadata: Some(metadata),
+                }),
+        )
     }
 
     async fn batch_lookup_instances(
@@ -138,7 +162,7 @@ impl Instances for Gateway {
                 node: Some(node),
             })
             .collect();
-        Ok(Response::new(pb::BatchLookupInstancesResponse { results }))
+        named(Ok(pb::BatchLookupInstancesResponse { results }))
     }
 }
 

@@ -65,6 +65,7 @@ macro_rules! contract_suite {
     (@common $start:expr) => {
         $crate::contract_suite!(@suite $start;
             capabilities_describe_the_provider,
+            every_answer_names_the_provider,
             running_instance_exists_and_is_not_shut_down,
             stopped_instance_exists_and_is_shut_down,
             terminated_instance_does_not_exist,
