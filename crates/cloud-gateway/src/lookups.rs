@@ -279,7 +279,11 @@ impl InstanceLookups {
         }
         membership.record(&batch);
         let answers = match admitted {
-            Ok(()) => self.call_provider(&batch).await,
+            Ok(()) => {
+                #[allow(clippy::cast_precision_loss)] // a batch is far below 2^52 nodes
+                self.metrics.batch_size.observe(batch.len() as f64);
+                self.call_provider(&batch).await
+            }
             Err(err) => batch.iter().map(|_| Err(err.clone())).collect(),
         };
         // Every node in the batch but the first rides along for free.

@@ -69,8 +69,8 @@ pub struct Metrics {
     pub provider_throttled: Counter,
     /// Time calls waited for their turn at the rate limiter.
     pub queue_wait: Family<QueueLabels, Histogram>,
-    /// Calls waiting for a turn right now.
-    pub queue_depth: Family<ClassLabels, Gauge>,
+    /// Calls waiting for a turn right now, by class and caller.
+    pub queue_depth: Family<QueueLabels, Gauge>,
     /// The rate the gateway currently allows itself (after adaptive slowdown), calls/s.
     pub rate_limit: Family<ClassLabels, Gauge<f64, AtomicU64>>,
     /// Instance lookups answered from the cache.
@@ -80,6 +80,8 @@ pub struct Metrics {
     /// Instance lookups answered without a provider call of their own (joined another lookup
     /// in flight, or rode in a batch with others).
     pub coalesced_saved: Counter,
+    /// Nodes per batched provider lookup.
+    pub batch_size: Histogram,
     /// gRPC calls by method, caller and status code.
     pub rpc_calls: Family<RpcLabels, Counter>,
     /// Calls refused by the authorization policy, by method.
@@ -109,6 +111,7 @@ impl Metrics {
             cache_hits: Counter::default(),
             cache_misses: Counter::default(),
             coalesced_saved: Counter::default(),
+            batch_size: Histogram::new([1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0]),
             rpc_calls: Family::default(),
             denied: Family::default(),
             tls_refused: Counter::default(),
@@ -137,7 +140,7 @@ impl Metrics {
         );
         registry.register(
             "queue_depth",
-            "Calls waiting for a turn at the rate limiter",
+            "Calls waiting for a turn at the rate limiter, by class and caller",
             metrics.queue_depth.clone(),
         );
         registry.register(
@@ -159,6 +162,11 @@ impl Metrics {
             "coalesced_lookups_saved",
             "Instance lookups served without a provider call of their own",
             metrics.coalesced_saved.clone(),
+        );
+        registry.register(
+            "instance_batch_size",
+            "Nodes per batched instance lookup sent to the provider",
+            metrics.batch_size.clone(),
         );
         registry.register(
             "grpc_calls",

@@ -155,6 +155,9 @@ struct QueueState {
     waiting: HashMap<Arc<str>, VecDeque<oneshot::Sender<()>>>,
     /// Callers with waiters, in turn order.
     turns: VecDeque<Arc<str>>,
+    /// Callers that ever waited here: their `queue_depth` series (bounded: only the policy's
+    /// callers get a name of their own).
+    seen: Vec<Arc<str>>,
     closed: bool,
 }
 
@@ -181,6 +184,7 @@ impl ClassQueue {
                 share: 1.0,
                 waiting: HashMap::new(),
                 turns: VecDeque::new(),
+                seen: Vec::new(),
                 closed: false,
             }),
             wake: Notify::new(),
@@ -196,11 +200,12 @@ impl ClassQueue {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn depth_gauge(&self) -> prometheus_client::metrics::gauge::Gauge {
+    fn depth_gauge(&self, caller: &str) -> prometheus_client::metrics::gauge::Gauge {
         self.metrics
             .queue_depth
-            .get_or_create(&ClassLabels {
+            .get_or_create(&QueueLabels {
                 class: self.class.label(),
+                caller: caller.to_owned(),
             })
             .clone()
     }
@@ -219,12 +224,15 @@ impl ClassQueue {
             let queue = state.waiting.entry(caller.clone()).or_default();
             queue.push_back(tx);
             let of_caller = queue.len() - 1;
+            if !state.seen.contains(&caller) {
+                state.seen.push(caller.clone());
+            }
             if of_caller == 0 {
                 state.turns.push_back(caller);
             }
             (waiting, of_caller)
         };
-        self.depth_gauge().inc();
+        self.depth_gauge(caller).inc();
         self.wake.notify_one();
         Ok((rx, waiting, of_caller))
     }
@@ -327,8 +335,11 @@ impl ClassQueue {
                 let _ = waiter.send(());
             }
         };
-        let depth: usize = state.waiting.values().map(VecDeque::len).sum();
-        self.depth_gauge().set(i64::try_from(depth).unwrap_or(i64::MAX));
+        for caller in &state.seen {
+            let depth = state.waiting.get(caller).map_or(0, VecDeque::len);
+            self.depth_gauge(caller)
+                .set(i64::try_from(depth).unwrap_or(i64::MAX));
+        }
         step
     }
 
