@@ -115,8 +115,19 @@ pub fn error_detail(status: &Status) -> Option<pb::ErrorDetail> {
         .and_then(|any| pb::ErrorDetail::decode(any.value.as_slice()).ok())
 }
 
-/// A status on one line: code, message and the typed reason, if any.
+/// A status on one line: code, message and the typed reason, if any; for a call that never
+/// reached a gateway, why (the transport's errors).
 fn describe(status: &Status) -> String {
+    let mut text = describe_status(status);
+    let mut source = std::error::Error::source(status);
+    while let Some(e) = source {
+        text.push_str(&format!(": {e}"));
+        source = e.source();
+    }
+    text
+}
+
+fn describe_status(status: &Status) -> String {
     match error_detail(status) {
         Some(detail) => format!(
             "{:?} {:?} (reason {:?})",

@@ -73,9 +73,15 @@ impl Target {
             Some((scheme, _)) => return Err(format!("TLS needs an https:// address, got {scheme}://")),
             None => format!("https://{address}"),
         };
+        let tls = files.config()?;
+        // Certificates and keys are checked now, not at the first case.
+        Endpoint::from_shared(endpoint.clone())
+            .map_err(|e| format!("invalid gateway address {endpoint:?}: {e}"))?
+            .tls_config(tls.clone())
+            .map_err(|e| format!("TLS settings: {e:?}"))?;
         Ok(Self {
             endpoint,
-            tls: Some(files.config()?),
+            tls: Some(tls),
             metrics_url: None,
             call_timeout: Duration::from_secs(30),
         })
@@ -113,7 +119,7 @@ impl Target {
         if let Some(tls) = &self.tls {
             endpoint = endpoint
                 .tls_config(tls.clone())
-                .unwrap_or_else(|e| panic!("TLS settings: {e}"));
+                .unwrap_or_else(|e| panic!("TLS settings: {e:?}"));
         }
         endpoint
             .connect()
