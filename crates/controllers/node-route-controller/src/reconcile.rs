@@ -13,8 +13,10 @@ use std::{
 use controller_kit::{
     events::Events,
     gateway::GatewayError,
+    names::controllers::NODE_ROUTE,
     patch::{WriteError, Writer},
     routes::{CloudRoutes, Route},
+    spans,
 };
 use futures::future::join_all;
 use k8s_openapi::{
@@ -28,6 +30,7 @@ use kube::{
 };
 use serde_json::Value;
 use tokio::sync::Semaphore;
+use tracing::{Instrument as _, field::Empty};
 
 use crate::{
     metrics::Metrics,
@@ -196,9 +199,30 @@ pub fn error_policy(err: &Error, failures: u32, period: Duration) -> Duration {
 /// # Errors
 /// [`Error`]: a failed list (then only nodes that have no `NetworkUnavailable` condition yet
 /// get `NoRouteCreated`), failed operations, failed condition writes.
+///
+/// The root span of its own trace (`reconcile routes`: routes created and deleted, conditions
+/// written, the outcome); the gateway calls it makes are its children.
 pub async fn reconcile(ctx: &Context) -> Result<Outcome, Error> {
     let _timer = ctx.metrics.reconcile.count_and_measure();
-    let result = reconcile_routes(ctx).await;
+    let span = tracing::info_span!(
+        parent: None,
+        "reconcile",
+        otel.name = "reconcile routes",
+        controller = NODE_ROUTE,
+        created = Empty,
+        deleted = Empty,
+        conditions_written = Empty,
+        outcome = Empty,
+        otel.status_code = Empty,
+        otel.status_description = Empty,
+    );
+    let result = reconcile_routes(ctx).instrument(span.clone()).await;
+    if let Ok(outcome) = &result {
+        span.record("created", outcome.created);
+        span.record("deleted", outcome.deleted);
+        span.record("conditions_written", outcome.conditions_written);
+    }
+    spans::record_outcome(&span, &result, Error::metric_label);
     if let Err(err) = &result {
         ctx.metrics.reconcile.failed(err.metric_label());
     }
