@@ -21,7 +21,11 @@ impl Metrics {
         let metrics = Self {
             taint_removal_delay: delay_histogram(),
             initial_sync_delay: delay_histogram(),
-            reconcile: ReconcileMetrics::register(registry, "cloud_node_controller"),
+            reconcile: ReconcileMetrics::register(registry, "cloud_node_controller").with_errors(&[
+                "cloud_lookup",
+                "not_initializable",
+                "write",
+            ]),
         };
         registry.register(
             "node_controller_cloud_provider_taint_removal_delay_seconds",

@@ -28,8 +28,13 @@ impl Metrics {
     pub fn register(registry: &MetricsRegistry) -> Self {
         let metrics = Self {
             actions: Family::default(),
-            reconcile: ReconcileMetrics::register(registry, "cloud_node_lifecycle_controller"),
+            reconcile: ReconcileMetrics::register(registry, "cloud_node_lifecycle_controller")
+                .with_errors(&["cloud_lookup", "read", "write"]),
         };
+        // Each action shows at 0 before it first happens.
+        for action in ["delete", "add_shutdown_taint", "remove_shutdown_taint"] {
+            let _ = metrics.actions.get_or_create(&ActionLabels { action });
+        }
         registry.register(
             "cloud_node_lifecycle_controller_actions",
             "Changes made to nodes, by action (delete, add_shutdown_taint, remove_shutdown_taint)",

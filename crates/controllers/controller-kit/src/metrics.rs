@@ -57,6 +57,17 @@ impl ReconcileMetrics {
         metrics
     }
 
+    /// Shows `<prefix>_reconcile_errors_total{error}` at 0 for each of `errors` (the
+    /// controller's error labels) from the start, so a dashboard or an alert sees a failure
+    /// kind before its first occurrence, and `rate()` counts the first one.
+    #[must_use]
+    pub fn with_errors(self, errors: &[&'static str]) -> Self {
+        for &error in errors {
+            let _ = self.failures.get_or_create(&ErrorLabels { error });
+        }
+        self
+    }
+
     /// Counts a reconcile and measures it until the returned guard is dropped.
     pub fn count_and_measure(&self) -> ReconcileTimer {
         self.runs.inc();

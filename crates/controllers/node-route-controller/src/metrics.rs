@@ -44,7 +44,11 @@ impl Metrics {
             route_sync: Counter::default(),
             operations: Family::default(),
             conditions: Family::default(),
-            reconcile: ReconcileMetrics::register(registry, "node_route_controller"),
+            reconcile: ReconcileMetrics::register(registry, "node_route_controller").with_errors(&[
+                "list_routes",
+                "route_operations",
+                "write",
+            ]),
         };
         registry.register(
             "route_controller_route_sync",

@@ -63,7 +63,13 @@ impl Metrics {
             nodesync_error: Counter::default(),
             nodesync_latency: latency_histogram(),
             update_host_latency: latency_histogram(),
-            reconcile: ReconcileMetrics::register(registry, "service_lb_controller"),
+            reconcile: ReconcileMetrics::register(registry, "service_lb_controller").with_errors(&[
+                "invalid_service",
+                "retry_after",
+                "cloud",
+                "write",
+                "load_balancer_gone",
+            ]),
             at_former_provider: Family::default(),
             orphaned: Family::default(),
         };
