@@ -8,7 +8,9 @@ use std::{
     time::Duration,
 };
 
-use e2e::{Cluster, ClusterSpec, counter, http_get, ingress_ips, wait_for};
+use e2e::{
+    Cluster, ClusterSpec, binary, counter, ec2_query, http_get, ingress_ips, start_moto, wait_for, xml_value,
+};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
 use opentelemetry_proto::tonic::{
@@ -465,4 +467,101 @@ async fn a_collector_that_is_down_costs_each_binary_one_warning_and_nothing_else
             .collect();
         assert!(noise.is_empty(), "{}: {noise:?}", proc.name);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_aws_sdk_operations_are_spans_under_the_provider_call() {
+    let (collector, endpoint) = Collector::start().await;
+    let moto_dir = tempfile::tempdir().unwrap();
+    let (_moto, moto) = start_moto(moto_dir.path()).await;
+    let run = ec2_query(
+        moto,
+        &[
+            ("Action", "RunInstances"),
+            ("ImageId", "ami-12c6146b"),
+            ("MinCount", "1"),
+            ("MaxCount", "1"),
+            ("InstanceType", "t3.medium"),
+        ],
+    )
+    .await;
+    let instance = xml_value(&run, "instanceId").expect("an instance");
+    // The gateway on AWS (moto), exporting its spans every 200 ms.
+    let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
+    let args: Vec<String> = [
+        "--insecure-plaintext",
+        "--provider",
+        "aws",
+        "--aws-region",
+        "us-east-1",
+        "--aws-endpoint-url",
+        &format!("http://{moto}"),
+        "--aws-max-attempts",
+        "1",
+        "--instance-cache-ttl",
+        "0s",
+        "--otlp-endpoint",
+        &endpoint,
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let env = [
+        ("AWS_ACCESS_KEY_ID", "AKIAEXAMPLETRACE0001"),
+        ("AWS_SECRET_ACCESS_KEY", "trace-test-secret-access-key"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "200"),
+    ];
+    cluster.swap_gateway(&binary("cloud-gateway"), &args, &env).await;
+    cluster.start_controller_with_env(
+        "cloud-node-controller",
+        "node-controller",
+        &["--otlp-endpoint", &endpoint],
+        &[("OTEL_BSP_SCHEDULE_DELAY", "200")],
+    );
+    cluster.register_node(&instance, true).await;
+    let nodes = cluster.nodes();
+    wait_for("the node initialized from AWS", Duration::from_secs(60), || {
+        let nodes = nodes.clone();
+        let name = instance.clone();
+        async move { nodes.get_opt(&name).await.ok().flatten().filter(initialized) }
+    })
+    .await;
+
+    // The SDK's DescribeInstances span is the child of the gateway's provider call, in the
+    // node's reconcile trace.
+    let (sdk, trace) = wait_for(
+        "the SDK's span in the reconcile's trace",
+        Duration::from_secs(30),
+        || {
+            let collector = collector.clone();
+            let name = instance.clone();
+            async move {
+                let reconcile = collector
+                    .find(|s| {
+                        s.name() == "reconcile node" && s.attr("node").as_deref() == Some(name.as_str())
+                    })
+                    .into_iter()
+                    .find(|s| s.attr("action").as_deref() == Some("initialize"))?;
+                let trace = collector.trace(&reconcile.trace_id());
+                let sdk = trace
+                    .iter()
+                    .find(|s| s.service == "cloud-gateway" && s.name() == "EC2.DescribeInstances")?
+                    .clone();
+                Some((sdk, trace))
+            }
+        },
+    )
+    .await;
+    let context = describe(&trace);
+    let parent = trace
+        .iter()
+        .find(|s| s.span.span_id == sdk.span.parent_span_id)
+        .unwrap_or_else(|| panic!("the SDK span has no parent in the trace:\n{context}"));
+    assert_eq!(parent.name(), "provider lookup_instances", "{context}");
+    assert_eq!(
+        sdk.attr("rpc.method").as_deref(),
+        Some("DescribeInstances"),
+        "{context}"
+    );
+    cluster.stop().await;
 }
