@@ -564,20 +564,38 @@ impl Cluster {
     /// same gRPC and HTTP addresses with `args` (the address flags are added) and `env`: another
     /// vendor's gateway at the address every controller dials. Waits until it is ready.
     pub async fn swap_gateway(&mut self, program: &Path, args: &[String], env: &[(&str, &str)]) {
+        self.swap_gateway_with(program, ["--grpc-listen", "--http-listen"], args, env)
+            .await;
+    }
+
+    /// [`Cluster::swap_gateway`] for a gateway whose address flags are `listen` (gRPC, HTTP).
+    pub async fn swap_gateway_with(
+        &mut self,
+        program: &Path,
+        listen: [&str; 2],
+        args: &[String],
+        env: &[(&str, &str)],
+    ) {
         self.stop_gateway().await;
-        let log = self.dir.path().join("swapped-gateway.log");
+        let log = self
+            .dir
+            .path()
+            .join(format!("swapped-gateway-{}.log", self.procs.len()));
         let file = std::fs::File::create(&log).expect("log file");
         let mut all = vec![
-            "--grpc-listen".to_owned(),
+            listen[0].to_owned(),
             self.gateway_grpc.to_string(),
-            "--http-listen".to_owned(),
+            listen[1].to_owned(),
             self.gateway_http.to_string(),
         ];
         all.extend(args.iter().cloned());
         let child = Command::new(program)
             .args(&all)
             .envs(env.iter().copied())
-            .env("RUST_LOG", std::env::var("E2E_RUST_LOG").unwrap_or_else(|_| "info".into()))
+            .env(
+                "RUST_LOG",
+                std::env::var("E2E_RUST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("log file"))
             .stderr(file)
@@ -592,9 +610,11 @@ impl Cluster {
             log,
         });
         let http = self.gateway_http;
-        wait_for("the swapped-in gateway to be ready", Duration::from_secs(60), || async move {
-            matches!(http_get(http, "/readyz").await, Some((200, _))).then_some(())
-        })
+        wait_for(
+            "the swapped-in gateway to be ready",
+            Duration::from_secs(60),
+            || async move { matches!(http_get(http, "/readyz").await, Some((200, _))).then_some(()) },
+        )
         .await;
     }
 
@@ -720,7 +740,12 @@ pub fn moto_server() -> PathBuf {
 /// address once it answers.
 pub async fn start_moto(dir: &Path) -> (Proc, SocketAddr) {
     let port = free_port();
-    let moto = spawn(dir, "moto", &moto_server(), &["-H".into(), "127.0.0.1".into(), "-p".into(), port.to_string()]);
+    let moto = spawn(
+        dir,
+        "moto",
+        &moto_server(),
+        &["-H".into(), "127.0.0.1".into(), "-p".into(), port.to_string()],
+    );
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     wait_for("moto to answer", Duration::from_secs(60), || async move {
         http_get(addr, "/moto-api/data.json").await.map(|_| ())
@@ -738,7 +763,9 @@ pub async fn ec2_query(moto: SocketAddr, params: &[(&str, &str)]) -> String {
         .map(|(k, v)| format!("{k}={}", v.replace('/', "%2F").replace(' ', "%20")))
         .collect();
     let body = body.join("&");
-    let mut stream = tokio::net::TcpStream::connect(moto).await.expect("connect to moto");
+    let mut stream = tokio::net::TcpStream::connect(moto)
+        .await
+        .expect("connect to moto");
     let request = format!(
         "POST / HTTP/1.0\r\nHost: {moto}\r\nContent-Type: application/x-www-form-urlencoded\r\nAuthorization: AWS4-HMAC-SHA256 Credential=AKIAEXAMPLE/20260101/us-east-1/ec2/aws4_request, SignedHeaders=host, Signature=0\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()

@@ -1,5 +1,6 @@
 //! End-to-end: the gateway is swapped for another vendor's at the same address while the
-//! controllers run (the simulator's, then AWS's on moto): no controller restarts, no sync fails
+//! controllers run (the simulator's, then AWS's on moto, then a gateway written in Python):
+//! no controller restarts, no sync fails
 //! visibly during the handover, new nodes and Services land at the new vendor, and what the old
 //! vendor still holds is reported, never deleted or re-created behind the operator's back.
 
@@ -285,6 +286,57 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
         "a sync failed visibly during the handover ({:?} ago): {failed:?}",
         handover.elapsed()
     );
+
+    // And again, for a gateway written by someone else (Python, its own in-memory cloud): the
+    // same controllers, still not restarted, follow it too.
+    let python =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/python-gateway/run.sh");
+    let inventory = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/python-gateway/inventory.yaml");
+    let python_args = ["--inventory".to_owned(), inventory.display().to_string()];
+    cluster
+        .swap_gateway_with(&python, ["--listen", "--admin-listen"], &python_args, &[])
+        .await;
+    cluster.register_node("py-worker-1", true).await;
+    cluster.create_lb_service("default", "python", json!({})).await;
+    wait_for(
+        "py-worker-1 initialized from the Python gateway",
+        Duration::from_secs(60),
+        || {
+            let nodes = nodes.clone();
+            async move {
+                let id = nodes.get("py-worker-1").await.ok()?.spec?.provider_id?;
+                id.starts_with("pycloud://").then_some(())
+            }
+        },
+    )
+    .await;
+    let python_ip = wait_for(
+        "python provisioned by the Python gateway",
+        Duration::from_secs(60),
+        || {
+            let services = services.clone();
+            async move {
+                services
+                    .get("python")
+                    .await
+                    .ok()
+                    .and_then(|s| ingress_ips(&s).first().cloned())
+            }
+        },
+    )
+    .await;
+    assert!(
+        python_ip.starts_with("198.51.100."),
+        "an address of pycloud's pool: {python_ip}"
+    );
+    for (name, pid) in controllers.iter().zip(&pids) {
+        assert_eq!(
+            cluster.procs[proc(&cluster, name)].id(),
+            Some(*pid),
+            "{name} restarted"
+        );
+    }
 
     // Deleting `before`: its finalizer goes (the Service is not held forever), and the load
     // balancer left at the simulator is reported and counted, not silently forgotten.
