@@ -59,7 +59,10 @@ impl Membership {
 
     /// The live replicas, this one included.
     pub fn live(&self) -> usize {
-        self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+        self.live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
     }
 
     /// One probe round: resolves the targets, asks each address who it is, and sets the
@@ -77,13 +80,19 @@ impl Membership {
         live.insert(self.instance.clone());
         let n = live.len();
         let changed = {
-            let mut current = self.live.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut current = self
+                .live
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let changed = *current != live;
             *current = live;
             changed
         };
         if changed {
-            tracing::info!(replicas = n, "gateway replicas changed; taking 1/{n} of the provider limits");
+            tracing::info!(
+                replicas = n,
+                "gateway replicas changed; taking 1/{n} of the provider limits"
+            );
         }
         scheduler.set_share(1.0 / n as f64);
         metrics.replicas.set(i64::try_from(n).unwrap_or(i64::MAX));

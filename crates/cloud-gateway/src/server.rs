@@ -135,7 +135,10 @@ pub async fn serve_with_handles(
     let membership = config.peers.clone().map(Membership::new);
     if let Some(membership) = &membership {
         let instance = membership.instance().to_owned();
-        app = app.route("/peer", axum::routing::get(move || std::future::ready(instance.clone())));
+        app = app.route(
+            "/peer",
+            axum::routing::get(move || std::future::ready(instance.clone())),
+        );
     }
     let (http_stop_tx, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let http_task = tokio::spawn(async move {

@@ -28,11 +28,7 @@ use gateway_api::{
 };
 use k8s_openapi::api::core::v1::NodeAddress;
 use tls_files::{ClientFiles, ReloadingClient};
-use tonic::{
-    Request, Status,
-    service::interceptor::InterceptedService,
-    transport::Endpoint,
-};
+use tonic::{Request, Status, service::interceptor::InterceptedService, transport::Endpoint};
 use tracing::{Instrument as _, Span, field::Empty};
 
 /// Most nodes sent in one BatchLookupInstances call (the gateway accepts up to 10 000).
@@ -336,11 +332,19 @@ impl GatewayClient {
             address: args.address.clone(),
             reason: e.to_string(),
         })?;
-        let host = endpoint.uri().host().unwrap_or_default().trim_matches(['[', ']']).to_owned();
+        let host = endpoint
+            .uri()
+            .host()
+            .unwrap_or_default()
+            .trim_matches(['[', ']'])
+            .to_owned();
         let port = endpoint.uri().port_u16().unwrap_or(80);
         // The server name to verify stays the gateway's name when dialing one of its addresses.
         let connector = tls.map(|tls| {
-            ReloadingTlsConnector::new(tls, Some(args.tls_server_name.clone().unwrap_or_else(|| host.clone())))
+            ReloadingTlsConnector::new(
+                tls,
+                Some(args.tls_server_name.clone().unwrap_or_else(|| host.clone())),
+            )
         });
         let dial = move |endpoint: Endpoint| match &connector {
             Some(connector) => endpoint.connect_with_connector_lazy(connector.clone()),

@@ -82,7 +82,10 @@ impl Balanced {
                             by_address.entry(address).or_insert_with(|| connect(address));
                         }
                         tracing::debug!(replicas = by_address.len(), "gateway addresses changed");
-                        *inner.channels.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                        *inner
+                            .channels
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner) =
                             by_address.values().cloned().collect();
                     }
                     drop(inner);
@@ -95,11 +98,19 @@ impl Balanced {
 
     /// How many addresses calls are spread over (0: the name's own channel).
     pub fn replicas(&self) -> usize {
-        self.inner.channels.lock().unwrap_or_else(std::sync::PoisonError::into_inner).len()
+        self.inner
+            .channels
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .len()
     }
 
     fn pick(&self) -> Channel {
-        let channels = self.inner.channels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let channels = self
+            .inner
+            .channels
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if channels.is_empty() {
             return self.inner.fallback.clone();
         }

@@ -44,7 +44,9 @@ impl ProviderWatch {
                 return false;
             }
             match current.replace(provider.to_owned()) {
-                Some(before) => tracing::info!(before, now = provider, "the gateway now serves another provider"),
+                Some(before) => {
+                    tracing::info!(before, now = provider, "the gateway now serves another provider")
+                }
                 None => tracing::debug!(provider, "the gateway serves this provider"),
             }
             true
@@ -87,7 +89,11 @@ where
         let watch = self.watch.clone();
         Box::pin(async move {
             let response = answer.await?;
-            if let Some(provider) = response.headers().get(PROVIDER_HEADER).and_then(|v| v.to_str().ok()) {
+            if let Some(provider) = response
+                .headers()
+                .get(PROVIDER_HEADER)
+                .and_then(|v| v.to_str().ok())
+            {
                 watch.observe(provider);
             }
             Ok(response)

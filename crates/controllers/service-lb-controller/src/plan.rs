@@ -228,7 +228,12 @@ pub fn former_provider(svc: &Service, current: Option<&str>) -> Option<String> {
 /// resourceVersion it was read at, so no other finalizer is lost.
 pub fn add_finalizer(svc: &Service, provider: Option<&str>) -> Option<Patches> {
     let record = provider.filter(|p| {
-        svc.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION_PROVIDER)).map(String::as_str) != Some(*p)
+        svc.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION_PROVIDER))
+            .map(String::as_str)
+            != Some(*p)
     });
     if has_finalizer(svc) && record.is_none() {
         return None;

@@ -604,18 +604,28 @@ async fn two_gateway_replicas_together_keep_the_providers_limit() {
         let seen = max_in_window(&calls, window);
         // 20/s and bursts of 2 in all, plus one for scheduling jitter per replica.
         let bound = (20.0 * window.as_secs_f64() + 2.0).floor() as usize + 2;
-        assert!(seen <= bound, "{seen} calls in {window_ms} ms; the limit of both together allows {bound}");
+        assert!(
+            seen <= bound,
+            "{seen} calls in {window_ms} ms; the limit of both together allows {bound}"
+        );
     }
     let rate = calls.len() as f64 / elapsed;
-    assert!(rate > 14.0, "the replicas together still use the limit: {rate:.1}/s");
+    assert!(
+        rate > 14.0,
+        "the replicas together still use the limit: {rate:.1}/s"
+    );
 
     // One replica goes: the other takes the whole limit within a probe interval or two.
     a.stop().await;
-    wait_until("the remaining replica takes the whole limit", Duration::from_secs(5), || {
-        let metrics = b.handles.metrics.render();
-        metrics.contains("cloudgateway_replicas 1")
-            && metrics.contains("cloudgateway_rate_limit_calls_per_second{class=\"read\"} 20")
-    })
+    wait_until(
+        "the remaining replica takes the whole limit",
+        Duration::from_secs(5),
+        || {
+            let metrics = b.handles.metrics.render();
+            metrics.contains("cloudgateway_replicas 1")
+                && metrics.contains("cloudgateway_rate_limit_calls_per_second{class=\"read\"} 20")
+        },
+    )
     .await;
 }
 
@@ -629,7 +639,11 @@ async fn the_controllers_spread_their_calls_over_the_gateway_replicas() {
     let a = RunningGateway::start(GatewayConfig::default(), sim.clone(), None).await;
     let b = RunningGateway::start(GatewayConfig::default(), sim.clone(), None).await;
     let addresses = vec![a.grpc_addr, b.grpc_addr];
-    let dial = |address: std::net::SocketAddr| Endpoint::from_shared(format!("http://{address}")).unwrap().connect_lazy();
+    let dial = |address: std::net::SocketAddr| {
+        Endpoint::from_shared(format!("http://{address}"))
+            .unwrap()
+            .connect_lazy()
+    };
     // What a headless Service name resolves to: one address per replica.
     let balanced = Balanced::over(
         dial(a.grpc_addr),
@@ -639,10 +653,16 @@ async fn the_controllers_spread_their_calls_over_the_gateway_replicas() {
         },
         dial,
     );
-    wait_until("both replicas resolved", Duration::from_secs(5), || balanced.replicas() == 2).await;
+    wait_until("both replicas resolved", Duration::from_secs(5), || {
+        balanced.replicas() == 2
+    })
+    .await;
     let mut identity = IdentityClient::new(balanced);
     for _ in 0..20 {
-        identity.get_capabilities(pb::GetCapabilitiesRequest {}).await.unwrap();
+        identity
+            .get_capabilities(pb::GetCapabilitiesRequest {})
+            .await
+            .unwrap();
     }
     for gateway in [&a, &b] {
         let calls: u64 = gateway

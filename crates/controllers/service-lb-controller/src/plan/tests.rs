@@ -553,8 +553,13 @@ fn a_changed_service_is_ensured_again_with_the_current_nodes() {
 #[test]
 fn the_finalizer_is_added_once_and_keeps_other_finalizers() {
     // TestAddFinalizer.
-    assert_eq!(add_finalizer(&svc("s").finalizer().build(), None), None, "no-op add finalizer");
-    let patch = add_finalizer(&svc("s").other_finalizer("example.com/keep").build(), None).expect("add finalizer");
+    assert_eq!(
+        add_finalizer(&svc("s").finalizer().build(), None),
+        None,
+        "no-op add finalizer"
+    );
+    let patch =
+        add_finalizer(&svc("s").other_finalizer("example.com/keep").build(), None).expect("add finalizer");
     assert_eq!(
         patch.main,
         Some(json!({"metadata": {"finalizers": ["example.com/keep", CLEANUP]}}))
@@ -567,22 +572,42 @@ fn the_provider_holding_the_load_balancer_is_recorded_with_the_finalizer() {
     let recorded = |s: ServiceBuilder, p: &str| s.annotation(ANNOTATION_PROVIDER, p);
     assert_eq!(
         add_finalizer(&svc("s").build(), Some("simulator")).and_then(|p| p.main),
-        Some(json!({"metadata": {"finalizers": [CLEANUP], "annotations": {ANNOTATION_PROVIDER: "simulator"}}}))
+        Some(
+            json!({"metadata": {"finalizers": [CLEANUP], "annotations": {ANNOTATION_PROVIDER: "simulator"}}})
+        )
     );
     assert_eq!(
         add_finalizer(&svc("s").finalizer().build(), Some("aws")).and_then(|p| p.main),
         Some(json!({"metadata": {"annotations": {ANNOTATION_PROVIDER: "aws"}}})),
         "a Service from before the record gets it"
     );
-    assert_eq!(add_finalizer(&recorded(svc("s").finalizer(), "aws").build(), Some("aws")), None);
+    assert_eq!(
+        add_finalizer(&recorded(svc("s").finalizer(), "aws").build(), Some("aws")),
+        None
+    );
 
     let at_simulator = recorded(svc("s").finalizer(), "simulator").build();
-    assert_eq!(former_provider(&at_simulator, Some("aws")).as_deref(), Some("simulator"));
+    assert_eq!(
+        former_provider(&at_simulator, Some("aws")).as_deref(),
+        Some("simulator")
+    );
     assert_eq!(former_provider(&at_simulator, Some("simulator")), None);
-    assert_eq!(former_provider(&svc("s").finalizer().build(), Some("aws")), None, "nothing recorded");
+    assert_eq!(
+        former_provider(&svc("s").finalizer().build(), Some("aws")),
+        None,
+        "nothing recorded"
+    );
     // Our own record is no change of the Service: no needless ensure after writing it.
-    assert!(!super::needs_update(&svc("s").finalizer().build(), &at_simulator, None));
-    assert!(super::needs_update(&at_simulator, &recorded(svc("s"), "simulator").annotation("a", "b").build(), None));
+    assert!(!super::needs_update(
+        &svc("s").finalizer().build(),
+        &at_simulator,
+        None
+    ));
+    assert!(super::needs_update(
+        &at_simulator,
+        &recorded(svc("s"), "simulator").annotation("a", "b").build(),
+        None
+    ));
 }
 
 #[test]
