@@ -42,6 +42,10 @@ trap 'rm -rf "$out"' EXIT
   --set 'nodeRouteController.clusterCIDR=10.244.0.0/16\,fd00:10::/56' \
   --set nodeRouteController.routeReconciliationPeriod=30s \
   > "$out/node-route.yaml"
+# The Grafana dashboard ConfigMap, on request.
+"$tools/helm" template ccm charts/ccm -n kube-system --set dashboards.enabled=true \
+  > "$out/dashboards.yaml"
+grep -q 'grafana_dashboard: "1"' "$out/dashboards.yaml" || { echo "dashboards.enabled rendered no dashboard" >&2; exit 1; }
 # Mutual TLS variants and the NetworkPolicy.
 "$tools/helm" template ccm charts/ccm -n kube-system > "$out/simulator-again.yaml"
 "$tools/helm" template ccm charts/ccm -n kube-system --set tls.certManager.enabled=true \

@@ -411,12 +411,10 @@ fn the_chart_ships_the_dashboard_only_when_enabled() {
         !default.contains("grafana_dashboard"),
         "rendered without dashboards.enabled"
     );
-    // On: one ConfigMap with the sidecar's label, holding the dashboard file as it is. (The
-    // schema check is skipped: values.schema.json may not list `dashboards` yet.)
+    // On: one ConfigMap with the sidecar's label, holding the dashboard file as it is.
     let enabled = render(
         &helm,
         &[
-            "--skip-schema-validation",
             "--set",
             "dashboards.enabled=true",
             "--show-only",
