@@ -35,12 +35,19 @@ struct Harness {
 
 /// The controller writes through a client whose event writes take `event_delay`.
 async fn harness(leadership: Leadership, event_delay: Duration) -> Harness {
+    harness_with(leadership, event_delay, Duration::ZERO).await
+}
+
+/// `delete_delay` holds every DELETE before it goes out, as a client-side rate limit would.
+async fn harness_with(leadership: Leadership, event_delay: Duration, delete_delay: Duration) -> Harness {
     let server = fake_apiserver::FakeApiServer::start(fake_apiserver::Config::default())
         .await
         .unwrap();
     let (client, requests) = intercept::client(&server, move |method, path| {
         if method == Method::POST && path.contains("/events") {
             Intercept::Delay(event_delay)
+        } else if method == Method::DELETE {
+            Intercept::Delay(delete_delay)
         } else {
             Intercept::Pass
         }
@@ -184,6 +191,38 @@ async fn no_delete_reaches_the_server_after_the_lease_ran_out_even_with_slow_eve
         );
     }
     assert!(!h.exists("gone").await);
+}
+
+/// A DELETE held on its way out (a client-side rate limit, a slow connection) past the moment
+/// the lease could be taken over is dropped unsent: the leadership check before it is not the
+/// last word.
+#[tokio::test]
+async fn a_delete_held_back_past_the_lease_is_never_sent() {
+    let lease_left = Duration::from_secs(1);
+    let h = harness_with(leading_for(lease_left), Duration::ZERO, Duration::from_secs(3)).await;
+    let gone = h.register(node("gone", "sim://zone-a/i-gone", false)).await;
+
+    let started = Instant::now();
+    monitor_nodes(&h.ctx, &[gone]).await;
+
+    // The pass gave up on the DELETE when the lease ran out, not when the held request would
+    // have gone out.
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(2),
+        "the pass waited for the held DELETE: {took:?}"
+    );
+    assert!(
+        h.deletes().is_empty(),
+        "a DELETE went out after the lease: {:?}",
+        h.deletes()
+    );
+    assert!(h.exists("gone").await, "the node is still there");
+    let metrics = h.metrics.render();
+    assert!(
+        metrics.contains("cloud_node_lifecycle_controller_reconcile_errors_total{error=\"write\"} 1"),
+        "the refused write is counted: {metrics}"
+    );
 }
 
 /// A RETRY_AFTER answer to the batched lookup: the following passes do not ask the cloud

@@ -207,8 +207,14 @@ impl Writer {
             }
             with_resource_version(&mut body, &version);
             object = match target {
-                Target::Status => api.patch_status(name, &params, &Patch::Merge(&body)).await?,
-                Target::Main => api.patch(name, &params, &Patch::Merge(&body)).await?,
+                Target::Status => {
+                    self.fenced(api.patch_status(name, &params, &Patch::Merge(&body)))
+                        .await??
+                }
+                Target::Main => {
+                    self.fenced(api.patch(name, &params, &Patch::Merge(&body)))
+                        .await??
+                }
             };
         }
         Ok(object)
@@ -255,7 +261,10 @@ impl Writer {
                 return Err(WriteError::NotLeading);
             }
             with_resource_version(&mut body, &version);
-            match api.patch_status(&name, &params, &Patch::Strategic(&body)).await {
+            match self
+                .fenced(api.patch_status(&name, &params, &Patch::Strategic(&body)))
+                .await?
+            {
                 Err(kube::Error::Api(status)) if status.code == 409 && attempt < CONFLICT_ATTEMPTS => {
                     tracing::debug!(name, attempt, "conflict; reading the object again");
                     tokio::time::sleep(conflict_backoff()).await;
@@ -264,6 +273,20 @@ impl Writer {
                 }
                 written => return Ok(Some(written?)),
             }
+        }
+    }
+
+    /// Runs a request only while this replica may act: a request still waiting (at the
+    /// client-side rate limit, for a connection) when the lease could be taken over is dropped
+    /// unsent, so a delay between the leadership check and the wire never lets a former leader
+    /// write after the new one started.
+    async fn fenced<T, E>(
+        &self,
+        request: impl Future<Output = Result<T, kube::Error>>,
+    ) -> Result<Result<T, kube::Error>, WriteError<E>> {
+        tokio::select! {
+            result = request => Ok(result),
+            () = self.leadership.lost() => Err(WriteError::NotLeading),
         }
     }
 
@@ -286,7 +309,7 @@ impl Writer {
             }),
             ..Default::default()
         };
-        match api.delete(name, &params).await {
+        match self.fenced(api.delete(name, &params)).await? {
             Ok(_) => Ok(true),
             Err(err) if is_not_found(&err) => Ok(false),
             Err(err) => Err(err.into()),
