@@ -3,8 +3,8 @@
 //! Starts fake-apiserver, cloud-gateway on the simulator and the node controllers as processes
 //! (the binaries next to this one: `make bench` builds them in release mode) and drives each
 //! scenario twice: **ours** (default flags) and **upstream mode** (the same binaries configured
-//! like the upstream cloud-controller-manager: one worker, no batching, no cache, no
-//! coalescing, one provider call per node per refresh, a client-side limit of 20 QPS). Prints a
+//! like the upstream cloud-controller-manager: one worker, no batching, no look-ahead, no
+//! cache, no coalescing, one provider call per node per refresh, a client-side limit of 20 QPS). Prints a
 //! table and writes it as JSON.
 //!
 //! Scenarios:
@@ -74,11 +74,19 @@ impl Mode {
         }
     }
 
-    /// Node controller flags: upstream's one worker and client-side limit of 20 QPS.
+    /// Node controller flags: upstream's one worker, one node per lookup, and client-side
+    /// limit of 20 QPS.
     fn node_controller_args(self) -> Vec<&'static str> {
         match self {
             Self::Ours => vec![],
-            Self::Upstream => vec!["--concurrent-node-syncs", "1", "--kube-api-qps", "20"],
+            Self::Upstream => vec![
+                "--concurrent-node-syncs",
+                "1",
+                "--lookup-ahead",
+                "0",
+                "--kube-api-qps",
+                "20",
+            ],
         }
     }
 }

@@ -12,6 +12,12 @@ pub struct Config {
     /// the bottleneck.
     #[arg(long = "concurrent-node-syncs", default_value_t = 100)]
     pub concurrent_node_syncs: u16,
+    /// Nodes one cloud lookup may carry: a lookup also asks for other nodes still awaiting
+    /// initialization, up to this many in all, and keeps their answers (at most 10 s) for
+    /// their reconciles, so joining nodes cost about one provider call per gateway batch.
+    /// 0 looks up only the nodes being reconciled (upstream asks one node at a time).
+    #[arg(long = "lookup-ahead", default_value_t = 1000)]
+    pub lookup_ahead: u16,
     /// Period of the address refresh of initialized nodes.
     #[arg(long = "node-status-update-frequency", default_value = "5m", value_parser = humantime::parse_duration)]
     pub node_status_update_frequency: Duration,

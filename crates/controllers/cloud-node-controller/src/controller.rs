@@ -3,7 +3,13 @@
 use std::{sync::Arc, time::Duration};
 
 use controller_kit::{
-    events::Events, gateway::BatchingLookups, names::controllers::CLOUD_NODE, patch::Writer, runner::Runtime,
+    events::Events,
+    gateway::BatchingLookups,
+    gateway_batching::{LOOK_AHEAD_ANSWER_TTL, PendingNodes},
+    names::{TAINT_UNINITIALIZED, controllers::CLOUD_NODE},
+    node::{has_taint, node_ref},
+    patch::Writer,
+    runner::Runtime,
     workqueue::WorkQueue,
 };
 use futures::StreamExt;
@@ -29,11 +35,18 @@ pub async fn run(runtime: Runtime, config: Config) {
     let nodes: Api<Node> = Api::all(runtime.client.clone());
     // Upstream's queue name: the `workqueue_*{name="Nodes"}` series match upstream's dashboards.
     let queue = WorkQueue::register(&runtime.metrics, "Nodes");
+    let (store, writer) = reflector::store();
+    // Nodes initializing at once share BatchLookupInstances calls, which also ask for the
+    // tainted nodes still waiting for a worker.
+    let lookups = BatchingLookups::new(Arc::new(runtime.gateway.clone())).looking_ahead(
+        awaiting_initialization(store.clone()),
+        usize::from(config.lookup_ahead),
+        LOOK_AHEAD_ANSWER_TTL,
+    );
     let ctx = Arc::new(
         Context::new(
             nodes.clone(),
-            // Nodes initializing at once share BatchLookupInstances calls.
-            Arc::new(BatchingLookups::new(Arc::new(runtime.gateway.clone()))),
+            Arc::new(lookups),
             Writer::new(CLOUD_NODE, runtime.leadership.clone()),
             Events::new(runtime.client.clone(), CLOUD_NODE, None),
             Metrics::register(&runtime.metrics),
@@ -41,7 +54,6 @@ pub async fn run(runtime: Runtime, config: Config) {
         .with_queue(queue.clone()),
     );
     // What Controller::new does, with the queue counting what the watch delivers.
-    let (store, writer) = reflector::store();
     let watch = queue.observe(reflector::reflector(
         writer,
         watcher(nodes, watcher::Config::default()),
@@ -65,6 +77,18 @@ pub async fn run(runtime: Runtime, config: Config) {
         })
         .await;
     refresh.abort();
+}
+
+/// The nodes in the cache that carry the uninitialized taint, as their reconciles name them.
+fn awaiting_initialization(store: Store<Node>) -> PendingNodes {
+    Arc::new(move || {
+        store
+            .state()
+            .iter()
+            .filter(|node| has_taint(node, TAINT_UNINITIALIZED))
+            .map(|node| node_ref(node))
+            .collect()
+    })
 }
 
 /// A refresh pass every `period` after the last one ended, over the nodes in the cache (the

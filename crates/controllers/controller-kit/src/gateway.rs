@@ -8,7 +8,6 @@
 use std::{
     collections::BTreeMap,
     path::PathBuf,
-    sync::{Arc, Mutex},
     time::Duration,
 };
 
@@ -17,6 +16,7 @@ use crate::{
     gateway_provider::{ObserveProvider, ProviderWatch},
     gateway_tls::{self, ReloadingTlsConnector},
 };
+pub use crate::gateway_batching::BatchingLookups;
 pub use gateway_api::error::GatewayError;
 use gateway_api::{
     caller::NameCaller,
@@ -29,10 +29,10 @@ use gateway_api::{
 use k8s_openapi::api::core::v1::NodeAddress;
 use tls_files::{ClientFiles, ReloadingClient};
 use tonic::{Request, Status, service::interceptor::InterceptedService, transport::Endpoint};
-use tracing::{Instrument as _, Span, field::Empty};
+use tracing::{Instrument as _, field::Empty};
 
 /// Most nodes sent in one BatchLookupInstances call (the gateway accepts up to 10 000).
-const BATCH_CHUNK: usize = 1000;
+pub(crate) const BATCH_CHUNK: usize = 1000;
 
 /// How to reach the gateway.
 #[derive(Debug, Clone, clap::Args)]
@@ -176,111 +176,6 @@ pub trait CloudInstances: Send + Sync {
                 "the gateway did not answer exactly one result".into(),
             )),
         }
-    }
-}
-
-/// Merges a controller's concurrent one-node lookups into `BatchLookupInstances` calls: while
-/// one call is out, the lookups that arrive wait together and go out in the next call. Idle, a
-/// lookup goes out at once; busy, a call carries every node that queued meanwhile (up to
-/// [`BATCH_CHUNK`]). Batched lookups pass straight through.
-pub struct BatchingLookups {
-    inner: Arc<dyn CloudInstances>,
-    queue: Arc<Mutex<LookupQueue>>,
-}
-
-type Reply = tokio::sync::oneshot::Sender<Result<Instance, GatewayError>>;
-
-/// A lookup waiting to be sent: the node, where its answer goes, and the span of the reconcile
-/// that asked (the batched call is its child, or links to it).
-type Waiting = (NodeRef, Reply, Span);
-
-#[derive(Default)]
-struct LookupQueue {
-    waiting: Vec<Waiting>,
-    sending: bool,
-}
-
-impl BatchingLookups {
-    /// Batches over `inner`.
-    pub fn new(inner: Arc<dyn CloudInstances>) -> Self {
-        Self {
-            inner,
-            queue: Arc::default(),
-        }
-    }
-
-    /// Sends the queue's lookups, a call at a time, until it is empty. Each call is a `batched
-    /// lookup` span, the child of its first lookup's reconcile, linked to the others'.
-    async fn send_queued(inner: Arc<dyn CloudInstances>, queue: Arc<Mutex<LookupQueue>>) {
-        loop {
-            let batch: Vec<Waiting> = {
-                let mut queue = queue.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-                queue.waiting.retain(|(_, reply, _)| !reply.is_closed());
-                if queue.waiting.is_empty() {
-                    queue.sending = false;
-                    return;
-                }
-                let take = queue.waiting.len().min(BATCH_CHUNK);
-                queue.waiting.drain(..take).collect()
-            };
-            let nodes: Vec<NodeRef> = batch.iter().map(|(node, _, _)| node.clone()).collect();
-            let span = tracing::info_span!(parent: &batch[0].2, "batched lookup", nodes = nodes.len());
-            for (_, _, asked_by) in &batch[1..] {
-                telemetry::propagation::link(&span, asked_by);
-            }
-            match inner.lookup_instances(&nodes).instrument(span).await {
-                Ok(answers) if answers.len() == batch.len() => {
-                    for ((_, reply, _), answer) in batch.into_iter().zip(answers) {
-                        let _ = reply.send(answer);
-                    }
-                }
-                Ok(answers) => {
-                    let err = GatewayError::Internal(format!(
-                        "the gateway answered {} results for {} nodes",
-                        answers.len(),
-                        batch.len()
-                    ));
-                    for (_, reply, _) in batch {
-                        let _ = reply.send(Err(err.clone()));
-                    }
-                }
-                Err(err) => {
-                    for (_, reply, _) in batch {
-                        let _ = reply.send(Err(err.clone()));
-                    }
-                }
-            }
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl CloudInstances for BatchingLookups {
-    async fn lookup_instances(
-        &self,
-        nodes: &[NodeRef],
-    ) -> Result<Vec<Result<Instance, GatewayError>>, GatewayError> {
-        self.inner.lookup_instances(nodes).await
-    }
-
-    async fn instance(&self, node: &NodeRef) -> Result<Instance, GatewayError> {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let start_sender = {
-            let mut queue = self
-                .queue
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            queue.waiting.push((node.clone(), reply, Span::current()));
-            !std::mem::replace(&mut queue.sending, true)
-        };
-        if start_sender {
-            tokio::spawn(Self::send_queued(self.inner.clone(), self.queue.clone()));
-        }
-        answer.await.unwrap_or_else(|_| {
-            Err(GatewayError::Unavailable(
-                "the instance lookup was dropped; retry".into(),
-            ))
-        })
     }
 }
 

@@ -23,6 +23,7 @@
 pub mod events;
 pub mod gateway;
 pub mod gateway_balance;
+pub mod gateway_batching;
 pub mod gateway_provider;
 pub mod gateway_tls;
 pub mod kube_client;
