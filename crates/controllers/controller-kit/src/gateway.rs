@@ -5,18 +5,14 @@
 //! that is replaced (another vendor, a rolling update) is picked up without restarting the
 //! controller.
 
-use std::{
-    collections::BTreeMap,
-    path::PathBuf,
-    time::Duration,
-};
+use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
+pub use crate::gateway_batching::BatchingLookups;
 use crate::{
     gateway_balance::Balanced,
     gateway_provider::{ObserveProvider, ProviderWatch},
     gateway_tls::{self, ReloadingTlsConnector},
 };
-pub use crate::gateway_batching::BatchingLookups;
 pub use gateway_api::error::GatewayError;
 use gateway_api::{
     caller::NameCaller,

@@ -94,7 +94,9 @@ impl BatchingLookups {
     }
 
     fn keep_for(&self) -> Duration {
-        self.look_ahead.as_ref().map_or(Duration::ZERO, |ahead| ahead.keep_for)
+        self.look_ahead
+            .as_ref()
+            .map_or(Duration::ZERO, |ahead| ahead.keep_for)
     }
 
     /// Sends the queue's lookups, a call at a time, until it is empty. Each call is a `batched
@@ -135,10 +137,7 @@ fn lock(queue: &Mutex<LookupQueue>) -> MutexGuard<'_, LookupQueue> {
 
 /// The next call's nodes (the waiting lookups first, then looked-ahead ones) and the spans of
 /// the reconciles in it; `None`, and the sender stops, when nobody waits.
-fn next_call(
-    queue: &mut LookupQueue,
-    look_ahead: Option<&LookAhead>,
-) -> Option<(Vec<NodeRef>, Vec<Span>)> {
+fn next_call(queue: &mut LookupQueue, look_ahead: Option<&LookAhead>) -> Option<(Vec<NodeRef>, Vec<Span>)> {
     queue.waiting.retain(|(_, reply, _)| !reply.is_closed());
     if queue.waiting.is_empty() {
         queue.sending = false;
@@ -157,7 +156,10 @@ fn next_call(
         replies.push(reply);
         spans.push(span);
     }
-    if let Some(LookAhead { pending, per_call, .. }) = look_ahead {
+    if let Some(LookAhead {
+        pending, per_call, ..
+    }) = look_ahead
+    {
         let room = per_call.saturating_sub(nodes.len());
         let still_waiting: HashSet<&NodeRef> = queue.waiting.iter().map(|(node, _, _)| node).collect();
         let ahead: Vec<NodeRef> = pending()
@@ -180,11 +182,7 @@ fn next_call(
 /// Hands each answer to the lookups that wait for it; an answer nobody waits for yet is kept
 /// for its reconcile. Every node of the call is then skipped when looking ahead, for
 /// the time answers are kept.
-fn deliver(
-    queue: &mut LookupQueue,
-    nodes: Vec<NodeRef>,
-    answers: Vec<Result<Instance, GatewayError>>,
-) {
+fn deliver(queue: &mut LookupQueue, nodes: Vec<NodeRef>, answers: Vec<Result<Instance, GatewayError>>) {
     let now = Instant::now();
     for (node, answer) in nodes.into_iter().zip(answers) {
         let replies = queue.in_flight.remove(&node).unwrap_or_default();
@@ -226,9 +224,7 @@ impl CloudInstances for BatchingLookups {
                 None => match queue.in_flight.get_mut(node) {
                     Some(replies) => {
                         replies.push(reply);
-                        Route::Wait {
-                            start_sender: false,
-                        }
+                        Route::Wait { start_sender: false }
                     }
                     None => {
                         queue.waiting.push((node.clone(), reply, Span::current()));

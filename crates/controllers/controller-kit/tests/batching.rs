@@ -97,7 +97,11 @@ async fn a_lookup_asks_ahead_for_pending_nodes_whose_reconciles_then_need_no_cal
     let first = lookups.instance(&node(0)).await.unwrap();
     assert_eq!(first.metadata.provider_id, "sim://z/i-0");
     assert_eq!(cloud.calls().len(), 1);
-    assert_eq!(cloud.calls()[0].len(), 300, "the call asked for every pending node");
+    assert_eq!(
+        cloud.calls()[0].len(),
+        300,
+        "the call asked for every pending node"
+    );
 
     let answers = futures::future::join_all((1..300).map(|i| {
         let lookups = lookups.clone();
@@ -135,7 +139,11 @@ async fn a_reconcile_whose_node_is_being_looked_ahead_joins_that_call() {
     let joined = lookups.instance(&node(42)).await.unwrap();
     assert_eq!(joined.metadata.provider_id, "sim://z/i-42");
     first.await.unwrap().unwrap();
-    assert_eq!(cloud.calls().len(), 1, "node 42 joined the call that asked for it ahead");
+    assert_eq!(
+        cloud.calls().len(),
+        1,
+        "node 42 joined the call that asked for it ahead"
+    );
 }
 
 #[tokio::test]
