@@ -7,10 +7,10 @@ use controller_kit::runner::ControllerConfig;
 /// Flags of `cloud-node-controller` beyond the common ones.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Config {
-    /// Nodes initialized in parallel (upstream's default is 1). Nodes initializing at once
-    /// share cloud calls, so enough of them keep the cloud's rate limit, not this controller,
-    /// the bottleneck.
-    #[arg(long = "concurrent-node-syncs", default_value_t = 100)]
+    /// Nodes initialized in parallel (upstream's default is 1). With the look-ahead the
+    /// cloud lookups need no more workers; 50 keep the API writes flowing (at 5000 joining
+    /// nodes, 100 were no faster and cost 6 MiB more).
+    #[arg(long = "concurrent-node-syncs", default_value_t = 50)]
     pub concurrent_node_syncs: u16,
     /// Nodes one cloud lookup may carry: a lookup also asks for other nodes still awaiting
     /// initialization, up to this many in all, and keeps their answers (at most 10 s) for
