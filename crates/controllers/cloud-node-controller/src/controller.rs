@@ -38,11 +38,13 @@ pub async fn run(runtime: Runtime, config: Config) {
     let (store, writer) = reflector::store();
     // Nodes initializing at once share BatchLookupInstances calls, which also ask for the
     // tainted nodes still waiting for a worker.
-    let lookups = BatchingLookups::new(Arc::new(runtime.gateway.clone())).looking_ahead(
-        awaiting_initialization(store.clone()),
-        usize::from(config.lookup_ahead),
-        LOOK_AHEAD_ANSWER_TTL,
-    );
+    let lookups = BatchingLookups::new(Arc::new(runtime.gateway.clone()))
+        .looking_ahead(
+            awaiting_initialization(store.clone()),
+            usize::from(config.lookup_ahead),
+            LOOK_AHEAD_ANSWER_TTL,
+        )
+        .answered_by(runtime.gateway.provider().clone());
     let ctx = Arc::new(
         Context::new(
             nodes.clone(),

@@ -16,7 +16,10 @@ use std::{
 use tokio::time::Instant;
 use tracing::{Instrument as _, Span};
 
-use crate::gateway::{BATCH_CHUNK, CloudInstances, GatewayError, Instance, NodeRef};
+use crate::{
+    gateway::{BATCH_CHUNK, CloudInstances, GatewayError, Instance, NodeRef},
+    gateway_provider::ProviderWatch,
+};
 
 /// How long the node controller keeps an answer to a looked-ahead node for that node's
 /// reconcile: no older than what the gateway's instance cache serves by default. Past it, the
@@ -36,6 +39,7 @@ pub struct BatchingLookups {
     inner: Arc<dyn CloudInstances>,
     queue: Arc<Mutex<LookupQueue>>,
     look_ahead: Option<LookAhead>,
+    provider: Option<ProviderWatch>,
 }
 
 /// What a call looks ahead at, how far, and how long the answers are kept.
@@ -59,10 +63,19 @@ struct LookupQueue {
     /// The nodes of the call that is out, with the replies waiting for each: a looked-ahead
     /// node has none until its reconcile asks (and joins the call instead of queueing).
     in_flight: HashMap<NodeRef, Vec<Reply>>,
-    /// Answers to looked-ahead nodes nobody had asked for yet: the instance, used once, or
-    /// `None` once used, or when it was not found or failed (the node's own lookup asks
-    /// again). A call looks ahead at a node here again only once its answer has expired.
-    answered: HashMap<NodeRef, (Instant, Option<Instance>)>,
+    /// The latest answer for each node of a call. A call looks ahead at a node here again
+    /// only once its answer has expired.
+    answered: HashMap<NodeRef, Kept>,
+}
+
+/// An answer kept for a node's reconcile.
+struct Kept {
+    at: Instant,
+    /// The instance, used once; `None` once used, or when it was not found or failed, or a
+    /// lookup of the node's own had it (its next lookup asks again).
+    instance: Option<Instance>,
+    /// The provider the gateway served when it answered.
+    provider: Option<String>,
 }
 
 /// Where a lookup's answer comes from.
@@ -78,7 +91,15 @@ impl BatchingLookups {
             inner,
             queue: Arc::default(),
             look_ahead: None,
+            provider: None,
         }
+    }
+
+    /// Uses a kept answer only while the gateway serves the provider that gave it: after a
+    /// swap to another vendor, the reconcile asks the new one.
+    pub fn answered_by(mut self, provider: ProviderWatch) -> Self {
+        self.provider = Some(provider);
+        self
     }
 
     /// Fills each call up to `per_call` nodes with `pending` nodes nobody asked for yet (0
@@ -105,6 +126,7 @@ impl BatchingLookups {
         inner: Arc<dyn CloudInstances>,
         queue: Arc<Mutex<LookupQueue>>,
         look_ahead: Option<LookAhead>,
+        provider: Option<ProviderWatch>,
     ) {
         loop {
             let Some((nodes, spans)) = next_call(&mut lock(&queue), look_ahead.as_ref()) else {
@@ -126,7 +148,8 @@ impl BatchingLookups {
                 }
                 Err(err) => vec![Err(err); nodes.len()],
             };
-            deliver(&mut lock(&queue), nodes, answers);
+            let answered_by = provider.as_ref().and_then(ProviderWatch::current);
+            deliver(&mut lock(&queue), nodes, answers, answered_by);
         }
     }
 }
@@ -144,7 +167,7 @@ fn next_call(queue: &mut LookupQueue, look_ahead: Option<&LookAhead>) -> Option<
         return None;
     }
     let keep_for = look_ahead.map_or(Duration::ZERO, |ahead| ahead.keep_for);
-    queue.answered.retain(|_, (at, _)| at.elapsed() <= keep_for);
+    queue.answered.retain(|_, kept| kept.at.elapsed() <= keep_for);
     let take = queue.waiting.len().min(BATCH_CHUNK);
     let mut nodes = Vec::with_capacity(take);
     let mut spans = Vec::with_capacity(take);
@@ -182,19 +205,33 @@ fn next_call(queue: &mut LookupQueue, look_ahead: Option<&LookAhead>) -> Option<
 /// Hands each answer to the lookups that wait for it; an answer nobody waits for yet is kept
 /// for its reconcile. Every node of the call is then skipped when looking ahead, for
 /// the time answers are kept.
-fn deliver(queue: &mut LookupQueue, nodes: Vec<NodeRef>, answers: Vec<Result<Instance, GatewayError>>) {
-    let now = Instant::now();
+fn deliver(
+    queue: &mut LookupQueue,
+    nodes: Vec<NodeRef>,
+    answers: Vec<Result<Instance, GatewayError>>,
+    provider: Option<String>,
+) {
+    let at = Instant::now();
     for (node, answer) in nodes.into_iter().zip(answers) {
         let replies = queue.in_flight.remove(&node).unwrap_or_default();
+        let mut instance = None;
         if replies.is_empty() {
-            queue.answered.insert(node, (now, answer.ok()));
-            continue;
+            instance = answer.ok();
+        } else {
+            for reply in replies {
+                let _ = reply.send(answer.clone());
+            }
         }
-        for reply in replies {
-            let _ = reply.send(answer.clone());
-        }
-        // Answered: no call looks ahead at it while the watch has not shown it initialized.
-        queue.answered.insert(node, (now, None));
+        // Either way no call looks ahead at it while the watch has not shown it initialized.
+        let provider = provider.clone();
+        queue.answered.insert(
+            node,
+            Kept {
+                at,
+                instance,
+                provider,
+            },
+        );
     }
 }
 
@@ -210,6 +247,7 @@ impl CloudInstances for BatchingLookups {
     async fn instance(&self, node: &NodeRef) -> Result<Instance, GatewayError> {
         let (reply, answer) = tokio::sync::oneshot::channel();
         let keep_for = self.keep_for();
+        let provider = self.provider.as_ref().map(ProviderWatch::current);
         let route = {
             let mut queue = lock(&self.queue);
             // A used answer leaves its mark: calls do not look ahead at the node again
@@ -217,8 +255,10 @@ impl CloudInstances for BatchingLookups {
             let kept = queue
                 .answered
                 .get_mut(node)
-                .filter(|(at, _)| at.elapsed() <= keep_for)
-                .and_then(|(_, instance)| instance.take());
+                .filter(|kept| {
+                    kept.at.elapsed() <= keep_for && provider.as_ref().is_none_or(|now| *now == kept.provider)
+                })
+                .and_then(|kept| kept.instance.take());
             match kept {
                 Some(instance) => Route::Answered(instance),
                 None => match queue.in_flight.get_mut(node) {
@@ -242,6 +282,7 @@ impl CloudInstances for BatchingLookups {
                     self.inner.clone(),
                     self.queue.clone(),
                     self.look_ahead.clone(),
+                    self.provider.clone(),
                 ));
             }
             Route::Wait { start_sender: false } => {}

@@ -5,6 +5,7 @@ use std::{sync::Arc, time::Duration};
 use controller_kit::{
     gateway::{BatchingLookups, CloudInstances, GatewayError, NodeRef},
     gateway_batching::PendingNodes,
+    gateway_provider::ProviderWatch,
 };
 use test_support::{FakeCloud, InstanceBuilder};
 
@@ -174,6 +175,25 @@ async fn a_call_looks_ahead_at_most_up_to_its_size_and_not_at_all_when_off() {
     let off = BatchingLookups::new(cloud.clone()).looking_ahead(pending(all), 0, KEEP);
     off.instance(&node(0)).await.unwrap();
     assert_eq!(cloud.calls()[1], vec![node(0)]);
+}
+
+#[tokio::test]
+async fn a_kept_answer_is_not_used_once_the_gateway_serves_another_provider() {
+    let cloud = cloud_with(2);
+    let provider = ProviderWatch::default();
+    provider.observe("simulator");
+    let lookups = BatchingLookups::new(cloud.clone())
+        .looking_ahead(pending(vec![node(0), node(1)]), 1000, KEEP)
+        .answered_by(provider.clone());
+    lookups.instance(&node(0)).await.unwrap();
+    assert_eq!(cloud.calls(), [vec![node(0), node(1)]]);
+
+    // The gateway was swapped for another vendor, which knows n1 as another instance.
+    provider.observe("aws");
+    cloud.set_instance("n1", InstanceBuilder::new("aws:///z/i-1").build());
+    let answer = lookups.instance(&node(1)).await.unwrap();
+    assert_eq!(answer.metadata.provider_id, "aws:///z/i-1");
+    assert_eq!(cloud.calls().len(), 2);
 }
 
 /// Waits (at most 5 s) until `done` holds.
