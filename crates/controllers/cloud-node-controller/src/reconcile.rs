@@ -132,7 +132,7 @@ impl Error {
 /// See [`Error`]; a node deleted meanwhile is no error.
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Error> {
     let name = node.name_any();
-    let _work = ctx.queue.as_ref().map(|q| q.started(&name));
+    let _work = ctx.queue.as_ref().map(|q| q.started_for(&*node));
     let action = if has_taint(&node, TAINT_UNINITIALIZED) {
         "initialize"
     } else {

@@ -507,22 +507,38 @@ pub(crate) fn address_type(kind: i32) -> &'static str {
     }
 }
 
+/// A Kubernetes address type on the wire; `Unspecified` for one the contract cannot name.
+pub(crate) fn address_type_to_pb(kind: &str) -> pb::AddressType {
+    match kind {
+        "Hostname" => pb::AddressType::Hostname,
+        "InternalIP" => pb::AddressType::InternalIp,
+        "ExternalIP" => pb::AddressType::ExternalIp,
+        "InternalDNS" => pb::AddressType::InternalDns,
+        "ExternalDNS" => pb::AddressType::ExternalDns,
+        _ => pb::AddressType::Unspecified,
+    }
+}
+
+/// Addresses from the wire, without those of a type this controller does not know (they could
+/// neither go into a Node nor be compared).
+pub(crate) fn addresses_from_pb(addresses: Vec<pb::NodeAddress>) -> Vec<NodeAddress> {
+    addresses
+        .into_iter()
+        .filter_map(|a| {
+            let kind = address_type(a.r#type);
+            (!kind.is_empty()).then(|| NodeAddress {
+                type_: kind.to_owned(),
+                address: a.address,
+            })
+        })
+        .collect()
+}
+
 fn metadata_from_pb(m: pb::InstanceMetadata) -> InstanceMetadata {
     InstanceMetadata {
         provider_id: m.provider_id,
         instance_type: m.instance_type,
-        addresses: m
-            .addresses
-            .into_iter()
-            .filter_map(|a| {
-                let kind = address_type(a.r#type);
-                // An address of a type this controller does not know cannot go into a Node.
-                (!kind.is_empty()).then(|| NodeAddress {
-                    type_: kind.to_owned(),
-                    address: a.address,
-                })
-            })
-            .collect(),
+        addresses: addresses_from_pb(m.addresses),
         zone: m.zone,
         region: m.region,
         additional_labels: m.additional_labels.into_iter().collect(),

@@ -129,7 +129,9 @@ impl BatchingLookups {
         provider: Option<ProviderWatch>,
     ) {
         loop {
-            let Some((nodes, spans)) = next_call(&mut lock(&queue), look_ahead.as_ref()) else {
+            // Read before taking the lock: the lookups of every worker wait on it.
+            let pending = look_ahead.as_ref().map(|ahead| (ahead.pending)());
+            let Some((nodes, spans)) = next_call(&mut lock(&queue), look_ahead.as_ref(), pending) else {
                 return;
             };
             let span = tracing::info_span!(parent: &spans[0], "batched lookup", nodes = nodes.len());
@@ -158,9 +160,13 @@ fn lock(queue: &Mutex<LookupQueue>) -> MutexGuard<'_, LookupQueue> {
     queue.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The next call's nodes (the waiting lookups first, then looked-ahead ones) and the spans of
-/// the reconciles in it; `None`, and the sender stops, when nobody waits.
-fn next_call(queue: &mut LookupQueue, look_ahead: Option<&LookAhead>) -> Option<(Vec<NodeRef>, Vec<Span>)> {
+/// The next call's nodes (the waiting lookups first, then looked-ahead ones among `pending`)
+/// and the spans of the reconciles in it; `None`, and the sender stops, when nobody waits.
+fn next_call(
+    queue: &mut LookupQueue,
+    look_ahead: Option<&LookAhead>,
+    pending: Option<Vec<NodeRef>>,
+) -> Option<(Vec<NodeRef>, Vec<Span>)> {
     queue.waiting.retain(|(_, reply, _)| !reply.is_closed());
     if queue.waiting.is_empty() {
         queue.sending = false;
@@ -179,13 +185,10 @@ fn next_call(queue: &mut LookupQueue, look_ahead: Option<&LookAhead>) -> Option<
         replies.push(reply);
         spans.push(span);
     }
-    if let Some(LookAhead {
-        pending, per_call, ..
-    }) = look_ahead
-    {
+    if let (Some(LookAhead { per_call, .. }), Some(pending)) = (look_ahead, pending) {
         let room = per_call.saturating_sub(nodes.len());
         let still_waiting: HashSet<&NodeRef> = queue.waiting.iter().map(|(node, _, _)| node).collect();
-        let ahead: Vec<NodeRef> = pending()
+        let ahead: Vec<NodeRef> = pending
             .into_iter()
             .filter(|node| {
                 !queue.in_flight.contains_key(node)

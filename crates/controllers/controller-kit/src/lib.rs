@@ -32,6 +32,7 @@ pub mod load_balancers;
 pub mod metrics;
 pub mod names;
 pub mod node;
+pub mod node_watch;
 pub mod patch;
 pub mod routes;
 pub mod runner;

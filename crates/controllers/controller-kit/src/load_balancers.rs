@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{
     LoadBalancerIngress, LoadBalancerStatus, NodeAddress, Service, ServicePort,
 };
 
-use crate::gateway::{GatewayClient, GatewayError, with_timeout};
+use crate::gateway::{GatewayClient, GatewayError, address_type_to_pb, with_timeout};
 
 /// A backend of a load balancer: a node as the cloud needs to know it.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -210,14 +210,6 @@ fn port_to_pb(port: &ServicePort) -> Result<pb::ServicePort, GatewayError> {
 }
 
 fn node_to_pb(node: &BackendNode) -> pb::LoadBalancerNode {
-    let address_type = |t: &str| match t {
-        "Hostname" => pb::AddressType::Hostname,
-        "InternalIP" => pb::AddressType::InternalIp,
-        "ExternalIP" => pb::AddressType::ExternalIp,
-        "InternalDNS" => pb::AddressType::InternalDns,
-        "ExternalDNS" => pb::AddressType::ExternalDns,
-        _ => pb::AddressType::Unspecified,
-    };
     pb::LoadBalancerNode {
         name: node.name.clone(),
         provider_id: node.provider_id.clone(),
@@ -225,7 +217,7 @@ fn node_to_pb(node: &BackendNode) -> pb::LoadBalancerNode {
             .addresses
             .iter()
             .map(|a| pb::NodeAddress {
-                r#type: address_type(&a.type_).into(),
+                r#type: address_type_to_pb(&a.type_).into(),
                 address: a.address.clone(),
             })
             .collect(),

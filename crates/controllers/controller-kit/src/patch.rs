@@ -50,6 +50,14 @@ impl Patches {
     pub fn is_empty(&self) -> bool {
         self.status.is_none() && self.main.is_none()
     }
+
+    /// The patches in the order they are written.
+    fn into_steps(self) -> Vec<Step> {
+        [(Target::Main, self.main), (Target::Status, self.status)]
+            .into_iter()
+            .filter_map(|(target, patch)| Some((target, patch?)))
+            .collect()
+    }
 }
 
 /// A guarded write failed.
@@ -116,12 +124,18 @@ impl Writer {
     /// [`WriteError::NotLeading`] when the leader lease is not fresh; [`WriteError::Plan`]; the
     /// API error of the read or a write (404 when the object is gone), or a 409 after
     /// [`CONFLICT_ATTEMPTS`] attempts.
-    pub async fn write<K, F, E>(&self, api: &Api<K>, name: &str, plan: F) -> Result<Option<K>, WriteError<E>>
+    pub async fn write<K, F, E>(
+        &self,
+        api: &Api<K>,
+        name: &str,
+        mut plan: F,
+    ) -> Result<Option<K>, WriteError<E>>
     where
         K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
         F: FnMut(&K) -> Result<Patches, E>,
     {
-        self.write_planned(api, name, None, plan).await
+        self.write_planned(api, name, None, |k| plan(k).map(Patches::into_steps))
+            .await
     }
 
     /// [`Writer::write`], planned first from `known`, the object as the watch delivered it: a
@@ -134,16 +148,21 @@ impl Writer {
         &self,
         api: &Api<K>,
         known: &K,
-        plan: F,
+        mut plan: F,
     ) -> Result<Option<K>, WriteError<E>>
     where
         K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
         F: FnMut(&K) -> Result<Patches, E>,
     {
         let name = known.meta().name.clone().unwrap_or_default();
-        self.write_planned(api, &name, Some(known.clone()), plan).await
+        self.write_planned(api, &name, Some(known.clone()), |k| {
+            plan(k).map(Patches::into_steps)
+        })
+        .await
     }
 
+    /// The write loop behind every guarded write: plan from `known` (else a fresh read), write
+    /// the planned steps, and start over with a fresh read on a conflict.
     async fn write_planned<K, F, E>(
         &self,
         api: &Api<K>,
@@ -153,7 +172,7 @@ impl Writer {
     ) -> Result<Option<K>, WriteError<E>>
     where
         K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-        F: FnMut(&K) -> Result<Patches, E>,
+        F: FnMut(&K) -> Result<Vec<Step>, E>,
     {
         let mut attempt = 1;
         loop {
@@ -161,11 +180,11 @@ impl Writer {
                 Some(known) => known,
                 None => api.get(name).await?,
             };
-            let patches = plan(&current).map_err(WriteError::Plan)?;
-            if patches.is_empty() {
+            let steps = plan(&current).map_err(WriteError::Plan)?;
+            if steps.is_empty() {
                 return Ok(None);
             }
-            match self.write_once(api, name, current, patches).await {
+            match self.write_once(api, name, current, steps).await {
                 Err(WriteError::Api(kube::Error::Api(status)))
                     if status.code == 409 && attempt < CONFLICT_ATTEMPTS =>
                 {
@@ -183,7 +202,7 @@ impl Writer {
         api: &Api<K>,
         name: &str,
         current: K,
-        patches: Patches,
+        steps: Vec<Step>,
     ) -> Result<K, WriteError<E>>
     where
         K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
@@ -193,8 +212,7 @@ impl Writer {
             ..Default::default()
         };
         let mut object = current;
-        for (target, patch) in [(Target::Main, patches.main), (Target::Status, patches.status)] {
-            let Some(mut body) = patch else { continue };
+        for (target, mut body) in steps {
             let Some(version) = object.meta().resource_version.clone() else {
                 return Err(WriteError::Api(kube::Error::Api(
                     kube::core::Status::failure("object has no resourceVersion", "InternalError")
@@ -207,12 +225,16 @@ impl Writer {
             }
             with_resource_version(&mut body, &version);
             object = match target {
+                Target::Main => {
+                    self.fenced(api.patch(name, &params, &Patch::Merge(&body)))
+                        .await??
+                }
                 Target::Status => {
                     self.fenced(api.patch_status(name, &params, &Patch::Merge(&body)))
                         .await??
                 }
-                Target::Main => {
-                    self.fenced(api.patch(name, &params, &Patch::Merge(&body)))
+                Target::StatusStrategic => {
+                    self.fenced(api.patch_status(name, &params, &Patch::Strategic(&body)))
                         .await??
                 }
             };
@@ -240,40 +262,13 @@ impl Writer {
         F: FnMut(&K) -> Result<Option<Value>, E>,
     {
         let name = known.meta().name.clone().unwrap_or_default();
-        let params = PatchParams {
-            field_manager: Some(self.field_manager.clone()),
-            ..Default::default()
-        };
-        let mut current = known.clone();
-        let mut attempt = 1;
-        loop {
-            let Some(mut body) = plan(&current).map_err(WriteError::Plan)? else {
-                return Ok(None);
-            };
-            let Some(version) = current.meta().resource_version.clone() else {
-                return Err(WriteError::Api(kube::Error::Api(
-                    kube::core::Status::failure("object has no resourceVersion", "InternalError")
-                        .with_code(500)
-                        .boxed(),
-                )));
-            };
-            if !self.leadership.may_act() {
-                return Err(WriteError::NotLeading);
-            }
-            with_resource_version(&mut body, &version);
-            match self
-                .fenced(api.patch_status(&name, &params, &Patch::Strategic(&body)))
-                .await?
-            {
-                Err(kube::Error::Api(status)) if status.code == 409 && attempt < CONFLICT_ATTEMPTS => {
-                    tracing::debug!(name, attempt, "conflict; reading the object again");
-                    tokio::time::sleep(conflict_backoff()).await;
-                    attempt += 1;
-                    current = api.get(&name).await?;
-                }
-                written => return Ok(Some(written?)),
-            }
-        }
+        self.write_planned(api, &name, Some(known.clone()), |k| {
+            Ok(plan(k)?
+                .map(|body| (Target::StatusStrategic, body))
+                .into_iter()
+                .collect())
+        })
+        .await
     }
 
     /// Runs a request only while this replica may act: a request still waiting (at the
@@ -317,11 +312,19 @@ impl Writer {
     }
 }
 
+/// Where a patch goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Target {
-    Status,
+    /// The object, merge patch.
     Main,
+    /// `/status`, merge patch.
+    Status,
+    /// `/status`, strategic merge patch.
+    StatusStrategic,
 }
+
+/// One patch of a write.
+type Step = (Target, Value);
 
 fn with_resource_version(body: &mut Value, version: &str) {
     if !body.is_object() {

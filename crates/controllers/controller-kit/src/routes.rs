@@ -5,7 +5,7 @@
 use gateway_api::v1 as pb;
 use k8s_openapi::api::core::v1::NodeAddress;
 
-use crate::gateway::{GatewayClient, GatewayError, address_type, with_timeout};
+use crate::gateway::{GatewayClient, GatewayError, address_type_to_pb, addresses_from_pb, with_timeout};
 
 /// cloudprovider.Route: a route that sends a node's pod CIDR to that node.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -95,30 +95,11 @@ fn route_from_pb(route: pb::Route) -> Route {
         target_node: route.target_node,
         destination_cidr: route.destination_cidr,
         blackhole: route.blackhole,
-        target_node_addresses: route
-            .target_node_addresses
-            .into_iter()
-            .filter_map(|a| {
-                let kind = address_type(a.r#type);
-                // An address of a type this controller does not know cannot be compared.
-                (!kind.is_empty()).then(|| NodeAddress {
-                    type_: kind.to_owned(),
-                    address: a.address,
-                })
-            })
-            .collect(),
+        target_node_addresses: addresses_from_pb(route.target_node_addresses),
     }
 }
 
 fn route_to_pb(route: &Route) -> pb::Route {
-    let kind = |t: &str| match t {
-        "Hostname" => pb::AddressType::Hostname,
-        "InternalIP" => pb::AddressType::InternalIp,
-        "ExternalIP" => pb::AddressType::ExternalIp,
-        "InternalDNS" => pb::AddressType::InternalDns,
-        "ExternalDNS" => pb::AddressType::ExternalDns,
-        _ => pb::AddressType::Unspecified,
-    };
     pb::Route {
         name: route.name.clone(),
         target_node: route.target_node.clone(),
@@ -129,9 +110,9 @@ fn route_to_pb(route: &Route) -> pb::Route {
             .iter()
             // The gateway refuses an address without a type; one the contract cannot name is
             // left out rather than failing the create.
-            .filter(|a| kind(&a.type_) != pb::AddressType::Unspecified)
+            .filter(|a| address_type_to_pb(&a.type_) != pb::AddressType::Unspecified)
             .map(|a| pb::NodeAddress {
-                r#type: kind(&a.type_).into(),
+                r#type: address_type_to_pb(&a.type_).into(),
                 address: a.address.clone(),
             })
             .collect(),

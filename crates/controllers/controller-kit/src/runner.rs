@@ -417,7 +417,7 @@ async fn follow_provider(
     }
 }
 
-/// Labels of `gateway_provider_info`.
+/// Labels of `gateway_provider_info` (and of other per-provider series).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
 pub struct ProviderLabels {
     /// Provider name.

@@ -38,7 +38,6 @@ pub struct QueueLabels {
 /// One controller's work queue, as metrics; cheap to clone.
 #[derive(Clone)]
 pub struct WorkQueue {
-    labels: QueueLabels,
     depth: Gauge,
     adds: Counter,
     queue_duration: Histogram,
@@ -89,14 +88,8 @@ impl WorkQueue {
             queue_duration: queue_duration.get_or_create(&labels).clone(),
             work_duration: work_duration.get_or_create(&labels).clone(),
             retries: retries.get_or_create(&labels).clone(),
-            labels,
             waiting: Arc::default(),
         }
-    }
-
-    /// The queue's name.
-    pub fn name(&self) -> &'static str {
-        self.labels.name
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
@@ -121,6 +114,11 @@ impl WorkQueue {
         if waiting.remove(key).is_some() {
             self.depth.set(i64::try_from(waiting.len()).unwrap_or(i64::MAX));
         }
+    }
+
+    /// A worker takes `obj` (keyed as [`Self::observe`] keys what the watch delivers).
+    pub fn started_for<K: Resource>(&self, obj: &K) -> WorkTimer {
+        self.started(&key_of(obj))
     }
 
     /// A worker takes `key`: its wait is measured, and its work until the guard is dropped.

@@ -2,24 +2,17 @@
 //! (a node added or deleted, its pod CIDRs or addresses changed), the debounce that makes nodes
 //! joining together cost one reconcile, the periodic safety resync, the pauses after failures.
 
-use std::{collections::HashMap, sync::Arc};
+use std::sync::Arc;
 
 use controller_kit::{
     events::Events,
     names::{callers::ROUTE_CONTROLLER, controllers::NODE_ROUTE},
+    node_watch::watch_node_changes,
     patch::Writer,
     runner::Runtime,
 };
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
-use kube::{
-    Api,
-    runtime::{
-        WatchStreamExt,
-        reflector::{self, Store},
-        watcher,
-    },
-};
+use kube::{Api, runtime::reflector::Store};
 use tokio::{
     sync::Notify,
     time::{Duration, Instant},
@@ -115,7 +108,10 @@ async fn reconcile_loop(ctx: &Context, config: &Config, changes: &Notify, shutdo
                     () = tokio::time::sleep_until(next) => true,
                     () = changes.notified() => {
                         settle(changes, config.node_sync_delay, shutdown).await
-                            && (not_before.is_none_or(|at| at <= Instant::now()) || wait(shutdown, not_before.unwrap_or(next)).await)
+                            && match not_before {
+                                Some(at) if at > Instant::now() => wait(shutdown, at).await,
+                                _ => true,
+                            }
                     }
                 }
             }
@@ -153,50 +149,5 @@ async fn settle(changes: &Notify, quiet: Duration, shutdown: &CancellationToken)
 /// or deleted, its UID, pod CIDRs or addresses changed), comparing each node with what it was.
 /// A re-list after the watch fell behind signals only if it found such a change.
 fn watch_nodes(api: Api<Node>) -> (Store<Node>, Arc<Notify>, tokio::task::JoinHandle<()>) {
-    let (store, writer) = reflector::store();
-    let changed = Arc::new(Notify::new());
-    let notify = changed.clone();
-    let mut known: HashMap<String, RouteInputs> = HashMap::new();
-    let mut relisting: Option<HashMap<String, RouteInputs>> = None;
-    let mut listed = false;
-    let name = |node: &Node| node.metadata.name.clone().unwrap_or_default();
-    let watch = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .for_each(move |event| {
-            let changed = match event {
-                Ok(watcher::Event::Apply(node)) => {
-                    let inputs = RouteInputs::of(&node);
-                    known.insert(name(&node), inputs.clone()).as_ref() != Some(&inputs)
-                }
-                Ok(watcher::Event::Delete(node)) => known.remove(&name(&node)).is_some(),
-                Ok(watcher::Event::Init) => {
-                    relisting = Some(HashMap::new());
-                    false
-                }
-                Ok(watcher::Event::InitApply(node)) => {
-                    if let Some(list) = relisting.as_mut() {
-                        list.insert(name(&node), RouteInputs::of(&node));
-                    }
-                    false
-                }
-                Ok(watcher::Event::InitDone) => {
-                    let list = relisting.take().unwrap_or_default();
-                    // The first list is what the first reconcile starts from.
-                    let differs = listed && list != known;
-                    known = list;
-                    listed = true;
-                    differs
-                }
-                Err(err) => {
-                    tracing::warn!(error = %err, "node watch failed; retrying");
-                    false
-                }
-            };
-            if changed {
-                notify.notify_one();
-            }
-            std::future::ready(())
-        });
-    (store, changed, tokio::spawn(watch))
+    watch_node_changes(api, |node| Some(RouteInputs::of(node)), false)
 }

@@ -212,6 +212,18 @@ fn equal_addresses(a: &[NodeAddress], b: &[NodeAddress]) -> bool {
 /// - routes outside `--cluster-cidr` are never touched, and count as the route of their node's
 ///   pod CIDR.
 pub fn plan(cluster: &ClusterCidrs, nodes: &[NodeFacts], routes: &[Route], compare_addresses: bool) -> Plan {
+    // Each route's destination key and whether it is inside the cluster CIDR, read once; the
+    // routes by destination key, in the cloud's order.
+    let keys: Vec<String> = routes.iter().map(|r| cidr_key(&r.destination_cidr)).collect();
+    let ours: Vec<bool> = routes
+        .iter()
+        .map(|r| cluster.is_responsible(&r.destination_cidr))
+        .collect();
+    let mut by_key: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, key) in keys.iter().enumerate() {
+        by_key.entry(key).or_default().push(i);
+    }
+    let routes_to = |key: &str| by_key.get(key).into_iter().flatten().copied();
     // Each node's pod CIDRs, duplicates dropped, in the node's order.
     let wanted: Vec<Vec<&str>> = nodes
         .iter()
@@ -239,13 +251,13 @@ pub fn plan(cluster: &ClusterCidrs, nodes: &[NodeFacts], routes: &[Route], compa
     for (i, node) in nodes.iter().enumerate() {
         for cidr in &wanted[i] {
             let key = cidr_key(cidr);
-            let found = routes.iter().position(|r| {
-                !r.blackhole
-                    && r.target_node == node.name
-                    && cidr_key(&r.destination_cidr) == key
+            let found = routes_to(&key).find(|&r| {
+                let route = &routes[r];
+                !route.blackhole
+                    && route.target_node == node.name
                     && (!compare_addresses
-                        || !cluster.is_responsible(&r.destination_cidr)
-                        || equal_addresses(&node.addresses, &r.target_node_addresses))
+                        || !ours[r]
+                        || equal_addresses(&node.addresses, &route.target_node_addresses))
             });
             if let Some(r) = found
                 && !claimed.contains_key(&key)
@@ -278,15 +290,9 @@ pub fn plan(cluster: &ClusterCidrs, nodes: &[NodeFacts], routes: &[Route], compa
                 continue;
             }
             claimed.insert(key.clone(), &node.name);
-            let replaces = routes
-                .iter()
-                .enumerate()
-                .filter(|(r, route)| {
-                    !kept.contains(r)
-                        && cidr_key(&route.destination_cidr) == key
-                        && cluster.is_responsible(&route.destination_cidr)
-                })
-                .map(|(_, route)| route.clone())
+            let replaces = routes_to(&key)
+                .filter(|r| !kept.contains(r) && ours[*r])
+                .map(|r| routes[r].clone())
                 .collect();
             out[i].creating.push((*cidr).to_owned());
             creates.push(Create {
@@ -312,11 +318,7 @@ pub fn plan(cluster: &ClusterCidrs, nodes: &[NodeFacts], routes: &[Route], compa
     let deletes = routes
         .iter()
         .enumerate()
-        .filter(|(i, r)| {
-            !kept.contains(i)
-                && cluster.is_responsible(&r.destination_cidr)
-                && !replaced.contains(&cidr_key(&r.destination_cidr))
-        })
+        .filter(|(i, _)| !kept.contains(i) && ours[*i] && !replaced.contains(&keys[*i]))
         .map(|(_, r)| r.clone())
         .collect();
 

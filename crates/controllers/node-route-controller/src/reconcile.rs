@@ -14,16 +14,13 @@ use controller_kit::{
     events::Events,
     gateway::GatewayError,
     names::controllers::NODE_ROUTE,
+    node::object_ref,
     patch::{WriteError, Writer},
     routes::{CloudRoutes, Route},
     spans,
 };
 use futures::future::join_all;
-use k8s_openapi::{
-    api::core::v1::{Node, ObjectReference},
-    apimachinery::pkg::apis::meta::v1::Time,
-    jiff::Timestamp,
-};
+use k8s_openapi::{api::core::v1::Node, apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::{
     Api,
     runtime::reflector::{ObjectRef, Store},
@@ -425,7 +422,7 @@ async fn create(ctx: &Context, create: &Create) -> Created {
             );
             tracing::warn!("{note}");
             ctx.events
-                .warning(&node_ref(&node), "FailedToCreateRoute", "CreateRoute", note)
+                .warning(&object_ref(&node), "FailedToCreateRoute", "CreateRoute", note)
                 .await;
             Err(err)
         }
@@ -507,11 +504,7 @@ async fn explain_unrouted(ctx: &Context, node: &Node, routes: &NodeRoutes) {
             }
         };
         ctx.events
-            .warning(&node_ref(node), "FailedToCreateRoute", "CreateRoute", note)
+            .warning(&object_ref(node), "FailedToCreateRoute", "CreateRoute", note)
             .await;
     }
-}
-
-fn node_ref(node: &Node) -> ObjectReference {
-    controller_kit::node::object_ref(node)
 }

@@ -2,7 +2,6 @@
 //! Service watch and its work queue.
 
 use std::{
-    collections::BTreeMap,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -10,6 +9,7 @@ use std::{
 use controller_kit::{
     events::Events,
     names::{callers::SERVICE_CONTROLLER, controllers::SERVICE_LB},
+    node_watch::watch_node_changes,
     runner::Runtime,
     shards::Shards,
     workqueue::WorkQueue,
@@ -162,60 +162,9 @@ fn taken_over(
 /// deleted, excluded, tainted for deletion, or with a new providerID), comparing each node with
 /// what it was, not the whole set.
 fn watch_backends(api: Api<Node>) -> (Store<Node>, Arc<Notify>) {
-    let (store, writer) = reflector::store();
-    let changed = Arc::new(Notify::new());
-    let notify = changed.clone();
-    let mut backends: BTreeMap<String, String> = BTreeMap::new();
-    let mut relisting: Option<BTreeMap<String, String>> = None;
-    let backend = |node: &Node| {
-        plan::is_backend(node).then(|| {
-            (
-                node.metadata.name.clone().unwrap_or_default(),
-                controller_kit::node::provider_id(node).to_owned(),
-            )
-        })
-    };
-    let watch = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .reflect(writer)
-        .for_each(move |event| {
-            let changed = match event {
-                Ok(watcher::Event::Apply(node)) => match backend(&node) {
-                    Some((name, id)) => backends.insert(name, id.clone()).is_none_or(|old| old != id),
-                    None => backends
-                        .remove(&node.metadata.name.clone().unwrap_or_default())
-                        .is_some(),
-                },
-                Ok(watcher::Event::Delete(node)) => backends
-                    .remove(&node.metadata.name.clone().unwrap_or_default())
-                    .is_some(),
-                Ok(watcher::Event::Init) => {
-                    relisting = Some(BTreeMap::new());
-                    false
-                }
-                Ok(watcher::Event::InitApply(node)) => {
-                    if let (Some(list), Some((name, id))) = (relisting.as_mut(), backend(&node)) {
-                        list.insert(name, id);
-                    }
-                    false
-                }
-                Ok(watcher::Event::InitDone) => {
-                    let list = relisting.take().unwrap_or_default();
-                    let differs = list != backends;
-                    backends = list;
-                    differs
-                }
-                Err(err) => {
-                    tracing::warn!(error = %err, "node watch failed; retrying");
-                    false
-                }
-            };
-            if changed {
-                notify.notify_one();
-            }
-            std::future::ready(())
-        });
-    tokio::spawn(watch);
+    let backend =
+        |node: &Node| plan::is_backend(node).then(|| controller_kit::node::provider_id(node).to_owned());
+    let (store, changed, _watch) = watch_node_changes(api, backend, true);
     (store, changed)
 }
 

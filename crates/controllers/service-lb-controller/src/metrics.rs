@@ -24,12 +24,8 @@ pub struct FormerProviderLabels {
     pub provider: String,
 }
 
-/// A provider.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ProviderLabels {
-    /// Provider name.
-    pub provider: String,
-}
+/// A provider (the same labels as `gateway_provider_info`).
+pub use controller_kit::runner::ProviderLabels;
 
 /// Every metric of the service controller; cheap to clone.
 #[derive(Clone)]

@@ -87,9 +87,9 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// A Service's key: `namespace/name`.
+/// A Service's key: `namespace/name`, as the work queue counts it.
 pub fn key_of(svc: &Service) -> String {
-    format!("{}/{}", svc.namespace().unwrap_or_default(), svc.name_any())
+    controller_kit::workqueue::key_of(svc)
 }
 
 /// The shard key of a Service: its UID (stable for the Service's life, unique across
@@ -301,7 +301,7 @@ pub enum Outcome {
 /// # Errors
 /// See [`Error`].
 pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _work = ctx.queue.as_ref().map(|q| q.started(&key_of(&svc)));
+    let _work = ctx.queue.as_ref().map(|q| q.started_for(&*svc));
     match sync_service(&ctx, &svc, Trigger::Queue).await? {
         Outcome::Done => {
             lock(&ctx.failures).remove(&key_of(&svc));
@@ -514,8 +514,7 @@ async fn ensure(
                 plan::add_finalizer(fresh, provider.as_deref()).unwrap_or_default(),
             )
         })
-        .await
-        .map_err(|e| e.into_write_error().unwrap_or_else(|never| match never {}));
+        .await;
     let Some(current) = written(svc, with_finalizer, "add load balancer cleanup finalizer")? else {
         return Ok(()); // deleted meanwhile
     };
@@ -569,8 +568,7 @@ async fn ensure(
                 main: None,
             })
         })
-        .await
-        .map_err(|e| e.into_write_error().unwrap_or_else(|never| match never {}));
+        .await;
     written(svc, with_status, "update load balancer status")?;
     ctx.record(&key, svc, identity);
     Ok(())
@@ -693,8 +691,7 @@ async fn cleanup(ctx: &Context, svc: &Service, shard: u32, regarding: &ObjectRef
         .write_from(&api, svc, |fresh| {
             Ok::<_, std::convert::Infallible>(plan::remove_finalizer_and_status(fresh))
         })
-        .await
-        .map_err(|e| e.into_write_error().unwrap_or_else(|never| match never {}));
+        .await;
     written(svc, removed, "remove load balancer cleanup finalizer")?;
     ctx.forget(&key);
     lock(&ctx.locks).remove(&key);
@@ -733,8 +730,7 @@ async fn held_by_former_provider(
             .write_from(&ctx.services(svc), svc, |fresh| {
                 Ok::<_, std::convert::Infallible>(plan::remove_finalizer_and_status(fresh))
             })
-            .await
-            .map_err(|e| e.into_write_error().unwrap_or_else(|never| match never {}));
+            .await;
         written(svc, removed, "remove load balancer cleanup finalizer")?;
         ctx.metrics.at_former_provider.remove(&labels);
         lock(&ctx.reported).remove(&key);
