@@ -13,6 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use prometheus_client::metrics::gauge::Gauge;
 use token_bucket::{Limit, TokenBucket};
 use tokio::sync::{Notify, oneshot};
 use tracing::{Instrument as _, field::Empty};
@@ -155,9 +156,9 @@ struct QueueState {
     waiting: HashMap<Arc<str>, VecDeque<oneshot::Sender<()>>>,
     /// Callers with waiters, in turn order.
     turns: VecDeque<Arc<str>>,
-    /// Callers that ever waited here: their `queue_depth` series (bounded: only the policy's
-    /// callers get a name of their own).
-    seen: Vec<Arc<str>>,
+    /// Callers that ever waited here, with their `queue_depth` series (bounded: only the
+    /// policy's callers get a name of their own).
+    seen: Vec<(Arc<str>, Gauge)>,
     closed: bool,
 }
 
@@ -200,7 +201,7 @@ impl ClassQueue {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn depth_gauge(&self, caller: &str) -> prometheus_client::metrics::gauge::Gauge {
+    fn depth_gauge(&self, caller: &str) -> Gauge {
         self.metrics
             .queue_depth
             .get_or_create(&QueueLabels {
@@ -214,7 +215,7 @@ impl ClassQueue {
     /// were waiting before it.
     fn enqueue(&self, caller: &str) -> Result<(oneshot::Receiver<()>, usize, usize), SchedulerClosed> {
         let (tx, rx) = oneshot::channel();
-        let (waiting, of_caller) = {
+        let (waiting, of_caller, depth) = {
             let mut state = self.lock();
             if state.closed {
                 return Err(SchedulerClosed);
@@ -224,15 +225,20 @@ impl ClassQueue {
             let queue = state.waiting.entry(caller.clone()).or_default();
             queue.push_back(tx);
             let of_caller = queue.len() - 1;
-            if !state.seen.contains(&caller) {
-                state.seen.push(caller.clone());
-            }
+            let depth = match state.seen.iter().find(|(seen, _)| *seen == caller) {
+                Some((_, depth)) => depth.clone(),
+                None => {
+                    let depth = self.depth_gauge(&caller);
+                    state.seen.push((caller.clone(), depth.clone()));
+                    depth
+                }
+            };
             if of_caller == 0 {
                 state.turns.push_back(caller);
             }
-            (waiting, of_caller)
+            (waiting, of_caller, depth)
         };
-        self.depth_gauge(caller).inc();
+        depth.inc();
         self.wake.notify_one();
         Ok((rx, waiting, of_caller))
     }
@@ -335,10 +341,9 @@ impl ClassQueue {
                 let _ = waiter.send(());
             }
         };
-        for caller in &state.seen {
+        for (caller, gauge) in &state.seen {
             let depth = state.waiting.get(caller).map_or(0, VecDeque::len);
-            self.depth_gauge(caller)
-                .set(i64::try_from(depth).unwrap_or(i64::MAX));
+            gauge.set(i64::try_from(depth).unwrap_or(i64::MAX));
         }
         step
     }

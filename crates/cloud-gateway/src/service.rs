@@ -26,6 +26,9 @@ pub struct GatewayService {
     metrics: Arc<Metrics>,
     limits: pb::ProviderLimits,
     authorizer: Authorizer,
+    /// The provider's name as the header every answer carries; `None` if it is no valid
+    /// header value.
+    provider_header: Option<tonic::metadata::AsciiMetadataValue>,
 }
 
 type RpcResult<T> = Result<Response<T>, Status>;
@@ -40,8 +43,10 @@ impl GatewayService {
         limits: pb::ProviderLimits,
         authorizer: Authorizer,
     ) -> Arc<Self> {
+        let provider_header = provider.name().parse().ok();
         Arc::new(Self {
             provider,
+            provider_header,
             gate,
             lookups,
             metrics,
@@ -237,19 +242,15 @@ impl GatewayService {
     }
 
     /// Every answer names the provider behind it ([`PROVIDER_HEADER`]).
-    fn with_provider_name<T>(&self, answer: RpcResult<T>) -> RpcResult<T> {
-        let name = self.provider.name().parse::<tonic::metadata::MetadataValue<_>>();
-        match (answer, name) {
-            (Ok(mut response), Ok(name)) => {
-                response.metadata_mut().insert(PROVIDER_HEADER, name);
-                Ok(response)
-            }
-            (Err(mut status), Ok(name)) => {
-                status.metadata_mut().insert(PROVIDER_HEADER, name);
-                Err(status)
-            }
-            (answer, Err(_)) => answer,
+    fn with_provider_name<T>(&self, mut answer: RpcResult<T>) -> RpcResult<T> {
+        if let Some(name) = &self.provider_header {
+            let metadata = match &mut answer {
+                Ok(response) => response.metadata_mut(),
+                Err(status) => status.metadata_mut(),
+            };
+            metadata.insert(PROVIDER_HEADER, name.clone());
         }
+        answer
     }
 
     /// The provider's load balancers, the cluster name and the service of a request, validated.

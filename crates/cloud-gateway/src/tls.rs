@@ -39,9 +39,10 @@ pub fn incoming(
                 }
             };
             let _ = tcp.set_nodelay(true);
-            let acceptor = TlsAcceptor::from(tls.current());
-            let (tx, metrics) = (tx.clone(), metrics.clone());
+            let (tx, metrics, tls) = (tx.clone(), metrics.clone(), tls.clone());
             tokio::spawn(async move {
+                // Reading the certificate files (when they changed) is off the accept loop too.
+                let acceptor = TlsAcceptor::from(tls.current());
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
                     Ok(Ok(stream)) => {
                         let _ = tx.send(Ok(stream)).await;
