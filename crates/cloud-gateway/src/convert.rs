@@ -208,6 +208,7 @@ pub fn lb_nodes(nodes: Vec<pb::LoadBalancerNode>) -> Result<Vec<LoadBalancerNode
                 name: n.name,
                 provider_id: n.provider_id,
                 addresses: addresses(n.addresses)?,
+                labels: n.labels.into_iter().collect(),
             })
         })
         .collect()

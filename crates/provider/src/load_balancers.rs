@@ -78,7 +78,7 @@ pub enum ExternalTrafficPolicy {
 }
 
 /// A backend node of a load balancer.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct LoadBalancerNode {
     /// Node name.
     pub name: String,
@@ -86,6 +86,8 @@ pub struct LoadBalancerNode {
     pub provider_id: String,
     /// `status.addresses`.
     pub addresses: Vec<NodeAddress>,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
 }
 
 /// core/v1 LoadBalancerStatus.

@@ -18,6 +18,8 @@ pub struct BackendNode {
     pub provider_id: String,
     /// `status.addresses`.
     pub addresses: Vec<NodeAddress>,
+    /// `metadata.labels` (providers may choose backends by label).
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 /// cloudprovider.LoadBalancer, over the gateway. Every call is idempotent: the load balancer's
@@ -221,6 +223,7 @@ fn node_to_pb(node: &BackendNode) -> pb::LoadBalancerNode {
                 address: a.address.clone(),
             })
             .collect(),
+        labels: node.labels.clone().into_iter().collect(),
     }
 }
 

@@ -186,6 +186,7 @@ pub fn backends<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> Vec<BackendNod
                 .as_ref()
                 .and_then(|s| s.addresses.clone())
                 .unwrap_or_default(),
+            labels: n.metadata.labels.clone().unwrap_or_default(),
         })
         .collect();
     backends.sort_by(|a, b| a.name.cmp(&b.name));

@@ -57,7 +57,7 @@ fn lb_node(name: &str, provider_id: &str) -> LoadBalancerNode {
     LoadBalancerNode {
         name: name.into(),
         provider_id: provider_id.into(),
-        addresses: vec![],
+        ..LoadBalancerNode::default()
     }
 }
 

@@ -181,6 +181,8 @@ fn expect_typed<T: std::fmt::Debug>(result: Result<T, Status>, code: Code, call:
 }
 
 /// A service with a fresh UID: the load balancer name derives from it, so runs never collide.
+/// Two TCP ports: what every cloud's default load balancer serves (AWS's Classic ELB carries
+/// TCP only, as it does under cloud-provider-aws).
 fn service() -> pb::Service {
     let uid = uuid::Uuid::new_v4().to_string();
     pb::Service {
@@ -195,10 +197,10 @@ fn service() -> pb::Service {
                 node_port: 30080,
             },
             pb::ServicePort {
-                name: "dns".into(),
-                protocol: pb::Protocol::Udp as i32,
-                port: 53,
-                node_port: 30053,
+                name: "https".into(),
+                protocol: pb::Protocol::Tcp as i32,
+                port: 443,
+                node_port: 30443,
             },
         ],
         external_traffic_policy: pb::ExternalTrafficPolicy::Cluster as i32,
@@ -214,6 +216,8 @@ fn lb_node(instance: &TestInstance) -> pb::LoadBalancerNode {
             r#type: pb::AddressType::InternalIp as i32,
             address: instance.internal_ip.clone(),
         }],
+        // As kubelet labels every Node; a gateway must accept labels whether it reads them or not.
+        labels: [("kubernetes.io/hostname".to_owned(), instance.node_name.clone())].into(),
     }
 }
 

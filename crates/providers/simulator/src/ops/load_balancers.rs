@@ -341,7 +341,7 @@ mod tests {
         LoadBalancerNode {
             name: n.into(),
             provider_id: format!("simulator://z/{n}"),
-            addresses: vec![],
+            ..LoadBalancerNode::default()
         }
     }
 
