@@ -175,6 +175,11 @@ pub struct AwsArgs {
     /// Bound of one AWS API call, retries included.
     #[arg(long = "aws-operation-timeout", default_value = "30s", value_parser = humantime::parse_duration)]
     pub operation_timeout: Duration,
+    /// How long a load balancer found as its Service asks is trusted: within it, a sync of the
+    /// unchanged Service reads only the load balancer and its tags; `0s` reads everything on
+    /// every sync, as cloud-provider-aws does.
+    #[arg(long = "aws-load-balancer-verify-period", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub verify_period: Duration,
 }
 
 #[cfg(feature = "aws")]
@@ -189,6 +194,8 @@ impl AwsArgs {
             max_instance_batch: self.max_instance_batch,
             max_attempts: self.max_attempts,
             operation_timeout: self.operation_timeout,
+            verify_period: self.verify_period,
+            ..provider_aws::AwsConfig::default()
         }
     }
 }

@@ -12,8 +12,38 @@ use aws_smithy_http_client::{
 pub const DEFAULT_MAX_INSTANCE_BATCH: usize = 500;
 /// Upper bound of [`AwsConfig::max_instance_batch`]: AWS accepts up to 1000 IDs.
 pub const MAX_INSTANCE_BATCH_LIMIT: usize = 1000;
+/// Default of [`AwsConfig::verify_period`].
+pub const DEFAULT_VERIFY_PERIOD: Duration = Duration::from_secs(600);
 /// SDK attempts per API call (1 = no SDK retry). Throttling is never retried by the SDK.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
+
+/// How Classic ELBs and NLBs check `externalTrafficPolicy: Cluster` Services (cloud-config
+/// `ClusterServiceLoadBalancerHealthProbeMode`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum HealthProbe {
+    /// The traffic port (upstream's default, `ServiceNodePort`).
+    #[default]
+    ServiceNodePort,
+    /// kube-proxy's health endpoint on every node (`Shared`): HTTP on `port` at `path`.
+    Shared {
+        /// Default 10256.
+        port: u16,
+        /// Default `/healthz`.
+        path: String,
+    },
+}
+
+/// Load-balancer settings cloud-provider-aws takes from its cloud config.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LbSettings {
+    /// `ElbSecurityGroup`: one security group every Classic ELB uses instead of its own
+    /// `k8s-elb-*` group. Never modified and never deleted.
+    pub elb_security_group: Option<String>,
+    /// `DisableSecurityGroupIngress`: leave the nodes' security groups alone.
+    pub disable_security_group_ingress: bool,
+    /// `ClusterServiceLoadBalancerHealthProbeMode` and its port and path.
+    pub health_probe: HealthProbe,
+}
 
 /// Settings of the AWS provider. Credentials are not among them: they come from the standard AWS
 /// chain (environment, shared config/SSO, web identity/IRSA, ECS/EKS Pod Identity, IMDS).
@@ -28,11 +58,11 @@ pub struct AwsConfig {
     /// `kubernetes.io/cluster/<cluster>` (as cloud-provider-aws). Either way the table must carry
     /// that tag, or routes are refused.
     pub route_table_id: Option<String>,
-    /// The cluster's VPC; narrows subnet discovery. `None`: subnets are found by tag in any VPC.
+    /// The cluster's VPC: where load balancers, their subnets and security groups live. `None`:
+    /// the VPC of the Service's backend instances (cloud-provider-aws takes its own instance's).
     pub vpc_id: Option<String>,
-    /// Subnets of new load balancers. Empty: discovered per cluster, one per zone, among subnets
-    /// tagged `kubernetes.io/cluster/<cluster>` (preferring `kubernetes.io/role/elb` for
-    /// internet-facing and `kubernetes.io/role/internal-elb` for internal load balancers).
+    /// Subnets for load balancers when discovery finds none in the VPC (cloud-provider-aws falls
+    /// back to its own instance's subnet, or `SubnetID` of its cloud config).
     pub subnet_ids: Vec<String>,
     /// Most instance IDs per DescribeInstances call; default 500.
     pub max_instance_batch: usize,
@@ -41,6 +71,12 @@ pub struct AwsConfig {
     pub max_attempts: u32,
     /// Bound of one API call, retries included; default 30s.
     pub operation_timeout: Duration,
+    /// Load-balancer settings of upstream's cloud config.
+    pub load_balancers: LbSettings,
+    /// How long a load balancer found as its Service asks stays trusted: syncs of the unchanged
+    /// Service within it read only the load balancer and its tags; after it, one full read
+    /// repairs what was changed behind the provider's back. Default 10 minutes.
+    pub verify_period: Duration,
 }
 
 impl Default for AwsConfig {
@@ -54,6 +90,8 @@ impl Default for AwsConfig {
             max_instance_batch: DEFAULT_MAX_INSTANCE_BATCH,
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             operation_timeout: Duration::from_secs(30),
+            load_balancers: LbSettings::default(),
+            verify_period: DEFAULT_VERIFY_PERIOD,
         }
     }
 }

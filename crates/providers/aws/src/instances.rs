@@ -27,6 +27,9 @@ use crate::{
     naming::{instance_id_from_provider_id, instance_id_in_node_name, instance_ids_in_message, provider_id},
 };
 
+/// How long an instance described for a load balancer is reused (its groups and VPC do not
+/// change; its state only decides whether a new target is registered).
+pub const INSTANCE_TTL: std::time::Duration = std::time::Duration::from_secs(300);
 /// Most values AWS accepts in one filter.
 pub const MAX_FILTER_VALUES: usize = 200;
 /// Rounds of "drop the unknown IDs and ask again" before falling back to the filter.
@@ -55,6 +58,10 @@ pub struct InstanceView {
     pub tags: BTreeMap<String, String>,
     /// Whether EC2 drops traffic not addressed to the instance (must be off for pod routes).
     pub source_dest_check: Option<bool>,
+    /// The instance's security groups (its primary interface's), as upstream reads them.
+    pub security_groups: Vec<String>,
+    /// Its VPC.
+    pub vpc_id: String,
 }
 
 fn non_empty(s: Option<&str>) -> Option<String> {
@@ -106,6 +113,12 @@ impl InstanceView {
                 .filter_map(|t| Some((t.key()?.to_owned(), t.value().unwrap_or_default().to_owned())))
                 .collect(),
             source_dest_check: i.source_dest_check(),
+            security_groups: i
+                .security_groups()
+                .iter()
+                .filter_map(|g| non_empty(g.group_id()))
+                .collect(),
+            vpc_id: i.vpc_id().unwrap_or_default().to_owned(),
         })
     }
 
@@ -384,6 +397,36 @@ impl AwsProvider {
             }
         }
         Ok(views)
+    }
+
+    /// Instances by ID for load balancers: what was described within [`INSTANCE_TTL`] is
+    /// reused (a node joining makes every load balancer look its backends up), the rest is
+    /// described in batches. Unknown IDs are absent from the answer.
+    pub(crate) async fn instances_cached(&self, ids: &[String]) -> Result<HashMap<String, InstanceView>> {
+        let mut out = HashMap::new();
+        let mut missing = Vec::new();
+        {
+            let cache = self.caches.instances.lock().expect("instance cache");
+            for id in ids {
+                match cache.get(id) {
+                    Some((at, view)) if at.elapsed() < INSTANCE_TTL => {
+                        out.insert(id.clone(), view.clone());
+                    }
+                    _ => missing.push(id.clone()),
+                }
+            }
+        }
+        if !missing.is_empty() {
+            let described = self.describe_instance_ids(&missing).await?;
+            let now = std::time::Instant::now();
+            let mut cache = self.caches.instances.lock().expect("instance cache");
+            cache.retain(|_, (at, _)| at.elapsed() < INSTANCE_TTL);
+            for (id, view) in described.found {
+                cache.insert(id.clone(), (now, view.clone()));
+                out.insert(id, view);
+            }
+        }
+        Ok(out)
     }
 
     /// Finds the instance of every node: the outer error fails the batch (throttled,

@@ -1,28 +1,46 @@
-//! The AWS provider: EC2 instances, network load balancers (ELBv2) and VPC route tables, on the
-//! official AWS SDK for Rust.
+//! The AWS provider, a drop-in for cloud-provider-aws: EC2 instances, Classic ELBs (the default
+//! type) and network load balancers with their security groups, and pod-CIDR routes in a VPC
+//! route table, on the official AWS SDK for Rust.
 //!
 //! # Layout
+//! Split by AWS service; each has a pure planner (what AWS has + what the Service asks → the
+//! calls to make), table-tested, and a thin executor over the SDK.
 //! - [`config`]: [`AwsConfig`], validated once, and the SDK configuration built from it.
-//! - [`naming`]: provider IDs, load balancer and target group names, ownership tags.
+//! - [`naming`], [`tags`]: provider IDs and upstream's names; the cluster's tags and ownership.
 //! - [`errors`]: AWS error codes → [`provider::ProviderError`]; the retry classifier that leaves
 //!   throttling to the gateway.
-//! - [`instances`]: batched, definite instance lookups.
-//! - [`plan`]: the wanted load balancer of a service and the diffs to reach it (pure).
-//! - [`load_balancers`]: the ELBv2 calls around the plan.
-//! - [`routes`]: pod-CIDR routes in a VPC route table.
-//!
-//! Every decision is a pure function with table tests; the modules' `impl AwsProvider` blocks do
-//! the API calls around them.
+//! - [`instances`]: batched, definite instance lookups (EC2).
+//! - [`annotations`], [`spec`]: the Service and its `aws-load-balancer-*` annotations, read as
+//!   upstream reads them.
+//! - [`subnets`]: upstream's subnet discovery, over a cached view of the VPC (EC2).
+//! - [`security_groups`]: the load balancer's group and the nodes' rules (EC2).
+//! - [`classic`]: Classic ELBs (Elastic Load Balancing).
+//! - [`nlb`]: network load balancers (Elastic Load Balancing v2).
+//! - [`load_balancers`]: the LoadBalancer capability over all of the above; [`converged`]: when a
+//!   sync may skip the full read; [`writes`]: every write, counted and marked.
+//! - [`routes`]: pod-CIDR routes in a VPC route table (EC2).
 
+pub mod annotations;
+pub mod classic;
 pub mod config;
+pub mod converged;
 pub mod errors;
 pub mod instances;
 pub mod load_balancers;
 pub mod naming;
-pub mod plan;
+pub mod nlb;
 pub mod routes;
+pub mod security_groups;
+pub mod spec;
+pub mod subnets;
+pub mod tags;
+mod writes;
 
-use std::sync::Arc;
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, Mutex},
+    time::Instant,
+};
 
 use aws_config::SdkConfig;
 use provider::{Instances, LoadBalancers, Provider, ProviderLimits, Routes};
@@ -31,12 +49,26 @@ pub use config::{AwsConfig, AwsSetupError};
 
 use crate::errors::NeverRetryThrottling;
 
+/// What the provider keeps between calls.
+#[derive(Debug, Default)]
+struct Caches {
+    /// A VPC's subnets and route tables ([`subnets::NETWORK_TTL`]).
+    network: Mutex<HashMap<String, (Instant, Arc<subnets::Network>)>>,
+    /// Zone name → zone type, for the process's life.
+    zone_types: Mutex<BTreeMap<String, String>>,
+    /// Instances described for load balancers ([`instances::INSTANCE_TTL`]).
+    instances: Mutex<HashMap<String, (Instant, instances::InstanceView)>>,
+}
+
 /// The AWS provider. Cheap to share: the SDK clients pool their connections.
 pub struct AwsProvider {
     config: AwsConfig,
     region: String,
     ec2: aws_sdk_ec2::Client,
     elb: aws_sdk_elasticloadbalancingv2::Client,
+    classic: aws_sdk_elasticloadbalancing::Client,
+    caches: Caches,
+    verified: converged::Verified,
 }
 
 impl std::fmt::Debug for AwsProvider {
@@ -73,11 +105,17 @@ impl AwsProvider {
         let elb = aws_sdk_elasticloadbalancingv2::config::Builder::from(sdk)
             .retry_classifier(NeverRetryThrottling)
             .build();
+        let classic = aws_sdk_elasticloadbalancing::config::Builder::from(sdk)
+            .retry_classifier(NeverRetryThrottling)
+            .build();
         Ok(Arc::new(Self {
+            verified: converged::Verified::new(config.verify_period),
             config,
             region,
             ec2: aws_sdk_ec2::Client::from_conf(ec2),
             elb: aws_sdk_elasticloadbalancingv2::Client::from_conf(elb),
+            classic: aws_sdk_elasticloadbalancing::Client::from_conf(classic),
+            caches: Caches::default(),
         }))
     }
 

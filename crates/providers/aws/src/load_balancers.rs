@@ -1,528 +1,230 @@
-//! Network load balancers: the ELBv2 calls around [`crate::plan`].
+//! The LoadBalancer capability: a Service's Classic ELB or NLB, its security groups and the
+//! nodes' rules, converged as cloud-provider-aws converges them, from [`crate::spec`] through the
+//! planners of [`crate::classic`], [`crate::nlb`] and [`crate::security_groups`].
 //!
-//! A service gets one NLB named after its UID, one target group per listener (deterministic name,
-//! instance targets on the node port) and one listener per front port. Everything is tagged
-//! `kubernetes.io/cluster/<cluster>=owned` plus the service's name and UID; nothing without the
-//! cluster tag is ever changed or deleted. Ensure and update converge: they read what exists and
-//! change only what differs, so a retry after a crash finishes the job without duplicates.
+//! Each sync first reads the load balancer and its tags; see [`crate::converged`] for when that
+//! is enough. Deletion cleans up from what exists in AWS, whatever the Service's annotations say
+//! now: a load balancer of either type with the Service's name, its target groups, its security
+//! group, and the nodes' rules for it, also when the load balancer itself is already gone.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use async_trait::async_trait;
 use aws_sdk_ec2::types::Filter;
-use aws_sdk_elasticloadbalancingv2::types::{
-    Action, ActionTypeEnum, LoadBalancer, LoadBalancerSchemeEnum, LoadBalancerTypeEnum, ProtocolEnum, Tag,
-    TargetDescription, TargetGroup, TargetHealthStateEnum, TargetTypeEnum,
-};
 use provider::{
     LoadBalancerIngress, LoadBalancerNode, LoadBalancerStatus, LoadBalancers, NodeRef, ProviderError, Result,
     ServiceSpec,
 };
 
 use crate::{
-    AwsProvider,
-    errors::{code_of, sdk_error},
-    instances::{NodeKey, node_key},
-    naming::{cluster_tag_key, load_balancer_name, tagged_for_cluster},
-    plan::{
-        LbPlan, ListenerChange, ListenerView, PortMapping, SubnetView, Target, TargetGroupView,
-        choose_subnets, diff_listeners, diff_targets, health_check_differs, plan_load_balancer,
-        target_group_names,
+    AwsProvider, annotations as a,
+    classic::{
+        plan::{ClassicDesired, plan as plan_classic},
+        primary_group,
+        spec::{ClassicSpec, SecurityGroups},
     },
+    converged::{CONVERGING, MARKER_TAG, fingerprint},
+    instances::{InstanceView, NodeKey, node_key},
+    naming::{classic_security_group_description, classic_security_group_name, load_balancer_name},
+    nlb::{
+        NlbView,
+        plan::{NlbDesired, NlbObserved, plan as plan_nlb},
+        spec::NetworkSpec,
+    },
+    security_groups::rules::{
+        GroupView, NLB_HEALTH, NlbNeeds, Rule, RuleChanges, Source, classic_node_rules, exact_ingress,
+        nlb_node_rules, node_group_of,
+    },
+    spec::{self, Kind, LbSpec, SubnetChoice},
+    subnets::{self, Network},
+    tags::{ClusterTagging, Tags},
+    writes::{Marked, Writes},
 };
 
-/// Most ARNs per ELBv2 DescribeTags call.
-const MAX_TAG_ARNS: usize = 20;
-/// Targets per RegisterTargets/DeregisterTargets call (as cloud-provider-aws).
-const TARGET_CHUNK: usize = 100;
-/// Health check timing of the target groups (NLB defaults for HTTP checks).
-const HEALTH_INTERVAL_SECONDS: i32 = 10;
-const HEALTH_TIMEOUT_SECONDS: i32 = 6;
-const HEALTH_THRESHOLD: i32 = 2;
+/// How long a deletion waits before trying again to delete a security group AWS still holds
+/// (a deleted load balancer releases its network interfaces after a while).
+const GROUP_IN_USE_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// A load balancer as it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LbView {
-    /// ARN.
-    pub arn: String,
-    /// DNS name (the service's ingress hostname).
-    pub dns_name: String,
-    /// `internal` or `internet-facing`.
-    pub scheme: String,
-    /// VPC.
-    pub vpc_id: String,
-    /// Tags.
-    pub tags: BTreeMap<String, String>,
-}
+/// The backends of a load balancer: the target nodes' instances that exist, by ID.
+type Backends = BTreeMap<String, InstanceView>;
 
-impl LbView {
-    fn from_sdk(lb: &LoadBalancer, tags: BTreeMap<String, String>) -> Option<Self> {
-        Some(Self {
-            arn: lb.load_balancer_arn()?.to_owned(),
-            dns_name: lb.dns_name().unwrap_or_default().to_owned(),
-            scheme: lb.scheme().map(|s| s.as_str().to_owned()).unwrap_or_default(),
-            vpc_id: lb.vpc_id().unwrap_or_default().to_owned(),
-            tags,
-        })
-    }
-
-    fn owned_by(&self, cluster: &str) -> bool {
-        tagged_for_cluster(self.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), cluster)
-    }
-
-    /// The service status: the DNS name as a hostname.
-    pub fn status(&self) -> Result<LoadBalancerStatus> {
-        if self.dns_name.is_empty() {
-            return Err(ProviderError::RetryAfter {
-                after: std::time::Duration::from_secs(10),
-                message: format!("load balancer {} has no DNS name yet", self.arn),
-            });
-        }
-        Ok(LoadBalancerStatus {
-            ingress: vec![LoadBalancerIngress {
-                ip: String::new(),
-                hostname: self.dns_name.clone(),
-            }],
-        })
-    }
-}
-
-fn tg_view(tg: &TargetGroup, tags: BTreeMap<String, String>) -> Option<TargetGroupView> {
-    Some(TargetGroupView {
-        arn: tg.target_group_arn()?.to_owned(),
-        name: tg.target_group_name().unwrap_or_default().to_owned(),
-        health_check_protocol: tg
-            .health_check_protocol()
-            .map(|p| p.as_str().to_owned())
-            .unwrap_or_default(),
-        health_check_port: tg.health_check_port().unwrap_or_default().to_owned(),
-        health_check_path: tg.health_check_path().unwrap_or_default().to_owned(),
-        tags,
-    })
-}
-
-fn elb_tags(pairs: &BTreeMap<String, String>) -> Vec<Tag> {
-    pairs
-        .iter()
-        .map(|(k, v)| Tag::builder().key(k).value(v).build())
-        .collect()
-}
-
-fn owned(tags: &BTreeMap<String, String>, cluster: &str) -> bool {
-    tagged_for_cluster(tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), cluster)
-}
-
-fn not_ours(what: &str, name: &str, cluster: &str) -> ProviderError {
+fn not_ours(what: &str, name: &str, tagging: &ClusterTagging) -> ProviderError {
     ProviderError::InvalidArgument(format!(
         "{what} {name} exists but is not tagged {}; refusing to touch it",
-        cluster_tag_key(cluster)
+        tagging.tag_key()
     ))
 }
 
+fn hostname(dns_name: &str) -> LoadBalancerStatus {
+    LoadBalancerStatus {
+        ingress: vec![LoadBalancerIngress {
+            ip: String::new(),
+            hostname: dns_name.to_owned(),
+        }],
+    }
+}
+
+fn nlb_status(lb: &NlbView) -> Result<LoadBalancerStatus> {
+    if lb.serves() {
+        return Ok(hostname(&lb.dns_name));
+    }
+    if lb.state == "failed" {
+        return Err(ProviderError::Internal(format!(
+            "network load balancer {} is in state failed",
+            lb.arn
+        )));
+    }
+    Err(ProviderError::RetryAfter {
+        after: std::time::Duration::from_secs(10),
+        message: format!(
+            "network load balancer {} is {} without a DNS name yet",
+            lb.arn, lb.state
+        ),
+    })
+}
+
+/// The marker a load balancer carries, if it is a fingerprint (not `converging`).
+fn fingerprint_marker(tags: &Tags) -> Option<&str> {
+    tags.get(MARKER_TAG)
+        .map(String::as_str)
+        .filter(|m| *m != CONVERGING)
+}
+
 impl AwsProvider {
-    /// Tags of ELBv2 resources by ARN.
-    async fn elb_tags_of(&self, arns: &[String]) -> Result<HashMap<String, BTreeMap<String, String>>> {
-        let mut out = HashMap::new();
-        for chunk in arns.chunks(MAX_TAG_ARNS) {
-            let resp = self
-                .elb
-                .describe_tags()
-                .set_resource_arns(Some(chunk.to_vec()))
-                .send()
-                .await
-                .map_err(|e| sdk_error("DescribeTags", &e))?;
-            for d in resp.tag_descriptions() {
-                let Some(arn) = d.resource_arn() else { continue };
-                let tags = d
-                    .tags()
-                    .iter()
-                    .filter_map(|t| Some((t.key()?.to_owned(), t.value().unwrap_or_default().to_owned())))
-                    .collect();
-                out.insert(arn.to_owned(), tags);
-            }
-        }
-        Ok(out)
+    /// The cluster as its tags know it.
+    pub(crate) fn tagging(&self, cluster: &str) -> Result<ClusterTagging> {
+        ClusterTagging::new(cluster, false)
     }
 
-    /// The load balancer named `name`, whoever owns it.
-    pub(crate) async fn find_load_balancer(&self, name: &str) -> Result<Option<LbView>> {
-        let resp = match self.elb.describe_load_balancers().names(name).send().await {
-            Ok(resp) => resp,
-            Err(e) if code_of(&e) == Some("LoadBalancerNotFound") => return Ok(None),
-            Err(e) => return Err(sdk_error("DescribeLoadBalancers", &e)),
-        };
-        let Some(lb) = resp.load_balancers().first() else {
-            return Ok(None);
-        };
-        let Some(arn) = lb.load_balancer_arn() else {
-            return Ok(None);
-        };
-        let mut tags = self.elb_tags_of(&[arn.to_owned()]).await?;
-        Ok(LbView::from_sdk(lb, tags.remove(arn).unwrap_or_default()))
-    }
-
-    /// Subnets for a new load balancer: the annotation's, else the settings', else discovered.
-    async fn subnets_for(&self, cluster: &str, plan: &LbPlan) -> Result<Vec<String>> {
-        if !plan.subnets.is_empty() {
-            return Ok(plan.subnets.clone());
-        }
-        if !self.config.subnet_ids.is_empty() {
-            return Ok(self.config.subnet_ids.clone());
-        }
-        let mut request = self.ec2.describe_subnets().filters(
-            Filter::builder()
-                .name("tag-key")
-                .values(cluster_tag_key(cluster))
-                .build(),
-        );
-        if let Some(vpc) = &self.config.vpc_id {
-            request = request.filters(Filter::builder().name("vpc-id").values(vpc).build());
-        }
-        let resp = request
-            .send()
-            .await
-            .map_err(|e| sdk_error("DescribeSubnets", &e))?;
-        let subnets: Vec<SubnetView> = resp
-            .subnets()
-            .iter()
-            .filter_map(|s| {
-                Some(SubnetView {
-                    id: s.subnet_id()?.to_owned(),
-                    zone: s.availability_zone().unwrap_or_default().to_owned(),
-                    tags: s
-                        .tags()
-                        .iter()
-                        .filter_map(|t| Some((t.key()?.to_owned(), t.value().unwrap_or_default().to_owned())))
-                        .collect(),
-                })
-            })
-            .collect();
-        let chosen = choose_subnets(&subnets, plan.internal);
-        if chosen.is_empty() {
-            return Err(ProviderError::InvalidArgument(format!(
-                "no subnets for the load balancer: tag subnets {} (and {} or {}), set the provider's \
-                 subnet IDs, or annotate the service with {}",
-                cluster_tag_key(cluster),
-                crate::plan::ROLE_ELB_TAG,
-                crate::plan::ROLE_INTERNAL_ELB_TAG,
-                crate::plan::ANNOTATION_SUBNETS
-            )));
-        }
-        Ok(chosen)
-    }
-
-    async fn create_load_balancer(&self, cluster: &str, plan: &LbPlan) -> Result<LbView> {
-        let subnets = self.subnets_for(cluster, plan).await?;
-        let created = self
-            .elb
-            .create_load_balancer()
-            .name(&plan.name)
-            .r#type(LoadBalancerTypeEnum::Network)
-            .scheme(LoadBalancerSchemeEnum::from(plan.scheme()))
-            .set_subnets(Some(subnets))
-            .set_tags(Some(elb_tags(&plan.tags)))
-            .send()
-            .await;
-        match created {
-            Ok(resp) => resp
-                .load_balancers()
-                .first()
-                .and_then(|lb| LbView::from_sdk(lb, plan.tags.clone()))
-                .ok_or_else(|| {
-                    ProviderError::Internal("CreateLoadBalancer returned no load balancer".into())
-                }),
-            // Someone (an earlier attempt) created it meanwhile: use it if it is ours.
-            Err(e) if code_of(&e) == Some("DuplicateLoadBalancerName") => {
-                match self.find_load_balancer(&plan.name).await? {
-                    Some(lb) if lb.owned_by(cluster) => Ok(lb),
-                    Some(_) => Err(not_ours("load balancer", &plan.name, cluster)),
-                    None => Err(ProviderError::RetryAfter {
-                        after: std::time::Duration::from_secs(2),
-                        message: format!("load balancer {} is being created or deleted", plan.name),
-                    }),
-                }
-            }
-            Err(e) => Err(sdk_error("CreateLoadBalancer", &e)),
-        }
-    }
-
-    async fn listeners_of(&self, lb_arn: &str) -> Result<Vec<ListenerView>> {
-        let mut out = Vec::new();
-        let mut marker: Option<String> = None;
-        loop {
-            let resp = self
-                .elb
-                .describe_listeners()
-                .load_balancer_arn(lb_arn)
-                .set_marker(marker.take())
-                .send()
-                .await
-                .map_err(|e| sdk_error("DescribeListeners", &e))?;
-            for l in resp.listeners() {
-                let (Some(arn), Some(port)) = (l.listener_arn(), l.port()) else {
-                    continue;
-                };
-                let target_group_arn = l.default_actions().first().and_then(|a| {
-                    a.target_group_arn().map(str::to_owned).or_else(|| {
-                        a.forward_config()
-                            .and_then(|f| f.target_groups().first())
-                            .and_then(|t| t.target_group_arn())
-                            .map(str::to_owned)
-                    })
-                });
-                out.push(ListenerView {
-                    arn: arn.to_owned(),
-                    port: u16::try_from(port).unwrap_or_default(),
-                    protocol: l.protocol().map(|p| p.as_str().to_owned()).unwrap_or_default(),
-                    target_group_arn,
-                });
-            }
-            match resp.next_marker() {
-                Some(m) if !m.is_empty() => marker = Some(m.to_owned()),
-                _ => return Ok(out),
-            }
-        }
-    }
-
-    /// Target groups the load balancer's listeners use, with their tags.
-    async fn target_groups_of(&self, lb_arn: &str) -> Result<Vec<TargetGroupView>> {
-        let mut groups = Vec::new();
-        let mut marker: Option<String> = None;
-        loop {
-            let resp = match self
-                .elb
-                .describe_target_groups()
-                .load_balancer_arn(lb_arn)
-                .set_marker(marker.take())
-                .send()
-                .await
-            {
-                Ok(resp) => resp,
-                // moto answers TargetGroupNotFound when the load balancer has none.
-                Err(e) if matches!(code_of(&e), Some("LoadBalancerNotFound" | "TargetGroupNotFound")) => {
-                    break;
-                }
-                Err(e) => return Err(sdk_error("DescribeTargetGroups", &e)),
-            };
-            groups.extend(resp.target_groups().iter().cloned());
-            match resp.next_marker() {
-                Some(m) if !m.is_empty() => marker = Some(m.to_owned()),
-                _ => break,
-            }
-        }
-        self.with_tags(&groups).await
-    }
-
-    async fn with_tags(&self, groups: &[TargetGroup]) -> Result<Vec<TargetGroupView>> {
-        let arns: Vec<String> = groups
-            .iter()
-            .filter_map(|g| g.target_group_arn().map(str::to_owned))
-            .collect();
-        let mut tags = if arns.is_empty() {
-            HashMap::new()
-        } else {
-            self.elb_tags_of(&arns).await?
-        };
-        Ok(groups
-            .iter()
-            .filter_map(|g| {
-                let t = g
-                    .target_group_arn()
-                    .and_then(|a| tags.remove(a))
-                    .unwrap_or_default();
-                tg_view(g, t)
-            })
-            .collect())
-    }
-
-    /// The target group named `name`, whoever owns it.
-    async fn target_group_named(&self, name: &str) -> Result<Option<TargetGroupView>> {
-        match self.elb.describe_target_groups().names(name).send().await {
-            Ok(resp) => Ok(self.with_tags(resp.target_groups()).await?.into_iter().next()),
-            Err(e) if code_of(&e) == Some("TargetGroupNotFound") => Ok(None),
-            Err(e) => Err(sdk_error("DescribeTargetGroups", &e)),
-        }
-    }
-
-    /// The mapping's target group, found (attached or by name) or created, with the wanted
-    /// health check.
-    async fn ensure_target_group(
-        &self,
-        cluster: &str,
-        plan: &LbPlan,
-        mapping: &PortMapping,
-        vpc_id: &str,
-        attached: &[TargetGroupView],
-    ) -> Result<TargetGroupView> {
-        let found = match attached.iter().find(|g| g.name == mapping.target_group) {
-            Some(g) => Some(g.clone()),
-            None => self.target_group_named(&mapping.target_group).await?,
-        };
-        let hc = &plan.health_check;
-        if let Some(group) = found {
-            if !owned(&group.tags, cluster) {
-                return Err(not_ours("target group", &group.name, cluster));
-            }
-            if health_check_differs(&group, hc) {
-                self.elb
-                    .modify_target_group()
-                    .target_group_arn(&group.arn)
-                    .health_check_protocol(ProtocolEnum::Http)
-                    .health_check_port(hc.port.to_string())
-                    .health_check_path(&hc.path)
-                    .send()
-                    .await
-                    .map_err(|e| sdk_error("ModifyTargetGroup", &e))?;
-            }
-            return Ok(group);
-        }
-        let created = self
-            .elb
-            .create_target_group()
-            .name(&mapping.target_group)
-            .protocol(ProtocolEnum::from(mapping.protocol.as_str()))
-            .port(i32::from(mapping.node_port))
-            .vpc_id(vpc_id)
-            .target_type(TargetTypeEnum::Instance)
-            .health_check_enabled(true)
-            .health_check_protocol(ProtocolEnum::Http)
-            .health_check_port(hc.port.to_string())
-            .health_check_path(&hc.path)
-            .health_check_interval_seconds(HEALTH_INTERVAL_SECONDS)
-            .health_check_timeout_seconds(HEALTH_TIMEOUT_SECONDS)
-            .healthy_threshold_count(HEALTH_THRESHOLD)
-            .unhealthy_threshold_count(HEALTH_THRESHOLD)
-            .set_tags(Some(elb_tags(&plan.tags)))
-            .send()
-            .await
-            .map_err(|e| sdk_error("CreateTargetGroup", &e))?;
-        created
-            .target_groups()
-            .first()
-            .and_then(|g| tg_view(g, plan.tags.clone()))
-            .ok_or_else(|| ProviderError::Internal("CreateTargetGroup returned no target group".into()))
-    }
-
-    /// Registered targets that count (draining ones are on their way out).
-    async fn targets_of(&self, tg_arn: &str) -> Result<BTreeSet<Target>> {
-        let resp = self
-            .elb
-            .describe_target_health()
-            .target_group_arn(tg_arn)
-            .send()
-            .await
-            .map_err(|e| sdk_error("DescribeTargetHealth", &e))?;
-        Ok(resp
-            .target_health_descriptions()
-            .iter()
-            .filter(|d| d.target_health().and_then(|h| h.state()) != Some(&TargetHealthStateEnum::Draining))
-            .filter_map(|d| {
-                let t = d.target()?;
-                Some(Target {
-                    id: t.id()?.to_owned(),
-                    port: t.port().and_then(|p| u16::try_from(p).ok()).unwrap_or_default(),
-                })
-            })
-            .collect())
-    }
-
-    async fn register(&self, tg_arn: &str, targets: &[Target]) -> std::result::Result<(), ProviderError> {
-        for chunk in targets.chunks(TARGET_CHUNK) {
-            self.elb
-                .register_targets()
-                .target_group_arn(tg_arn)
-                .set_targets(Some(descriptions(chunk)))
-                .send()
-                .await
-                .map_err(|e| {
-                    if code_of(&e) == Some("InvalidTarget") {
-                        ProviderError::InvalidArgument(format!(
-                            "InvalidTarget: {}",
-                            crate::errors::message_of(&e)
-                        ))
-                    } else {
-                        sdk_error("RegisterTargets", &e)
-                    }
-                })?;
-        }
-        Ok(())
-    }
-
-    /// Makes the target group's targets exactly `wanted`.
-    async fn sync_targets(&self, tg_arn: &str, wanted: &BTreeSet<Target>) -> Result<()> {
-        let actual = self.targets_of(tg_arn).await?;
-        let (register, deregister) = diff_targets(wanted, &actual);
-        if !register.is_empty() {
-            match self.register(tg_arn, &register).await {
-                Ok(()) => {}
-                // Only running instances can be registered: drop the others and try once more.
-                Err(ProviderError::InvalidArgument(why)) if why.starts_with("InvalidTarget") => {
-                    let ids: Vec<String> = register.iter().map(|t| t.id.clone()).collect();
-                    let described = self.describe_instance_ids(&ids).await?;
-                    let running: Vec<Target> = register
-                        .iter()
-                        .filter(|t| described.found.get(&t.id).is_some_and(|i| i.state == "running"))
-                        .cloned()
-                        .collect();
-                    tracing::info!(
-                        skipped = register.len() - running.len(),
-                        "registering only running instances as targets"
-                    );
-                    self.register(tg_arn, &running).await?;
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        for chunk in deregister.chunks(TARGET_CHUNK) {
-            match self
-                .elb
-                .deregister_targets()
-                .target_group_arn(tg_arn)
-                .set_targets(Some(descriptions(chunk)))
-                .send()
-                .await
-            {
-                Ok(_) => {}
-                // Already gone (e.g. a terminated instance).
-                Err(e) if code_of(&e) == Some("InvalidTarget") => {}
-                Err(e) => return Err(sdk_error("DeregisterTargets", &e)),
-            }
-        }
-        Ok(())
-    }
-
-    /// Instance IDs of the backend nodes: from provider IDs, or by node name.
-    async fn backend_instances(&self, nodes: &[LoadBalancerNode]) -> Result<BTreeSet<String>> {
-        let mut ids = BTreeSet::new();
+    /// The target nodes' instances that exist.
+    async fn backends(&self, targets: &[&LoadBalancerNode]) -> Result<Backends> {
+        let mut ids = Vec::new();
         let mut by_name = Vec::new();
-        for node in nodes {
+        for node in targets {
             match node_key(&NodeRef::new(node.name.clone(), node.provider_id.clone())) {
-                NodeKey::Id(id) => {
-                    ids.insert(id);
-                }
-                NodeKey::Name(_) => by_name.push(NodeRef::by_name(node.name.clone())),
+                NodeKey::Id(id) => ids.push(id),
+                NodeKey::Name(name) => by_name.push(NodeRef::by_name(name)),
                 NodeKey::Invalid(e) => {
                     tracing::warn!(node = %node.name, error = %e, "node left out of the load balancer")
                 }
             }
         }
+        let mut backends: Backends = self
+            .instances_cached(&ids)
+            .await?
+            .into_iter()
+            .filter(|(_, i)| i.exists())
+            .collect();
         if !by_name.is_empty() {
             for (node, found) in by_name.iter().zip(self.resolve_nodes(&by_name).await?) {
                 match found {
-                    Ok(instance) => {
-                        ids.insert(instance.id);
+                    Ok(i) if i.exists() => {
+                        backends.insert(i.id.clone(), i);
                     }
+                    Ok(_) => {}
                     Err(e) => {
                         tracing::warn!(node = %node.name, error = %e, "node left out of the load balancer")
                     }
                 }
             }
         }
-        Ok(ids)
+        Ok(backends)
     }
 
-    /// Brings the load balancer of `service` to the plan. `create`: create it when missing
-    /// (ensure); otherwise a missing one is an error (update).
+    /// The fingerprint of a request: the Service as parsed, its target nodes as the request
+    /// names them (no AWS call), the provider settings that shape a load balancer.
+    fn request_fingerprint(&self, spec: &LbSpec, targets: &[&LoadBalancerNode]) -> String {
+        let mut nodes: Vec<String> = targets
+            .iter()
+            .map(|n| format!("{}={}", n.name, n.provider_id))
+            .collect();
+        nodes.sort();
+        fingerprint(&[
+            &format!("{spec:?}"),
+            &nodes.join(","),
+            &format!(
+                "{:?}/{:?}/{:?}",
+                self.config.vpc_id, self.config.subnet_ids, self.config.load_balancers
+            ),
+        ])
+    }
+
+    /// The cluster's VPC: configured, else the load balancer's, else the backends'.
+    fn cluster_vpc(&self, lb_vpc: Option<&str>, backends: &Backends) -> Result<String> {
+        if let Some(vpc) = &self.config.vpc_id {
+            return Ok(vpc.clone());
+        }
+        if let Some(vpc) = lb_vpc.filter(|v| !v.is_empty()) {
+            return Ok(vpc.to_owned());
+        }
+        let vpcs: BTreeSet<&str> = backends
+            .values()
+            .map(|i| i.vpc_id.as_str())
+            .filter(|v| !v.is_empty())
+            .collect();
+        match vpcs.into_iter().collect::<Vec<_>>().as_slice() {
+            [one] => Ok((*one).to_owned()),
+            [] => Err(ProviderError::InvalidArgument(
+                "cannot tell the cluster's VPC: the load balancer has no backend instance; set the provider's VPC (--aws-vpc-id)".into(),
+            )),
+            many => Err(ProviderError::InvalidArgument(format!(
+                "the backend instances are in several VPCs ({}); set the provider's VPC (--aws-vpc-id)",
+                many.join(", ")
+            ))),
+        }
+    }
+
+    /// Subnets of a new (or, for a Classic ELB, every) converge.
+    fn lb_subnets(&self, network: &Network, tagging: &ClusterTagging, spec: &LbSpec) -> Result<Vec<String>> {
+        let found = match &spec.subnets {
+            SubnetChoice::Named(named) => subnets::resolve_named(network, named, a::SUBNETS)?,
+            SubnetChoice::Discover => subnets::discover(network, tagging, spec.internal)?,
+        };
+        if !found.is_empty() {
+            return Ok(found);
+        }
+        if !self.config.subnet_ids.is_empty() {
+            tracing::warn!(lb = %spec.name, "no subnet found by discovery; using the configured subnets");
+            return Ok(self.config.subnet_ids.clone());
+        }
+        Err(ProviderError::InvalidArgument(format!(
+            "could not find any suitable subnets for creating the ELB in VPC {}: {} subnets need a route to an internet gateway; subnets must carry {} or no cluster tag; prefer them with {} ({} for internal load balancers), or name them with {}",
+            network.vpc_id,
+            spec.scheme(),
+            tagging.tag_key(),
+            crate::tags::ROLE_ELB_TAG,
+            crate::tags::ROLE_INTERNAL_ELB_TAG,
+            a::SUBNETS
+        )))
+    }
+
+    /// Refuses to build one type while the Service has a load balancer of the other (upstream
+    /// v1.36 refuses from the ingress hostname; before, it leaked the old one).
+    async fn refuse_type_change(&self, spec: &LbSpec, tagging: &ClusterTagging) -> Result<()> {
+        let (other, owned) = if spec.is_network() {
+            let lb = self.describe_classic(&spec.name).await?;
+            (
+                "a Classic ELB",
+                lb.is_some_and(|l| tagging.has_cluster_tag(&l.tags)),
+            )
+        } else {
+            let lb = self.describe_nlb(&spec.name).await?;
+            (
+                "a network load balancer",
+                lb.is_some_and(|l| tagging.has_cluster_tag(&l.tags)),
+            )
+        };
+        if owned {
+            return Err(ProviderError::InvalidArgument(format!(
+                "cannot change {} after creation: the Service has {other} ({}); delete and re-create the Service to change its type",
+                a::TYPE,
+                spec.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Converges the Service's load balancer; `create`: make it when missing.
     async fn converge(
         &self,
         cluster: &str,
@@ -530,176 +232,700 @@ impl AwsProvider {
         nodes: &[LoadBalancerNode],
         create: bool,
     ) -> Result<LoadBalancerStatus> {
-        let plan = plan_load_balancer(cluster, service)?;
-        let lb = match self.find_load_balancer(&plan.name).await? {
-            Some(lb) if !lb.owned_by(cluster) => return Err(not_ours("load balancer", &plan.name, cluster)),
-            Some(lb) if lb.scheme != plan.scheme() => {
-                // An NLB's scheme is fixed at creation: replace it.
-                tracing::info!(lb = %plan.name, from = %lb.scheme, to = plan.scheme(), "replacing the load balancer to change its scheme");
-                self.delete_everything(cluster, &lb, &[]).await?;
-                self.create_load_balancer(cluster, &plan).await?
+        let tagging = self.tagging(cluster)?;
+        let spec = spec::parse(&tagging, &self.config.load_balancers, service)?;
+        let targets = spec::target_nodes(nodes, &spec.target_node_labels);
+        let fp = self.request_fingerprint(&spec, &targets);
+        let result = match &spec.kind {
+            Kind::Classic(c) => {
+                self.converge_classic(&tagging, &spec, c, &targets, &fp, create)
+                    .await
             }
-            Some(lb) => lb,
-            None if create => self.create_load_balancer(cluster, &plan).await?,
-            None => {
-                return Err(ProviderError::InvalidArgument(format!(
-                    "load balancer {} does not exist; ensure it first",
-                    plan.name
-                )));
-            }
+            Kind::Network(n) => self.converge_nlb(&tagging, &spec, n, &targets, &fp, create).await,
         };
-        let missing_tags: BTreeMap<String, String> = plan
-            .tags
-            .iter()
-            .filter(|(k, v)| lb.tags.get(*k) != Some(*v))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        if !missing_tags.is_empty() {
-            self.elb
-                .add_tags()
-                .resource_arns(&lb.arn)
-                .set_tags(Some(elb_tags(&missing_tags)))
-                .send()
-                .await
-                .map_err(|e| sdk_error("AddTags", &e))?;
+        if result.is_err() {
+            self.verified.forget(&spec.name);
         }
-
-        let instances = self.backend_instances(nodes).await?;
-        let attached = self.target_groups_of(&lb.arn).await?;
-        let mut wanted_listeners = Vec::new();
-        for mapping in &plan.mappings {
-            let group = self
-                .ensure_target_group(cluster, &plan, mapping, &lb.vpc_id, &attached)
-                .await?;
-            let targets: BTreeSet<Target> = instances
-                .iter()
-                .map(|id| Target {
-                    id: id.clone(),
-                    port: mapping.node_port,
-                })
-                .collect();
-            self.sync_targets(&group.arn, &targets).await?;
-            wanted_listeners.push((mapping.port, mapping.protocol, group.arn));
-        }
-
-        let listeners = self.listeners_of(&lb.arn).await?;
-        for change in diff_listeners(&wanted_listeners, &listeners) {
-            self.apply_listener_change(&lb.arn, change).await?;
-        }
-
-        let wanted_groups: BTreeSet<&str> = plan.mappings.iter().map(|m| m.target_group.as_str()).collect();
-        for group in attached
-            .iter()
-            .filter(|g| !wanted_groups.contains(g.name.as_str()))
-        {
-            if owned(&group.tags, cluster) {
-                self.delete_target_group(&group.arn).await?;
-            }
-        }
-        lb.status()
+        result
     }
 
-    async fn apply_listener_change(&self, lb_arn: &str, change: ListenerChange) -> Result<()> {
-        let forward = |tg: &str| {
-            Action::builder()
-                .r#type(ActionTypeEnum::Forward)
-                .target_group_arn(tg)
-                .build()
+    async fn converge_classic(
+        &self,
+        tagging: &ClusterTagging,
+        spec: &LbSpec,
+        c: &ClassicSpec,
+        targets: &[&LoadBalancerNode],
+        fp: &str,
+        create: bool,
+    ) -> Result<LoadBalancerStatus> {
+        let name = spec.name.as_str();
+        let mut observed = self.describe_classic(name).await?;
+        if let Some(o) = &observed {
+            if !tagging.has_cluster_tag(&o.tags) {
+                return Err(not_ours("load balancer", name, tagging));
+            }
+            if self
+                .verified
+                .trusted(name, &o.dns_name, fp, o.tags.get(MARKER_TAG).map(String::as_str))
+            {
+                return Ok(hostname(&o.dns_name));
+            }
+        } else {
+            self.refuse_type_change(spec, tagging).await?;
+            if !create {
+                return Err(ProviderError::InvalidArgument(format!(
+                    "load balancer {name} does not exist; ensure it first"
+                )));
+            }
+        }
+        let backends = &self.backends(targets).await?;
+        let vpc = self.cluster_vpc(observed.as_ref().map(|o| o.vpc_id.as_str()), backends)?;
+        let network = self.network(&vpc).await?;
+        let subnets = self.lb_subnets(&network, tagging, spec)?;
+        let marked = observed
+            .as_ref()
+            .filter(|o| fingerprint_marker(&o.tags).is_some())
+            .map(|_| Marked::Classic(name.to_owned()));
+        let mut w = Writes::for_marked(marked);
+
+        // The ELB's own group: found by name in the VPC, made when missing, its cluster tag
+        // repaired, its ingress exactly the Service's ports from the source ranges.
+        let own = match &c.security_groups {
+            SecurityGroups::Managed { ingress } => {
+                let group_name = classic_security_group_name(name);
+                let group = match self.group_named(&group_name, &vpc).await? {
+                    Some(g) => g,
+                    None => {
+                        let description =
+                            classic_security_group_description(name, &spec.namespace, &spec.service_name);
+                        self.create_group(
+                            &mut w,
+                            &group_name,
+                            &description,
+                            &vpc,
+                            &tagging.owned_tags(&spec.extra_tags),
+                        )
+                        .await?
+                    }
+                };
+                match group.tags.get(&tagging.tag_key()).map(String::as_str) {
+                    Some(crate::tags::OWNED) => {}
+                    None if !tagging.has_cluster_tag(&group.tags) => {
+                        self.tag_group(&mut w, &group.id, &tagging.owned_tags(&Tags::new()))
+                            .await?;
+                    }
+                    None => {}
+                    Some(other) => {
+                        return Err(ProviderError::InvalidArgument(format!(
+                            "security group {} ({group_name}) is tagged {}={other}, not owned: refusing to manage it",
+                            group.id,
+                            tagging.tag_key()
+                        )));
+                    }
+                }
+                let changes = exact_ingress(ingress, &group);
+                if !changes.is_empty() {
+                    self.change_rules(&mut w, &group.id, &changes).await?;
+                }
+                Some(group.id)
+            }
+            SecurityGroups::Shared(_) | SecurityGroups::Given(_) => None,
         };
-        match change {
-            ListenerChange::Create {
-                port,
-                protocol,
-                target_group_arn,
-            } => {
-                self.elb
-                    .create_listener()
-                    .load_balancer_arn(lb_arn)
-                    .port(i32::from(port))
-                    .protocol(ProtocolEnum::from(protocol.as_str()))
-                    .default_actions(forward(&target_group_arn))
-                    .send()
-                    .await
-                    .map_err(|e| sdk_error("CreateListener", &e))?;
+        let groups = c.group_ids(own.as_deref());
+
+        if let Some(o) = &mut observed {
+            o.attributes = Some(self.classic_attributes(name).await?);
+        }
+        let desired = ClassicDesired {
+            name,
+            spec: c,
+            internal: spec.internal,
+            subnets,
+            security_groups: groups.clone(),
+            instances: backends.keys().cloned().collect(),
+            registrable: backends
+                .values()
+                .filter(|i| i.state == "running")
+                .map(|i| i.id.clone())
+                .collect(),
+            tags: spec.tags.clone(),
+        };
+        let actions = plan_classic(&desired, observed.as_ref());
+        tracing::debug!(lb = %name, ?observed, ?actions, "classic load balancer plan");
+        let created_dns = self.apply_classic(&mut w, name, &actions).await?;
+        let dns_name = created_dns
+            .or_else(|| observed.as_ref().map(|o| o.dns_name.clone()))
+            .unwrap_or_default();
+
+        // A replaced group that was the ELB's own goes (upstream v1.36, #1208).
+        if let Some(o) = &observed {
+            let replaced: BTreeSet<String> = o
+                .security_groups
+                .iter()
+                .filter(|g| !groups.contains(g))
+                .cloned()
+                .collect();
+            for group in self.groups_by_id(&replaced).await? {
+                if group.name == classic_security_group_name(name) && tagging.is_owned(&group.tags) {
+                    self.remove_group(&mut w, &group, &vpc).await?;
+                }
             }
-            ListenerChange::Modify {
-                arn,
-                protocol,
-                target_group_arn,
-            } => {
-                self.elb
-                    .modify_listener()
-                    .listener_arn(arn)
-                    .protocol(ProtocolEnum::from(protocol.as_str()))
-                    .default_actions(forward(&target_group_arn))
-                    .send()
-                    .await
-                    .map_err(|e| sdk_error("ModifyListener", &e))?;
-            }
-            ListenerChange::Delete { arn } => self.delete_listener(&arn).await?,
+        }
+
+        if !self.config.load_balancers.disable_security_group_ingress {
+            self.converge_classic_node_rules(&mut w, tagging, c, &groups, backends, &vpc)
+                .await?;
+        }
+        self.finish(
+            &mut w,
+            name,
+            &dns_name,
+            fp,
+            observed.as_ref().map(|o| &o.tags),
+            Marked::Classic(name.to_owned()),
+        )
+        .await?;
+        if dns_name.is_empty() {
+            return Err(ProviderError::RetryAfter {
+                after: std::time::Duration::from_secs(10),
+                message: format!("load balancer {name} has no DNS name yet"),
+            });
+        }
+        Ok(hostname(&dns_name))
+    }
+
+    /// After a converge: the marker set when anything changed, and the converge remembered.
+    async fn finish(
+        &self,
+        w: &mut Writes,
+        name: &str,
+        identity: &str,
+        fp: &str,
+        tags_before: Option<&Tags>,
+        marked: Marked,
+    ) -> Result<()> {
+        if w.count > 0 {
+            self.set_marker(&marked, fp).await?;
+            self.verified.record(name, identity, fp, Some(fp));
+        } else {
+            let marker = tags_before.and_then(|t| t.get(MARKER_TAG)).map(String::as_str);
+            self.verified.record(name, identity, fp, marker);
         }
         Ok(())
     }
 
-    async fn delete_listener(&self, arn: &str) -> Result<()> {
-        match self.elb.delete_listener().listener_arn(arn).send().await {
-            Ok(_) => Ok(()),
-            Err(e) if code_of(&e) == Some("ListenerNotFound") => Ok(()),
-            Err(e) => Err(sdk_error("DeleteListener", &e)),
-        }
-    }
-
-    async fn delete_target_group(&self, arn: &str) -> Result<()> {
-        match self.elb.delete_target_group().target_group_arn(arn).send().await {
-            Ok(_) => Ok(()),
-            Err(e) if code_of(&e) == Some("TargetGroupNotFound") => Ok(()),
-            Err(e) => Err(sdk_error("DeleteTargetGroup", &e)),
-        }
-    }
-
-    /// Deletes the load balancer's listeners, the cluster's target groups it used plus those
-    /// named in `more_groups`, then the load balancer. Listeners first, so the groups are free;
-    /// groups before the load balancer, so a retry still finds them through it.
-    async fn delete_everything(
+    /// The groups of the backends' instances and whether each is the cluster's.
+    async fn node_groups(
         &self,
-        cluster: &str,
-        lb: &LbView,
-        more_groups: &[TargetGroupView],
-    ) -> Result<()> {
-        let groups = self.target_groups_of(&lb.arn).await?;
-        for listener in self.listeners_of(&lb.arn).await? {
-            self.delete_listener(&listener.arn).await?;
-        }
-        let mut done = BTreeSet::new();
-        for group in groups.iter().chain(more_groups) {
-            if owned(&group.tags, cluster) && done.insert(group.arn.clone()) {
-                self.delete_target_group(&group.arn).await?;
+        tagging: &ClusterTagging,
+        backends: &Backends,
+        more: &BTreeSet<String>,
+    ) -> Result<(Vec<GroupView>, BTreeSet<String>, BTreeSet<String>)> {
+        let mut ids: BTreeSet<String> = backends
+            .values()
+            .flat_map(|i| i.security_groups.iter().cloned())
+            .collect();
+        ids.extend(more.iter().cloned());
+        let groups = self.groups_by_id(&ids).await?;
+        let tagged: BTreeSet<String> = groups
+            .iter()
+            .filter(|g| tagging.has_cluster_tag(&g.tags))
+            .map(|g| g.id.clone())
+            .collect();
+        let mut wanted = BTreeSet::new();
+        for i in backends.values() {
+            match node_group_of(&i.id, &i.security_groups, &tagged) {
+                Ok(Some(g)) => {
+                    wanted.insert(g);
+                }
+                Ok(None) => {
+                    tracing::warn!(instance = %i.id, "instance without security group: no rule for it")
+                }
+                Err(e) => return Err(ProviderError::InvalidArgument(e)),
             }
         }
-        match self
-            .elb
-            .delete_load_balancer()
-            .load_balancer_arn(&lb.arn)
-            .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if code_of(&e) == Some("LoadBalancerNotFound") => Ok(()),
-            Err(e) => Err(sdk_error("DeleteLoadBalancer", &e)),
+        Ok((groups, tagged, wanted))
+    }
+
+    async fn converge_classic_node_rules(
+        &self,
+        w: &mut Writes,
+        tagging: &ClusterTagging,
+        c: &ClassicSpec,
+        groups: &[String],
+        backends: &Backends,
+        vpc: &str,
+    ) -> Result<()> {
+        let (views, tagged, wanted) = self
+            .node_groups(tagging, backends, &groups.iter().cloned().collect())
+            .await?;
+        let annotated = match &c.security_groups {
+            SecurityGroups::Given(g) => g.clone(),
+            _ => Vec::new(),
+        };
+        let Some(lb_group) = primary_group(groups, &annotated, &c.extra_security_groups, &tagged) else {
+            return Err(ProviderError::Internal(
+                "the load balancer has no security group".into(),
+            ));
+        };
+        let mut candidates: BTreeMap<String, GroupView> =
+            views.into_iter().map(|g| (g.id.clone(), g)).collect();
+        for g in self.groups_referencing(&lb_group, vpc).await? {
+            candidates.entry(g.id.clone()).or_insert(g);
         }
+        let shared = self.config.load_balancers.elb_security_group.as_deref() == Some(lb_group.as_str());
+        let flagged: Vec<(GroupView, bool)> = candidates
+            .into_values()
+            .filter(|g| g.id != lb_group)
+            .map(|g| {
+                let t = tagging.has_cluster_tag(&g.tags);
+                (g, t)
+            })
+            .collect();
+        for (group, changes) in classic_node_rules(&lb_group, &wanted, &flagged, false, shared) {
+            self.change_rules(w, &group, &changes).await?;
+        }
+        Ok(())
+    }
+
+    async fn converge_nlb(
+        &self,
+        tagging: &ClusterTagging,
+        spec: &LbSpec,
+        n: &NetworkSpec,
+        targets: &[&LoadBalancerNode],
+        fp: &str,
+        create: bool,
+    ) -> Result<LoadBalancerStatus> {
+        let name = spec.name.as_str();
+        let existing = self.describe_nlb(name).await?;
+        if let Some(lb) = &existing {
+            if !tagging.has_cluster_tag(&lb.tags) {
+                return Err(not_ours("load balancer", name, tagging));
+            }
+            if self
+                .verified
+                .trusted(name, &lb.arn, fp, lb.tags.get(MARKER_TAG).map(String::as_str))
+            {
+                return nlb_status(lb);
+            }
+            if lb.scheme != spec.scheme() {
+                tracing::warn!(lb = %name, has = %lb.scheme, asked = spec.scheme(), "the scheme of a load balancer is fixed at creation (as cloud-provider-aws); delete and re-create the Service to change it");
+            }
+        } else {
+            self.refuse_type_change(spec, tagging).await?;
+            if !create {
+                return Err(ProviderError::InvalidArgument(format!(
+                    "load balancer {name} does not exist; ensure it first"
+                )));
+            }
+        }
+        let backends = &self.backends(targets).await?;
+        let vpc = self.cluster_vpc(existing.as_ref().map(|l| l.vpc_id.as_str()), backends)?;
+        let network = self.network(&vpc).await?;
+        let marked = existing
+            .as_ref()
+            .filter(|l| fingerprint_marker(&l.tags).is_some())
+            .map(|l| Marked::Network(l.arn.clone()));
+        let mut w = Writes::for_marked(marked);
+        let wanted_names: Vec<String> = n.mappings.iter().map(|m| m.target_group_name.clone()).collect();
+        let (lb, observed, tags_before) = match existing {
+            Some(lb) => {
+                let observed = self
+                    .observe_nlb(&lb, &wanted_names, !n.target_group_attributes.is_empty())
+                    .await?;
+                let tags = lb.tags.clone();
+                (lb, observed, Some(tags))
+            }
+            None => {
+                // Subnets, scheme, Elastic IPs and private addresses are set at creation only.
+                let subnets = self.lb_subnets(&network, tagging, spec)?;
+                let mappings = n.subnet_mappings(&subnets)?;
+                let lb = self
+                    .create_nlb(&mut w, name, spec.internal, &mappings, &spec.tags)
+                    .await?;
+                let mut observed = NlbObserved::new_load_balancer(spec.tags.clone());
+                // Groups an interrupted earlier try left behind.
+                for wanted in &wanted_names {
+                    observed
+                        .unattached
+                        .extend(self.target_groups(None, Some(wanted)).await?);
+                }
+                (lb, observed, None)
+            }
+        };
+        let desired = NlbDesired {
+            spec: n,
+            instances: backends.keys().cloned().collect(),
+            registrable: backends
+                .values()
+                .filter(|i| i.state == "running")
+                .map(|i| i.id.clone())
+                .collect(),
+            tags: spec.tags.clone(),
+        };
+        let actions = plan_nlb(&desired, &observed);
+        tracing::debug!(lb = %name, ?observed, ?actions, "network load balancer plan");
+        self.apply_nlb(&mut w, &lb, &actions).await?;
+
+        if !self.config.load_balancers.disable_security_group_ingress {
+            let needs = NlbNeeds {
+                client_ports: n.mappings.iter().fold(BTreeMap::new(), |mut acc, m| {
+                    for p in m.client_protocols() {
+                        acc.entry((*p).to_owned())
+                            .or_insert_with(BTreeSet::new)
+                            .insert(m.node_port);
+                    }
+                    acc
+                }),
+                health_ports: n
+                    .mappings
+                    .iter()
+                    .map(|m| m.health_check.port.resolve(m.node_port))
+                    .collect(),
+                client_cidrs: spec.source_ranges.clone(),
+                health_cidrs: subnets::cidrs_of(&network, &lb.subnets)?,
+            };
+            self.converge_nlb_node_rules(&mut w, tagging, name, Some(&needs), backends, &vpc, Some(&lb.arn))
+                .await?;
+        }
+        self.finish(
+            &mut w,
+            name,
+            &lb.arn,
+            fp,
+            tags_before.as_ref(),
+            Marked::Network(lb.arn.clone()),
+        )
+        .await?;
+        nlb_status(&lb)
+    }
+
+    /// The NLB client, health and MTU rules on the nodes' groups: the backends' groups and every
+    /// group of the cluster in the VPC (where stale rules may be).
+    #[allow(clippy::too_many_arguments)]
+    async fn converge_nlb_node_rules(
+        &self,
+        w: &mut Writes,
+        tagging: &ClusterTagging,
+        lb_name: &str,
+        needs: Option<&NlbNeeds>,
+        backends: &Backends,
+        vpc: &str,
+        lb_arn: Option<&str>,
+    ) -> Result<()> {
+        let (views, _, wanted) = self.node_groups(tagging, backends, &BTreeSet::new()).await?;
+        let mut work: BTreeMap<String, GroupView> = self
+            .cluster_groups(tagging, Some(vpc))
+            .await?
+            .into_iter()
+            .map(|g| (g.id.clone(), g))
+            .collect();
+        for g in views.into_iter().filter(|g| wanted.contains(&g.id)) {
+            work.entry(g.id.clone()).or_insert(g);
+        }
+        let mut others: Option<BTreeMap<Rule, String>> = None;
+        for group in work.values() {
+            let want = if wanted.contains(&group.id) { needs } else { None };
+            let mut changes = nlb_node_rules(lb_name, want, group, &BTreeMap::new());
+            if changes
+                .revoke
+                .iter()
+                .any(|r| is_health_rule_of(&r.description, lb_name))
+            {
+                if others.is_none() {
+                    others = Some(self.health_rules_other_nlbs_need(vpc, lb_arn).await?);
+                }
+                changes = nlb_node_rules(lb_name, want, group, others.as_ref().expect("just set"));
+            }
+            if !changes.is_empty() {
+                self.change_rules(w, &group.id, &changes).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The cluster's groups (in `vpc` when known): tagged with the cluster tag, or the legacy one.
+    async fn cluster_groups(&self, tagging: &ClusterTagging, vpc: Option<&str>) -> Result<Vec<GroupView>> {
+        let vpc_filter = vpc.map(|v| Filter::builder().name("vpc-id").values(v).build());
+        let mut groups = self
+            .groups_where(
+                std::iter::once(
+                    Filter::builder()
+                        .name("tag-key")
+                        .values(tagging.tag_key())
+                        .build(),
+                )
+                .chain(vpc_filter.clone())
+                .collect(),
+            )
+            .await?;
+        if tagging.legacy {
+            for g in self
+                .groups_where(
+                    std::iter::once(
+                        Filter::builder()
+                            .name(format!("tag:{}", crate::tags::LEGACY_CLUSTER_TAG))
+                            .values(&tagging.id)
+                            .build(),
+                    )
+                    .chain(vpc_filter)
+                    .collect(),
+                )
+                .await?
+            {
+                if !groups.iter().any(|h| h.id == g.id) {
+                    groups.push(g);
+                }
+            }
+        }
+        Ok(groups)
+    }
+
+    /// Health rules other NLBs of the VPC need: an NLB whose target group checks port P needs
+    /// (tcp, P, C) for each CIDR C of its subnets. Read only when this NLB is about to revoke a
+    /// health rule (EC2 keeps one rule for several NLBs needing it, with the first one's
+    /// description).
+    async fn health_rules_other_nlbs_need(
+        &self,
+        vpc: &str,
+        ours: Option<&str>,
+    ) -> Result<BTreeMap<Rule, String>> {
+        let mut by_lb: BTreeMap<String, BTreeSet<u16>> = BTreeMap::new();
+        let mut marker = None;
+        loop {
+            let resp = self
+                .elb
+                .describe_target_groups()
+                .set_marker(marker)
+                .send()
+                .await
+                .map_err(|e| crate::errors::sdk_error("DescribeTargetGroups", &e))?;
+            for g in resp.target_groups() {
+                if g.vpc_id() != Some(vpc) {
+                    continue;
+                }
+                let port = match g.health_check_port() {
+                    Some("traffic-port") | None => g.port().and_then(|p| u16::try_from(p).ok()),
+                    Some(p) => p.parse().ok(),
+                };
+                for lb in g.load_balancer_arns().iter().filter(|a| Some(a.as_str()) != ours) {
+                    if let Some(port) = port {
+                        by_lb.entry(lb.clone()).or_default().insert(port);
+                    }
+                }
+            }
+            marker = resp.next_marker().filter(|m| !m.is_empty()).map(str::to_owned);
+            if marker.is_none() {
+                break;
+            }
+        }
+        let mut out = BTreeMap::new();
+        let network = self.network(vpc).await?;
+        let arns: Vec<String> = by_lb.keys().cloned().collect();
+        for chunk in arns.chunks(20) {
+            let resp = self
+                .elb
+                .describe_load_balancers()
+                .set_load_balancer_arns(Some(chunk.to_vec()))
+                .send()
+                .await
+                .map_err(|e| crate::errors::sdk_error("DescribeLoadBalancers", &e))?;
+            for lb in resp.load_balancers() {
+                let (Some(arn), Some(name)) = (lb.load_balancer_arn(), lb.load_balancer_name()) else {
+                    continue;
+                };
+                let subnets: Vec<String> = lb
+                    .availability_zones()
+                    .iter()
+                    .filter_map(|z| z.subnet_id().map(str::to_owned))
+                    .collect();
+                let Ok(cidrs) = subnets::cidrs_of(&network, &subnets) else {
+                    continue;
+                };
+                for port in by_lb.get(arn).into_iter().flatten() {
+                    for cidr in &cidrs {
+                        out.insert(Rule::port("tcp", *port, Source::cidr(cidr)), name.to_owned());
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Revokes every rule admitting `group`, then deletes it.
+    async fn remove_group(&self, w: &mut Writes, group: &GroupView, vpc: &str) -> Result<()> {
+        let rule = Rule::all_from_group(&group.id);
+        for referencing in self.groups_referencing(&group.id, vpc).await? {
+            let stale: Vec<_> = referencing
+                .ingress
+                .iter()
+                .filter(|r| r.rule.source == rule.source)
+                .cloned()
+                .collect();
+            self.change_rules(
+                w,
+                &referencing.id,
+                &RuleChanges {
+                    revoke: stale,
+                    ..RuleChanges::default()
+                },
+            )
+            .await?;
+        }
+        self.delete_group(w, &group.id).await.map_err(|e| match e {
+            ProviderError::RetryAfter { message, .. } => ProviderError::RetryAfter {
+                after: GROUP_IN_USE_RETRY,
+                message,
+            },
+            other => other,
+        })
+    }
+
+    /// Deletes what exists for the Service, of either type.
+    async fn delete_everything(&self, cluster: &str, service: &ServiceSpec) -> Result<()> {
+        let tagging = self.tagging(cluster)?;
+        let Ok(name) = load_balancer_name(&service.uid) else {
+            return Ok(());
+        };
+        self.verified.forget(&name);
+        let mut w = Writes::default();
+        let mut vpc = self.config.vpc_id.clone();
+
+        if let Some(lb) = self.describe_classic(&name).await? {
+            if !tagging.has_cluster_tag(&lb.tags) {
+                tracing::warn!(lb = %name, "a Classic ELB with the Service's name is not the cluster's; left alone");
+            } else {
+                let vpc_id = vpc.get_or_insert_with(|| lb.vpc_id.clone()).clone();
+                let groups = self
+                    .groups_by_id(&lb.security_groups.iter().cloned().collect())
+                    .await?;
+                let tagged: BTreeSet<String> = groups
+                    .iter()
+                    .filter(|g| tagging.has_cluster_tag(&g.tags))
+                    .map(|g| g.id.clone())
+                    .collect();
+                let annotated = service
+                    .annotations
+                    .get(a::SECURITY_GROUPS)
+                    .map(|v| a::list(v))
+                    .unwrap_or_default();
+                let extra = service
+                    .annotations
+                    .get(a::EXTRA_SECURITY_GROUPS)
+                    .map(|v| a::list(v))
+                    .unwrap_or_default();
+                let shared = self.config.load_balancers.elb_security_group.clone();
+                if let Some(lb_group) = primary_group(&lb.security_groups, &annotated, &extra, &tagged)
+                    && !self.config.load_balancers.disable_security_group_ingress
+                {
+                    // Upstream's buildSecurityGroupsToDelete: the cluster's, never the shared or
+                    // an annotated one.
+                    let deleting = tagged.contains(&lb_group)
+                        && shared.as_deref() != Some(lb_group.as_str())
+                        && !annotated.contains(&lb_group)
+                        && !extra.contains(&lb_group);
+                    let referencing: Vec<(GroupView, bool)> = self
+                        .groups_referencing(&lb_group, &vpc_id)
+                        .await?
+                        .into_iter()
+                        .map(|g| {
+                            let t = tagging.has_cluster_tag(&g.tags);
+                            (g, t)
+                        })
+                        .collect();
+                    let is_shared = shared.as_deref() == Some(lb_group.as_str());
+                    for (group, changes) in
+                        classic_node_rules(&lb_group, &BTreeSet::new(), &referencing, deleting, is_shared)
+                    {
+                        self.change_rules(&mut w, &group, &changes).await?;
+                    }
+                }
+                self.delete_classic(&mut w, &name).await?;
+            }
+        }
+        // The ELB's own group, found by name even when the ELB is already gone (upstream leaks
+        // it then, kubernetes/kubernetes#79994).
+        let group_name = classic_security_group_name(&name);
+        let mut name_filter = vec![Filter::builder().name("group-name").values(&group_name).build()];
+        if let Some(v) = &vpc {
+            name_filter.push(Filter::builder().name("vpc-id").values(v).build());
+        }
+        for group in self.groups_where(name_filter).await? {
+            if tagging.is_owned(&group.tags)
+                && self.config.load_balancers.elb_security_group.as_deref() != Some(group.id.as_str())
+            {
+                self.remove_group(&mut w, &group, &group.vpc_id).await?;
+            }
+        }
+
+        if let Some(lb) = self.describe_nlb(&name).await? {
+            if !tagging.has_cluster_tag(&lb.tags) {
+                tracing::warn!(lb = %name, "a network load balancer with the Service's name is not the cluster's; left alone");
+            } else {
+                vpc.get_or_insert_with(|| lb.vpc_id.clone());
+                let groups = self.target_groups(Some(&lb.arn), None).await?;
+                self.delete_nlb(&mut w, &lb.arn).await?;
+                for g in groups {
+                    self.before_write(&mut w, "DeleteTargetGroup", &g.arn).await?;
+                    self.delete_target_group(&g.arn).await?;
+                }
+            }
+        }
+        // Target groups an interrupted ensure left attached to nothing.
+        if let Ok(n) = NetworkSpec::parse(&tagging, &self.config.load_balancers, service) {
+            for m in &n.mappings {
+                for g in self.target_groups(None, Some(&m.target_group_name)).await? {
+                    let tags = self.elb_tags(std::slice::from_ref(&g.arn)).await?;
+                    if tags.get(&g.arn).is_some_and(|t| tagging.has_cluster_tag(t)) {
+                        self.before_write(&mut w, "DeleteTargetGroup", &g.arn).await?;
+                        self.delete_target_group(&g.arn).await?;
+                    }
+                }
+            }
+        }
+        // The NLB's rules on the nodes' groups, whatever the annotation says now (upstream
+        // decides by the annotation at deletion time and leaks them, kubernetes/kubernetes#95042).
+        if !self.config.load_balancers.disable_security_group_ingress {
+            let groups = self.cluster_groups(&tagging, vpc.as_deref()).await?;
+            let ours = [
+                format!("{}={name}", crate::security_groups::rules::NLB_CLIENT),
+                format!("{NLB_HEALTH}={name}"),
+            ];
+            if groups
+                .iter()
+                .any(|g| g.ingress.iter().any(|r| ours.contains(&r.description)))
+            {
+                let vpc_id = vpc.clone().unwrap_or_else(|| groups[0].vpc_id.clone());
+                let mut others: Option<BTreeMap<Rule, String>> = None;
+                for group in &groups {
+                    let mut changes = nlb_node_rules(&name, None, group, &BTreeMap::new());
+                    if changes
+                        .revoke
+                        .iter()
+                        .any(|r| is_health_rule_of(&r.description, &name))
+                    {
+                        if others.is_none() {
+                            others = Some(self.health_rules_other_nlbs_need(&vpc_id, None).await?);
+                        }
+                        changes = nlb_node_rules(&name, None, group, others.as_ref().expect("just set"));
+                    }
+                    if !changes.is_empty() {
+                        self.change_rules(&mut w, &group.id, &changes).await?;
+                    }
+                }
+            }
+        }
+        if w.count > 0 {
+            tracing::info!(lb = %name, writes = w.count, "deleted the load balancer and what was made for it");
+        }
+        Ok(())
     }
 }
 
-fn descriptions(targets: &[Target]) -> Vec<TargetDescription> {
-    targets
-        .iter()
-        .map(|t| {
-            TargetDescription::builder()
-                .id(&t.id)
-                .port(i32::from(t.port))
-                .build()
-        })
-        .collect()
+/// Whether a rule's description makes it one of `lb`'s health rules.
+fn is_health_rule_of(description: &str, lb: &str) -> bool {
+    description == format!("{NLB_HEALTH}={lb}")
 }
 
 #[async_trait]
@@ -709,12 +935,23 @@ impl LoadBalancers for AwsProvider {
         cluster: &str,
         service: &ServiceSpec,
     ) -> Result<Option<LoadBalancerStatus>> {
+        if spec::implemented_elsewhere(service).is_some() {
+            return Ok(None);
+        }
+        let tagging = self.tagging(cluster)?;
         let Ok(name) = load_balancer_name(&service.uid) else {
             return Ok(None);
         };
-        match self.find_load_balancer(&name).await? {
-            Some(lb) if lb.owned_by(cluster) => lb.status().map(Some),
-            _ => Ok(None),
+        if spec::wants_network(service) {
+            match self.describe_nlb(&name).await? {
+                Some(lb) if tagging.has_cluster_tag(&lb.tags) => nlb_status(&lb).map(Some),
+                _ => Ok(None),
+            }
+        } else {
+            match self.describe_classic(&name).await? {
+                Some(lb) if tagging.has_cluster_tag(&lb.tags) => Ok(Some(hostname(&lb.dns_name))),
+                _ => Ok(None),
+            }
         }
     }
 
@@ -737,29 +974,9 @@ impl LoadBalancers for AwsProvider {
     }
 
     async fn ensure_load_balancer_deleted(&self, cluster: &str, service: &ServiceSpec) -> Result<()> {
-        // Whatever the annotations say now: deletion never answers ImplementedElsewhere.
-        let Ok(name) = load_balancer_name(&service.uid) else {
-            return Ok(());
-        };
-        // Target groups an interrupted ensure may have created before any listener used them.
-        let mut loose = Vec::new();
-        for group_name in target_group_names(&name, service) {
-            if let Some(group) = self.target_group_named(&group_name).await? {
-                loose.push(group);
-            }
-        }
-        match self.find_load_balancer(&name).await? {
-            Some(lb) if lb.owned_by(cluster) => self.delete_everything(cluster, &lb, &loose).await,
-            Some(_) => {
-                tracing::warn!(lb = %name, "a load balancer with the service's name exists but is not the cluster's; left alone");
-                Ok(())
-            }
-            None => {
-                for group in loose.iter().filter(|g| owned(&g.tags, cluster)) {
-                    self.delete_target_group(&group.arn).await?;
-                }
-                Ok(())
-            }
-        }
+        // Whatever the annotations say now: deletion never answers ImplementedElsewhere, and an
+        // ELB of ours with the Service's name goes even if the Service now asks for the AWS Load
+        // Balancer Controller (its load balancers are named otherwise).
+        self.delete_everything(cluster, service).await
     }
 }

@@ -1,60 +1,12 @@
-//! Names, IDs and tags: provider IDs, instance IDs, load balancer and target group names, and the
-//! ownership tags. Pure functions only.
+//! Names and IDs: provider IDs, instance IDs, and the names cloud-provider-aws gives load
+//! balancers, target groups and security groups. Pure functions only.
 
-use std::collections::BTreeMap;
-
-use provider::{Protocol, ProviderError, default_load_balancer_name};
+use provider::{ProviderError, default_load_balancer_name};
+use sha1::Sha1;
 use sha2::{Digest, Sha256};
 
 /// The provider name and the scheme of its provider IDs.
 pub const PROVIDER_NAME: &str = "aws";
-
-/// Tag key prefix marking a resource as the cluster's (`kubernetes.io/cluster/<name>`), as
-/// cloud-provider-aws does. The value is `owned` (created by us) or `shared` (created by someone
-/// else, usable by the cluster).
-pub const CLUSTER_TAG_PREFIX: &str = "kubernetes.io/cluster/";
-/// Value of the cluster tag on resources this provider creates.
-pub const OWNED: &str = "owned";
-/// Tag with `<namespace>/<name>` of the service a load balancer serves (as cloud-provider-aws).
-pub const SERVICE_NAME_TAG: &str = "kubernetes.io/service-name";
-/// Tag with the UID of the service a load balancer serves.
-pub const SERVICE_UID_TAG: &str = "kubernetes.io/service-uid";
-
-/// Most characters AWS allows in a tag key.
-const MAX_TAG_KEY: usize = 128;
-
-/// The cluster tag key for `cluster`.
-pub fn cluster_tag_key(cluster: &str) -> String {
-    format!("{CLUSTER_TAG_PREFIX}{cluster}")
-}
-
-/// Checks that `cluster` can be used in a tag key.
-pub fn validate_cluster_name(cluster: &str) -> Result<(), ProviderError> {
-    let key_len = CLUSTER_TAG_PREFIX.len() + cluster.len();
-    if cluster.is_empty() || key_len > MAX_TAG_KEY {
-        return Err(ProviderError::InvalidArgument(format!(
-            "cluster name {cluster:?} must be 1 to {} characters (it becomes the tag key {CLUSTER_TAG_PREFIX}<cluster>)",
-            MAX_TAG_KEY - CLUSTER_TAG_PREFIX.len()
-        )));
-    }
-    Ok(())
-}
-
-/// Whether tags mark a resource as belonging to `cluster` (`owned` or `shared`).
-pub fn tagged_for_cluster<'a>(tags: impl IntoIterator<Item = (&'a str, &'a str)>, cluster: &str) -> bool {
-    let key = cluster_tag_key(cluster);
-    tags.into_iter().any(|(k, _)| k == key)
-}
-
-/// Whether tags mark a resource as belonging to some cluster other than `cluster` (and not to
-/// `cluster` itself).
-pub fn tagged_for_other_cluster<'a>(
-    tags: impl IntoIterator<Item = (&'a str, &'a str)> + Clone,
-    cluster: &str,
-) -> bool {
-    !tagged_for_cluster(tags.clone(), cluster)
-        && tags.into_iter().any(|(k, _)| k.starts_with(CLUSTER_TAG_PREFIX))
-}
 
 /// Whether `id` looks like an EC2 instance ID (`i-` and 1 to 32 letters or digits; AWS uses 8 or
 /// 17 hex digits, AWS-compatible clouds may differ).
@@ -121,70 +73,88 @@ pub fn load_balancer_name(service_uid: &str) -> Result<String, ProviderError> {
     Ok(name)
 }
 
-/// The protocol of a listener and its target group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum LbProtocol {
-    /// TCP
-    Tcp,
-    /// UDP
-    Udp,
-    /// TCP and UDP on one port (a service with both protocols on the same port).
-    TcpUdp,
+/// Keeps the letters and digits of a name (upstream's `[^[:alnum:]]` removal).
+fn alphanumeric(s: &str) -> String {
+    s.chars().filter(char::is_ascii_alphanumeric).collect()
 }
 
-impl LbProtocol {
-    /// The ELBv2 spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Tcp => "TCP",
-            Self::Udp => "UDP",
-            Self::TcpUdp => "TCP_UDP",
-        }
-    }
-
-    /// Parses the ELBv2 spelling; other protocols (TLS, HTTP...) are not ours.
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "TCP" => Some(Self::Tcp),
-            "UDP" => Some(Self::Udp),
-            "TCP_UDP" => Some(Self::TcpUdp),
-            _ => None,
-        }
-    }
-
-    /// From a service port's protocol; NLBs carry no SCTP.
-    pub fn from_service(protocol: Protocol) -> Option<Self> {
-        match protocol {
-            Protocol::Tcp => Some(Self::Tcp),
-            Protocol::Udp => Some(Self::Udp),
-            Protocol::Sctp => None,
-        }
-    }
+/// `k8s-<namespace:8>-<name:8>-<hash:10>`, the shape of upstream's generated names.
+fn k8s_name(namespace: &str, name: &str, hex: &str) -> String {
+    let cut = |s: String, n: usize| s.chars().take(n).collect::<String>();
+    format!(
+        "k8s-{}-{}-{}",
+        cut(alphanumeric(namespace), 8),
+        cut(alphanumeric(name), 8),
+        &hex[..10]
+    )
 }
 
-/// The target group name for one listener of a load balancer: `k8s-` + 28 hex digits of a hash
-/// of the load balancer name, front port, protocol and node port (32 characters, the ELBv2
-/// limit). Deterministic, so a retry after a crash finds the group it created before; a change of
-/// protocol or node port gives a new group (ELBv2 cannot change those of a group).
-pub fn target_group_name(lb_name: &str, port: u16, protocol: LbProtocol, node_port: u16) -> String {
-    let digest = Sha256::digest(format!("{lb_name}/{port}/{}/{node_port}", protocol.as_str()).as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("k8s-{}", &hex[..28])
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Tags every resource created for a service carries.
-pub fn resource_tags(
-    cluster: &str,
-    namespace: &str,
-    name: &str,
-    uid: &str,
-    extra: &BTreeMap<String, String>,
-) -> BTreeMap<String, String> {
-    let mut tags = extra.clone();
-    tags.insert(cluster_tag_key(cluster), OWNED.to_owned());
-    tags.insert(SERVICE_NAME_TAG.to_owned(), format!("{namespace}/{name}"));
-    tags.insert(SERVICE_UID_TAG.to_owned(), uid.to_owned());
-    tags
+/// What an NLB target group is built from; each of these is fixed for the life of a target group
+/// (or, for the health check, upstream recreates the group when it changes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetGroupKey<'a> {
+    /// The cluster ID (the cluster tag's, not `--cluster-name`).
+    pub cluster_id: &'a str,
+    /// Service namespace.
+    pub namespace: &'a str,
+    /// Service name.
+    pub name: &'a str,
+    /// The listener's front port.
+    pub service_port: u16,
+    /// The node port targets are registered on.
+    pub node_port: u16,
+    /// Target protocol (`TCP`, `UDP`, `TLS`, `TCP_UDP`).
+    pub protocol: &'a str,
+    /// Health check protocol (`TCP`, `HTTP`, `HTTPS`).
+    pub health_check_protocol: &'a str,
+    /// Health check interval in seconds.
+    pub health_check_interval: i32,
+}
+
+/// Upstream's `buildTargetGroupName`: `k8s-<ns:8>-<name:8>-<first 10 hex of SHA-1>` over the
+/// plain concatenation of cluster ID, namespace, name, service port, node port, target protocol,
+/// target type (`instance`), health check protocol and interval. The same name, so target groups
+/// cloud-provider-aws made are this provider's too.
+pub fn target_group_name(key: &TargetGroupKey<'_>) -> String {
+    let mut hasher = Sha1::new();
+    for part in [
+        key.cluster_id,
+        key.namespace,
+        key.name,
+        &key.service_port.to_string(),
+        &key.node_port.to_string(),
+        key.protocol,
+        "instance",
+        key.health_check_protocol,
+        &key.health_check_interval.to_string(),
+    ] {
+        hasher.update(part.as_bytes());
+    }
+    k8s_name(key.namespace, key.name, &hex(&hasher.finalize()))
+}
+
+/// The security group upstream makes for a Classic ELB: `k8s-elb-<load balancer name>`.
+pub fn classic_security_group_name(lb_name: &str) -> String {
+    format!("k8s-elb-{lb_name}")
+}
+
+/// The description of that security group.
+pub fn classic_security_group_description(lb_name: &str, namespace: &str, name: &str) -> String {
+    format!("Security group for Kubernetes ELB {lb_name} ({namespace}/{name})")
+}
+
+/// Upstream's managed NLB security group name (`NLBSecurityGroupMode = Managed`):
+/// `k8s-<ns:8>-<name:8>-<first 10 hex of SHA-256(cluster name, name, namespace, UID)>`.
+pub fn nlb_security_group_name(cluster_name: &str, namespace: &str, name: &str, uid: &str) -> String {
+    let mut hasher = Sha256::new();
+    for part in [cluster_name, name, namespace, uid] {
+        hasher.update(part.as_bytes());
+    }
+    k8s_name(namespace, name, &hex(&hasher.finalize()))
 }
 
 /// Instance IDs quoted in an EC2 error message, e.g. `The instance IDs 'i-1, i-2' do not exist`.
@@ -284,42 +254,87 @@ mod tests {
     }
 
     #[test]
-    fn target_group_names_are_deterministic_and_fit() {
-        let a = target_group_name("a8a7b3c2d11112222333344445555666", 80, LbProtocol::Tcp, 30080);
-        assert_eq!(
-            a,
-            target_group_name("a8a7b3c2d11112222333344445555666", 80, LbProtocol::Tcp, 30080)
-        );
-        assert_eq!(a.len(), 32);
-        assert!(a.starts_with("k8s-"));
-        let variants = [
-            target_group_name("a8a7b3c2d11112222333344445555666", 81, LbProtocol::Tcp, 30080),
-            target_group_name("a8a7b3c2d11112222333344445555666", 80, LbProtocol::Udp, 30080),
-            target_group_name("a8a7b3c2d11112222333344445555666", 80, LbProtocol::Tcp, 30081),
-            target_group_name("a8a7b3c2d111122223333444455556667", 80, LbProtocol::Tcp, 30080),
+    fn target_group_names_are_upstreams() {
+        // Upstream's TestBuildTargetGroupName rows (target type instance; its empty health check
+        // config hashes as "" and "0").
+        let base = TargetGroupKey {
+            cluster_id: "cluster-a",
+            namespace: "default",
+            name: "service-a",
+            service_port: 80,
+            node_port: 8080,
+            protocol: "TCP",
+            health_check_protocol: "",
+            health_check_interval: 0,
+        };
+        let rows: &[(TargetGroupKey<'_>, &str)] = &[
+            (base.clone(), "k8s-default-servicea-7fa2e07508"),
+            (
+                TargetGroupKey {
+                    cluster_id: "cluster-b",
+                    ..base.clone()
+                },
+                "k8s-default-servicea-719ee635da",
+            ),
+            (
+                TargetGroupKey {
+                    namespace: "another",
+                    ..base.clone()
+                },
+                "k8s-another-servicea-f66e09847d",
+            ),
+            (
+                TargetGroupKey {
+                    name: "service-b",
+                    ..base.clone()
+                },
+                "k8s-default-serviceb-196c19c881",
+            ),
+            (
+                TargetGroupKey {
+                    service_port: 9090,
+                    ..base.clone()
+                },
+                "k8s-default-servicea-06876706cb",
+            ),
+            (
+                TargetGroupKey {
+                    node_port: 9090,
+                    ..base.clone()
+                },
+                "k8s-default-servicea-119f844ec0",
+            ),
+            (
+                TargetGroupKey {
+                    protocol: "UDP",
+                    ..base.clone()
+                },
+                "k8s-default-servicea-3868761686",
+            ),
         ];
-        for v in variants {
-            assert_ne!(a, v);
+        for (key, want) in rows {
+            assert_eq!(target_group_name(key), *want, "{key:?}");
         }
+        let long = TargetGroupKey {
+            namespace: "kube-system-long",
+            name: "my.very-long_service",
+            ..base
+        };
+        let name = target_group_name(&long);
+        assert!(name.starts_with("k8s-kubesyst-myverylo-"), "{name}");
+        assert_eq!(name.len(), 32);
     }
 
     #[test]
-    fn cluster_tags_decide_ownership() {
-        let ours = [("kubernetes.io/cluster/blue", "owned"), ("Name", "x")];
-        let shared = [("kubernetes.io/cluster/blue", "shared")];
-        let theirs = [("kubernetes.io/cluster/green", "owned")];
-        let none = [("Name", "x")];
-        assert!(tagged_for_cluster(ours, "blue"));
-        assert!(tagged_for_cluster(shared, "blue"));
-        assert!(!tagged_for_cluster(theirs, "blue"));
-        assert!(!tagged_for_cluster(none, "blue"));
-        assert!(tagged_for_other_cluster(theirs, "blue"));
-        assert!(!tagged_for_other_cluster(ours, "blue"));
-        assert!(!tagged_for_other_cluster(none, "blue"));
-        assert!(validate_cluster_name("blue").is_ok());
-        assert!(validate_cluster_name("").is_err());
-        assert!(validate_cluster_name(&"x".repeat(107)).is_err());
-        assert!(validate_cluster_name(&"x".repeat(106)).is_ok());
+    fn security_group_names_are_upstreams() {
+        assert_eq!(classic_security_group_name("a123"), "k8s-elb-a123");
+        assert_eq!(
+            classic_security_group_description("a123", "default", "web"),
+            "Security group for Kubernetes ELB a123 (default/web)"
+        );
+        let name = nlb_security_group_name("kubernetes", "default", "web-svc", "uid-1");
+        assert!(name.starts_with("k8s-default-websvc-"), "{name}");
+        assert_eq!(name.len(), "k8s-default-websvc-".len() + 10);
     }
 
     #[test]
@@ -343,15 +358,5 @@ mod tests {
         for (message, want) in cases {
             assert_eq!(instance_ids_in_message(message), want, "{message}");
         }
-    }
-
-    #[test]
-    fn resource_tags_carry_cluster_and_service() {
-        let extra = BTreeMap::from([("team".to_owned(), "web".to_owned())]);
-        let tags = resource_tags("blue", "default", "web", "uid-1", &extra);
-        assert_eq!(tags["kubernetes.io/cluster/blue"], "owned");
-        assert_eq!(tags["kubernetes.io/service-name"], "default/web");
-        assert_eq!(tags["kubernetes.io/service-uid"], "uid-1");
-        assert_eq!(tags["team"], "web");
     }
 }

@@ -16,7 +16,7 @@ use crate::{
     AwsProvider,
     errors::{code_of, sdk_error},
     instances::InstanceView,
-    naming::{cluster_tag_key, tagged_for_cluster, tagged_for_other_cluster},
+    tags::ClusterTagging,
 };
 
 /// A route of a route table.
@@ -91,7 +91,7 @@ pub fn route_name(cluster: &str, cidr: &str) -> String {
 /// The cluster's routes in `table`: routes to instances not tagged for another cluster. A route
 /// whose instance is gone or terminated, or that AWS marks `blackhole`, is a blackhole.
 pub fn cluster_routes(
-    cluster: &str,
+    tagging: &ClusterTagging,
     table: &RouteTableView,
     instances: &HashMap<String, InstanceView>,
 ) -> Vec<Route> {
@@ -101,11 +101,11 @@ pub fn cluster_routes(
         .filter_map(|r| {
             let id = r.instance_id.as_ref()?;
             let instance = instances.get(id);
-            if instance.is_some_and(|i| tagged_for_other_cluster(i.tag_pairs(), cluster)) {
+            if instance.is_some_and(|i| tagging.belongs_to_other_cluster(&i.tags)) {
                 return None;
             }
             Some(Route {
-                name: route_name(cluster, &r.cidr),
+                name: route_name(&tagging.id, &r.cidr),
                 target_node: instance.and_then(|i| i.private_dns.clone()).unwrap_or_default(),
                 destination_cidr: r.cidr.clone(),
                 blackhole: r.state == "blackhole" || instance.is_none_or(|i| !i.exists()),
@@ -129,7 +129,7 @@ pub enum RouteAction {
 /// Decides how to route `cidr` to `instance_id`. An instance of another cluster, or a route of
 /// another kind (gateway, NAT...) on the CIDR, is never touched.
 pub fn route_action(
-    cluster: &str,
+    tagging: &ClusterTagging,
     current: Option<&RouteView>,
     instance_id: &str,
     instances: &HashMap<String, InstanceView>,
@@ -142,7 +142,7 @@ pub fn route_action(
         Some(id)
             if instances
                 .get(id)
-                .is_some_and(|i| tagged_for_other_cluster(i.tag_pairs(), cluster)) =>
+                .is_some_and(|i| tagging.belongs_to_other_cluster(&i.tags)) =>
         {
             Err(ProviderError::InvalidArgument(format!(
                 "{} is routed to {id}, an instance of another cluster",
@@ -165,7 +165,8 @@ fn is_v6(cidr: &str) -> bool {
 impl AwsProvider {
     /// The cluster's route table (see the module docs).
     async fn route_table(&self, cluster: &str) -> Result<RouteTableView> {
-        let tag = cluster_tag_key(cluster);
+        let tagging = self.tagging(cluster)?;
+        let tag = tagging.tag_key();
         let request = match &self.config.route_table_id {
             Some(id) => self.ec2.describe_route_tables().route_table_ids(id),
             None => {
@@ -203,7 +204,7 @@ impl AwsProvider {
                 )));
             }
         };
-        if !tagged_for_cluster(table.tags.iter().map(|(k, v)| (k.as_str(), v.as_str())), cluster) {
+        if !tagging.has_cluster_tag(&table.tags) {
             return Err(ProviderError::InvalidArgument(format!(
                 "route table {} is not tagged {tag}; refusing to manage its routes",
                 table.id
@@ -264,13 +265,13 @@ impl Routes for AwsProvider {
     async fn list_routes(&self, cluster: &str) -> Result<Vec<Route>> {
         let table = self.route_table(cluster).await?;
         let instances = self.route_instances(&table.routes).await?;
-        Ok(cluster_routes(cluster, &table, &instances))
+        Ok(cluster_routes(&self.tagging(cluster)?, &table, &instances))
     }
 
     async fn create_route(&self, cluster: &str, _name_hint: &str, route: &Route) -> Result<()> {
         let table = self.route_table(cluster).await?;
         let instance = self.route_target(route).await?;
-        if tagged_for_other_cluster(instance.tag_pairs(), cluster) {
+        if self.tagging(cluster)?.belongs_to_other_cluster(&instance.tags) {
             return Err(ProviderError::InvalidArgument(format!(
                 "node {} is instance {}, tagged for another cluster",
                 route.target_node, instance.id
@@ -295,7 +296,12 @@ impl Routes for AwsProvider {
                     .filter(|r| r.instance_id.as_ref() != Some(&instance.id)),
             )
             .await?;
-        match route_action(cluster, table.route_to(cidr), &instance.id, &instances)? {
+        match route_action(
+            &self.tagging(cluster)?,
+            table.route_to(cidr),
+            &instance.id,
+            &instances,
+        )? {
             RouteAction::Nothing => Ok(()),
             RouteAction::Create => {
                 let mut request = self
@@ -313,7 +319,12 @@ impl Routes for AwsProvider {
                     Err(e) if code_of(&e) == Some("RouteAlreadyExists") => {
                         // Created meanwhile (a retry): fine if it is ours and right.
                         let table = self.route_table(cluster).await?;
-                        match route_action(cluster, table.route_to(cidr), &instance.id, &instances)? {
+                        match route_action(
+                            &self.tagging(cluster)?,
+                            table.route_to(cidr),
+                            &instance.id,
+                            &instances,
+                        )? {
                             RouteAction::Nothing => Ok(()),
                             _ => Err(sdk_error("CreateRoute", &e)),
                         }
@@ -349,7 +360,7 @@ impl Routes for AwsProvider {
             routes: vec![current.clone()],
             ..RouteTableView::default()
         };
-        if cluster_routes(cluster, &only, &instances).is_empty() {
+        if cluster_routes(&self.tagging(cluster)?, &only, &instances).is_empty() {
             return Err(ProviderError::InvalidArgument(format!(
                 "the route to {cidr} ({}) is not one of the cluster's",
                 current
@@ -383,7 +394,7 @@ mod tests {
             state: state.into(),
             private_dns: Some(format!("{id}.internal")),
             tags: cluster
-                .map(|c| BTreeMap::from([(cluster_tag_key(c), "owned".to_owned())]))
+                .map(|c| BTreeMap::from([(format!("kubernetes.io/cluster/{c}"), "owned".to_owned())]))
                 .unwrap_or_default(),
             ..Default::default()
         }
@@ -429,10 +440,11 @@ mod tests {
             instance("i-other", "running", Some("green")),
             instance("i-untagged", "running", None),
         ]);
-        let got: Vec<(String, String, bool)> = cluster_routes("blue", &table, &known)
-            .into_iter()
-            .map(|r| (r.destination_cidr, r.target_node, r.blackhole))
-            .collect();
+        let got: Vec<(String, String, bool)> =
+            cluster_routes(&ClusterTagging::new("blue", false).unwrap(), &table, &known)
+                .into_iter()
+                .map(|r| (r.destination_cidr, r.target_node, r.blackhole))
+                .collect();
         assert_eq!(
             got,
             vec![
@@ -470,7 +482,12 @@ mod tests {
             (Some(route("c", None, "active")), Err("igw-1")),
         ];
         for (current, want) in cases {
-            let got = route_action("blue", current.as_ref(), "i-a", &known);
+            let got = route_action(
+                &ClusterTagging::new("blue", false).unwrap(),
+                current.as_ref(),
+                "i-a",
+                &known,
+            );
             match want {
                 Ok(action) => assert_eq!(got, Ok(action), "{current:?}"),
                 Err(what) => assert!(

@@ -12,7 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use provider_aws::plan::{ANNOTATION_INTERNAL, ANNOTATION_TYPE};
+use provider_aws::annotations::{HC_INTERVAL, TYPE};
 use support::{Cloud, FaultProxy, INSTANCE_TYPE, Instance, REGION, moto_endpoint, unique_cluster};
 
 /// Where `cargo build` put the workspace's binaries: `$CCM_BIN_DIR`, else next to `deps/`.
@@ -110,9 +110,9 @@ instances:
     - {{node_name: {terminated_name}, provider_id: "{terminated_id}"}}
   unknown_provider_id: "aws:///us-east-1a/i-0123456789abcdef0"
 load_balancers:
-  implemented_elsewhere_annotations: {{{ANNOTATION_TYPE}: external}}
+  implemented_elsewhere_annotations: {{{TYPE}: external}}
   invalid_service:
-    annotations: {{{ANNOTATION_INTERNAL}: maybe}}
+    annotations: {{{HC_INTERVAL}: often}}
 routes:
   destination_cidr: 100.96.7.0/24
 hooks:

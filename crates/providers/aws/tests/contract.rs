@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use cloud_gateway::GatewayConfig;
 use contract_tests::{CloudFixture, RunningGateway, Skip, Target, TestInstance, contract_suite};
-use provider_aws::plan::{ANNOTATION_INTERNAL, ANNOTATION_TYPE};
+use provider_aws::annotations::{HC_INTERVAL, TYPE};
 use support::{Cloud, FaultProxy, Harness, INSTANCE_TYPE, Instance, Network, REGION};
 use token_bucket::Limit;
 
@@ -26,6 +26,7 @@ async fn start() -> AwsFixture {
         proxy,
         cloud,
         network,
+        ..
     } = Harness::start("contract", |_| {}).await;
     let unlimited = Limit {
         rate: 1000.0,
@@ -91,8 +92,9 @@ impl CloudFixture for AwsFixture {
         Ok("aws:///us-east-1a/i-0123456789abcdef0".into())
     }
 
-    async fn load_balancer_count(&self, cluster: &str) -> Option<usize> {
-        Some(self.cloud.tagged_resources(cluster).await.0.len())
+    async fn load_balancer_count(&self, _cluster: &str) -> Option<usize> {
+        let census = self.cloud.census(&self.network).await;
+        Some(census.classic.len() + census.nlbs.len())
     }
 
     async fn load_balancer_backends(&self, name: &str) -> Option<Vec<String>> {
@@ -100,13 +102,13 @@ impl CloudFixture for AwsFixture {
     }
 
     fn implemented_elsewhere_annotations(&self) -> Result<BTreeMap<String, String>, Skip> {
-        Ok([(ANNOTATION_TYPE.to_owned(), "external".to_owned())].into())
+        Ok([(TYPE.to_owned(), "external".to_owned())].into())
     }
 
     fn invalid_service(&self) -> Result<(BTreeMap<String, String>, String), Skip> {
-        // Not a boolean, and an NLB cannot take a requested IP.
+        // Not an integer, and an AWS load balancer cannot take a requested IP.
         Ok((
-            [(ANNOTATION_INTERNAL.to_owned(), "maybe".to_owned())].into(),
+            [(HC_INTERVAL.to_owned(), "often".to_owned())].into(),
             "10.0.0.10".into(),
         ))
     }
@@ -132,5 +134,5 @@ impl CloudFixture for AwsFixture {
 
 contract_suite!(
     start(),
-    slow_provisioning: unsupported("moto provisions load balancers at once, and the AWS provider never answers RETRY_AFTER for an NLB")
+    slow_provisioning: unsupported("moto provisions load balancers at once")
 );

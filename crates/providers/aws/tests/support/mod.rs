@@ -194,6 +194,8 @@ pub struct Cloud {
     pub ec2: aws_sdk_ec2::Client,
     /// ELBv2.
     pub elb: aws_sdk_elasticloadbalancingv2::Client,
+    /// Classic ELB.
+    pub classic: aws_sdk_elasticloadbalancing::Client,
 }
 
 impl Cloud {
@@ -216,26 +218,29 @@ impl Cloud {
         Self {
             ec2: aws_sdk_ec2::Client::new(&sdk),
             elb: aws_sdk_elasticloadbalancingv2::Client::new(&sdk),
+            classic: aws_sdk_elasticloadbalancing::Client::new(&sdk),
         }
     }
 
-    /// A VPC with one subnet per zone and a route table, all tagged for `cluster`.
+    /// A VPC laid out the way cloud-provider-aws and EKS clusters are: an internet gateway; one
+    /// public subnet per zone tagged only `kubernetes.io/role/elb=1` and routed to the gateway;
+    /// a private subnet tagged `kubernetes.io/role/internal-elb=1` whose route table (tagged for
+    /// the cluster) carries the pod routes; the workers' security group tagged for the cluster.
     pub async fn network(&self, cluster: &str) -> Network {
         let tag = format!("kubernetes.io/cluster/{cluster}");
         let tags = |kind: ResourceType, extra: &[(&str, &str)]| {
-            let mut spec = TagSpecification::builder()
-                .resource_type(kind)
-                .tags(Tag::builder().key(&tag).value("owned").build());
+            let mut spec = TagSpecification::builder().resource_type(kind);
             for (k, v) in extra {
                 spec = spec.tags(Tag::builder().key(*k).value(*v).build());
             }
             spec.build()
         };
+        let owned = [(tag.as_str(), "owned")];
         let vpc_id = self
             .ec2
             .create_vpc()
             .cidr_block("10.0.0.0/16")
-            .tag_specifications(tags(ResourceType::Vpc, &[]))
+            .tag_specifications(tags(ResourceType::Vpc, &owned))
             .send()
             .await
             .expect("CreateVpc")
@@ -243,41 +248,127 @@ impl Cloud {
             .and_then(|v| v.vpc_id())
             .expect("VPC ID")
             .to_owned();
-        let mut subnets = Vec::new();
-        for (n, zone) in ZONES.iter().enumerate() {
-            let id = self
-                .ec2
-                .create_subnet()
-                .vpc_id(&vpc_id)
-                .cidr_block(format!("10.0.{}.0/24", n + 1))
-                .availability_zone(*zone)
-                .tag_specifications(tags(ResourceType::Subnet, &[("kubernetes.io/role/elb", "1")]))
-                .send()
-                .await
-                .expect("CreateSubnet")
-                .subnet()
-                .and_then(|s| s.subnet_id())
-                .expect("subnet ID")
-                .to_owned();
-            subnets.push(id);
-        }
-        let route_table_id = self
+        let gateway = self
             .ec2
-            .create_route_table()
-            .vpc_id(&vpc_id)
-            .tag_specifications(tags(ResourceType::RouteTable, &[]))
+            .create_internet_gateway()
             .send()
             .await
-            .expect("CreateRouteTable")
-            .route_table()
-            .and_then(|t| t.route_table_id())
-            .expect("route table ID")
+            .expect("CreateInternetGateway")
+            .internet_gateway()
+            .and_then(|g| g.internet_gateway_id())
+            .expect("gateway ID")
+            .to_owned();
+        self.ec2
+            .attach_internet_gateway()
+            .internet_gateway_id(&gateway)
+            .vpc_id(&vpc_id)
+            .send()
+            .await
+            .expect("AttachInternetGateway");
+        let route_table = |extra: &'static [(&'static str, &'static str)], owned: bool| {
+            let ec2 = self.ec2.clone();
+            let vpc_id = vpc_id.clone();
+            let tag = tag.clone();
+            async move {
+                let mut t = TagSpecification::builder().resource_type(ResourceType::RouteTable);
+                if owned {
+                    t = t.tags(Tag::builder().key(&tag).value("owned").build());
+                }
+                for (k, v) in extra {
+                    t = t.tags(Tag::builder().key(*k).value(*v).build());
+                }
+                ec2.create_route_table()
+                    .vpc_id(vpc_id)
+                    .tag_specifications(t.build())
+                    .send()
+                    .await
+                    .expect("CreateRouteTable")
+                    .route_table()
+                    .and_then(|t| t.route_table_id())
+                    .expect("route table ID")
+                    .to_owned()
+            }
+        };
+        let public_route_table_id = route_table(&[("Name", "public")], false).await;
+        self.ec2
+            .create_route()
+            .route_table_id(&public_route_table_id)
+            .destination_cidr_block("0.0.0.0/0")
+            .gateway_id(&gateway)
+            .send()
+            .await
+            .expect("CreateRoute to the internet gateway");
+        let route_table_id = route_table(&[("Name", "private")], true).await;
+        let subnet = |n: usize, zone: &'static str, role: &'static str| {
+            let ec2 = self.ec2.clone();
+            let vpc_id = vpc_id.clone();
+            async move {
+                ec2.create_subnet()
+                    .vpc_id(vpc_id)
+                    .cidr_block(format!("10.0.{n}.0/24"))
+                    .availability_zone(zone)
+                    .tag_specifications(
+                        TagSpecification::builder()
+                            .resource_type(ResourceType::Subnet)
+                            .tags(Tag::builder().key(role).value("1").build())
+                            .tags(
+                                Tag::builder()
+                                    .key("Name")
+                                    .value(format!("net-{n}-{zone}"))
+                                    .build(),
+                            )
+                            .build(),
+                    )
+                    .send()
+                    .await
+                    .expect("CreateSubnet")
+                    .subnet()
+                    .and_then(|s| s.subnet_id())
+                    .expect("subnet ID")
+                    .to_owned()
+            }
+        };
+        let mut subnets = Vec::new();
+        for (n, zone) in ZONES.iter().enumerate() {
+            let id = subnet(n + 1, zone, "kubernetes.io/role/elb").await;
+            self.ec2
+                .associate_route_table()
+                .route_table_id(&public_route_table_id)
+                .subnet_id(&id)
+                .send()
+                .await
+                .expect("AssociateRouteTable");
+            subnets.push(id);
+        }
+        let private_subnet = subnet(10, ZONES[0], "kubernetes.io/role/internal-elb").await;
+        self.ec2
+            .associate_route_table()
+            .route_table_id(&route_table_id)
+            .subnet_id(&private_subnet)
+            .send()
+            .await
+            .expect("AssociateRouteTable");
+        let node_group = self
+            .ec2
+            .create_security_group()
+            .group_name(format!("{cluster}-nodes"))
+            .description("the cluster's workers")
+            .vpc_id(&vpc_id)
+            .tag_specifications(tags(ResourceType::SecurityGroup, &owned))
+            .send()
+            .await
+            .expect("CreateSecurityGroup")
+            .group_id()
+            .expect("group ID")
             .to_owned();
         Network {
             cluster: cluster.to_owned(),
             vpc_id,
             subnets,
+            private_subnet,
             route_table_id,
+            public_route_table_id,
+            node_group,
         }
     }
 
@@ -291,6 +382,7 @@ impl Cloud {
             .min_count(1)
             .max_count(1)
             .subnet_id(&network.subnets[n % network.subnets.len()])
+            .security_group_ids(&network.node_group)
             .tag_specifications(
                 TagSpecification::builder()
                     .resource_type(ResourceType::Instance)
@@ -386,8 +478,24 @@ impl Cloud {
         out
     }
 
-    /// Instance IDs registered in the target groups of the load balancer named `name`.
+    /// Instance IDs registered with the load balancer named `name`, of either type.
     pub async fn backends(&self, name: &str) -> Vec<String> {
+        if let Ok(out) = self
+            .classic
+            .describe_load_balancers()
+            .load_balancer_names(name)
+            .send()
+            .await
+        {
+            let mut ids: Vec<String> = out
+                .load_balancer_descriptions()
+                .iter()
+                .flat_map(|d| d.instances())
+                .filter_map(|i| i.instance_id().map(str::to_owned))
+                .collect();
+            ids.sort();
+            return ids;
+        }
         let Ok(lbs) = self.elb.describe_load_balancers().names(name).send().await else {
             return Vec::new();
         };
@@ -423,6 +531,77 @@ impl Cloud {
         ids
     }
 
+    /// Everything in the network that a load balancer provider made or changed: load balancers
+    /// of both types tagged for the cluster, target groups tagged for it, security groups other
+    /// than the workers' (and the VPC's default), and the workers' ingress rules.
+    pub async fn census(&self, network: &Network) -> Census {
+        let (nlbs, target_groups) = self.tagged_resources(&network.cluster).await;
+        let key = format!("kubernetes.io/cluster/{}", network.cluster);
+        let names: Vec<String> = self
+            .classic
+            .describe_load_balancers()
+            .send()
+            .await
+            .expect("DescribeLoadBalancers (classic)")
+            .load_balancer_descriptions()
+            .iter()
+            .filter_map(|d| d.load_balancer_name().map(str::to_owned))
+            .collect();
+        let mut classic = Vec::new();
+        for chunk in names.chunks(20) {
+            let tags = self
+                .classic
+                .describe_tags()
+                .set_load_balancer_names(Some(chunk.to_vec()))
+                .send()
+                .await
+                .expect("DescribeTags (classic)");
+            for d in tags.tag_descriptions() {
+                if d.tags().iter().any(|t| t.key() == key) {
+                    classic.push(d.load_balancer_name().unwrap_or_default().to_owned());
+                }
+            }
+        }
+        let groups = self
+            .ec2
+            .describe_security_groups()
+            .filters(Filter::builder().name("vpc-id").values(&network.vpc_id).build())
+            .send()
+            .await
+            .expect("DescribeSecurityGroups");
+        let mut security_groups = Vec::new();
+        let mut node_rules = Vec::new();
+        for g in groups.security_groups() {
+            let id = g.group_id().unwrap_or_default().to_owned();
+            if id == network.node_group {
+                for p in g.ip_permissions() {
+                    let proto = p.ip_protocol().unwrap_or_default();
+                    let ports = format!("{}-{}", p.from_port().unwrap_or(0), p.to_port().unwrap_or(0));
+                    for r in p.ip_ranges() {
+                        node_rules.push(format!(
+                            "{proto} {ports} {} {}",
+                            r.cidr_ip().unwrap_or_default(),
+                            r.description().unwrap_or_default()
+                        ));
+                    }
+                    for u in p.user_id_group_pairs() {
+                        node_rules.push(format!("{proto} {ports} {}", u.group_id().unwrap_or_default()));
+                    }
+                }
+            } else if g.group_name() != Some("default") {
+                security_groups.push(format!("{id} {}", g.group_name().unwrap_or_default()));
+            }
+        }
+        node_rules.sort();
+        Census {
+            classic,
+            nlbs,
+            target_groups,
+            security_groups,
+            node_rules,
+        }
+    }
+
     /// Instances whose private DNS name is `name`.
     pub async fn instances_named(&self, name: &str) -> usize {
         self.ec2
@@ -438,6 +617,28 @@ impl Cloud {
     }
 }
 
+/// What a cluster's load balancers left in its network.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Census {
+    /// Classic ELBs tagged for the cluster, by name.
+    pub classic: Vec<String>,
+    /// NLBs tagged for the cluster, by ARN.
+    pub nlbs: Vec<String>,
+    /// Target groups tagged for the cluster, by ARN.
+    pub target_groups: Vec<String>,
+    /// Security groups of the VPC but the workers' and the default one: `<id> <name>`.
+    pub security_groups: Vec<String>,
+    /// The workers' group's ingress rules: `<protocol> <from>-<to> <source> [<description>]`.
+    pub node_rules: Vec<String>,
+}
+
+impl Census {
+    /// Nothing left.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 /// A test's network.
 #[derive(Debug, Clone)]
 pub struct Network {
@@ -445,10 +646,16 @@ pub struct Network {
     pub cluster: String,
     /// VPC.
     pub vpc_id: String,
-    /// One subnet per zone of [`ZONES`].
+    /// One public subnet per zone of [`ZONES`].
     pub subnets: Vec<String>,
-    /// Route table.
+    /// A private subnet in the first zone.
+    pub private_subnet: String,
+    /// The private route table, tagged for the cluster (pod routes go there).
     pub route_table_id: String,
+    /// The public route table (to the internet gateway).
+    pub public_route_table_id: String,
+    /// The workers' security group, tagged for the cluster.
+    pub node_group: String,
 }
 
 /// An instance created by a test.
@@ -476,6 +683,8 @@ pub struct Harness {
     pub cloud: Cloud,
     /// The test's network.
     pub network: Network,
+    /// The provider's settings.
+    pub config: AwsConfig,
 }
 
 impl Harness {
@@ -496,13 +705,23 @@ impl Harness {
         };
         tune(&mut config);
         let sdk = sdk_config(&config).await;
-        let provider = AwsProvider::with_sdk_config(config, &sdk).expect("provider");
+        let provider = AwsProvider::with_sdk_config(config.clone(), &sdk).expect("provider");
         Self {
             provider,
             proxy,
             cloud,
             network,
+            config,
         }
+    }
+
+    /// Another provider with the same settings and nothing remembered: a restarted gateway, or
+    /// another replica.
+    pub async fn fresh_provider(&self, tune: impl FnOnce(&mut AwsConfig)) -> Arc<AwsProvider> {
+        let mut config = self.config.clone();
+        tune(&mut config);
+        let sdk = sdk_config(&config).await;
+        AwsProvider::with_sdk_config(config, &sdk).expect("provider")
     }
 
     /// The cluster name.

@@ -105,6 +105,19 @@ impl FaultProxy {
             .count()
     }
 
+    /// Every recorded action, in order.
+    pub fn actions(&self) -> Vec<String> {
+        self.state.actions.lock().expect("actions lock").clone()
+    }
+
+    /// The recorded actions that change something (anything but Describe*, Get*, List*).
+    pub fn writes(&self) -> Vec<String> {
+        self.actions()
+            .into_iter()
+            .filter(|a| !(a.starts_with("Describe") || a.starts_with("Get") || a.starts_with("List")))
+            .collect()
+    }
+
     /// Forgets the recorded actions.
     pub fn reset_counts(&self) {
         self.state.actions.lock().expect("actions lock").clear();

@@ -1,0 +1,86 @@
+//! Every call that changes something in AWS goes through [`Writes`]: it is logged and counted,
+//! and the first one of a converge first marks the load balancer as being converged (see
+//! [`crate::converged`]), so a converge interrupted half-way is never mistaken for a finished
+//! one.
+
+use aws_sdk_elasticloadbalancing::types::Tag as ClassicTag;
+use aws_sdk_elasticloadbalancingv2::types::Tag as NetworkTag;
+use provider::Result;
+
+use crate::{
+    AwsProvider,
+    converged::{CONVERGING, MARKER_TAG},
+    errors::sdk_error,
+};
+
+/// A load balancer whose converge marker is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Marked {
+    /// A Classic ELB, by name.
+    Classic(String),
+    /// An NLB, by ARN.
+    Network(String),
+}
+
+/// The writes of one converge or deletion.
+#[derive(Debug, Default)]
+pub(crate) struct Writes {
+    /// Writes made so far.
+    pub count: usize,
+    /// The load balancer whose marker must be invalidated before the first write.
+    invalidate: Option<Marked>,
+}
+
+impl Writes {
+    /// Writes on a load balancer whose marker (a fingerprint) must not outlive a partial change.
+    pub fn for_marked(marked: Option<Marked>) -> Self {
+        Self {
+            count: 0,
+            invalidate: marked,
+        }
+    }
+}
+
+impl AwsProvider {
+    /// Call right before each write: `op` is the AWS call, `target` what it changes.
+    pub(crate) async fn before_write(&self, w: &mut Writes, op: &str, target: &str) -> Result<()> {
+        if let Some(marked) = w.invalidate.take() {
+            self.set_marker(&marked, CONVERGING).await?;
+            w.count += 1;
+        }
+        w.count += 1;
+        tracing::info!(call = op, target, "AWS write");
+        Ok(())
+    }
+
+    /// Tags a load balancer with the converge marker.
+    pub(crate) async fn set_marker(&self, marked: &Marked, value: &str) -> Result<()> {
+        tracing::debug!(?marked, value, "converge marker");
+        match marked {
+            Marked::Classic(name) => {
+                let tag = ClassicTag::builder()
+                    .key(MARKER_TAG)
+                    .value(value)
+                    .build()
+                    .map_err(|e| provider::ProviderError::Internal(e.to_string()))?;
+                self.classic
+                    .add_tags()
+                    .load_balancer_names(name)
+                    .tags(tag)
+                    .send()
+                    .await
+                    .map_err(|e| sdk_error("AddTags", &e))?;
+            }
+            Marked::Network(arn) => {
+                self.elb
+                    .add_tags()
+                    .resource_arns(arn)
+                    .tags(NetworkTag::builder().key(MARKER_TAG).value(value).build())
+                    .send()
+                    .await
+                    .map_err(|e| sdk_error("AddTags", &e))?;
+            }
+        }
+        Ok(())
+    }
+}

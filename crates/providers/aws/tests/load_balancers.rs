@@ -1,0 +1,943 @@
+//! The AWS provider's load balancers against moto, in a VPC laid out the way cloud-provider-aws
+//! and EKS clusters are (see `support::Cloud::network`): Classic ELBs by default, NLBs on
+//! request, their security groups and the nodes' rules, what an unchanged sync costs, and that
+//! deleting a Service leaves nothing made for it. Every AWS call goes through a recording proxy.
+//! Needs `scripts/moto/setup.sh`.
+//!
+//! Where moto differs from AWS (it never runs health checks, answers a Classic listener's instance
+//! protocol as its front protocol, cannot modify a listener to TLS or UDP, and has only standard
+//! zones), the planners' unit tests cover the behaviour instead.
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use provider::{
+    ExternalTrafficPolicy, LoadBalancerNode, LoadBalancers, Protocol, ProviderError, ServicePort, ServiceSpec,
+};
+use provider_aws::{annotations as a, converged::MARKER_TAG};
+use support::{Harness, Instance};
+
+/// An IAM server certificate: moto checks ACM certificates exist, not IAM ones.
+const CERT: &str = "arn:aws:iam::123456789012:server-certificate/web";
+
+fn uid(n: u32) -> String {
+    format!("5e3a{n:04x}-1b2c-4d5e-8f90-0123456789ab")
+}
+
+fn port(name: &str, protocol: Protocol, port: u16, node_port: u16) -> ServicePort {
+    ServicePort {
+        name: name.into(),
+        protocol,
+        port,
+        node_port,
+    }
+}
+
+fn service(n: u32, annotations: &[(&str, &str)]) -> ServiceSpec {
+    ServiceSpec {
+        uid: uid(n),
+        namespace: "default".into(),
+        name: format!("web-{n}"),
+        ports: vec![port("http", Protocol::Tcp, 80, 30080)],
+        annotations: annotations
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn lb_node(i: &Instance) -> LoadBalancerNode {
+    LoadBalancerNode {
+        name: i.node_name.clone(),
+        provider_id: i.provider_id.clone(),
+        ..Default::default()
+    }
+}
+
+/// The exact calls a sync made.
+fn calls(h: &Harness) -> Vec<String> {
+    h.proxy.actions()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_without_annotations_gets_a_classic_elb_with_its_group_and_the_nodes_rule() {
+    let h = Harness::start("classic", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let b = h.cloud.run_instance(&h.network, 1).await;
+    let svc = service(1, &[]);
+    let name = h.provider.load_balancer_name(&cluster, &svc);
+
+    let status = h
+        .provider
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a), lb_node(&b)])
+        .await
+        .expect("ensure");
+    let described = h
+        .cloud
+        .classic
+        .describe_load_balancers()
+        .load_balancer_names(&name)
+        .send()
+        .await
+        .expect("a Classic ELB");
+    let elb = &described.load_balancer_descriptions()[0];
+    assert_eq!(status.ingress[0].hostname, elb.dns_name().unwrap());
+    assert_eq!(elb.scheme(), Some("internet-facing"));
+    let mut subnets = elb.subnets().to_vec();
+    subnets.sort();
+    let mut public = h.network.subnets.clone();
+    public.sort();
+    assert_eq!(
+        subnets, public,
+        "the public subnets, one per zone, found untagged by cluster"
+    );
+    let listener = elb.listener_descriptions()[0].listener().unwrap();
+    assert_eq!(
+        (
+            listener.protocol(),
+            listener.load_balancer_port(),
+            listener.instance_port()
+        ),
+        ("TCP", 80, 30080)
+    );
+    assert_eq!(elb.health_check().unwrap().target(), "TCP:30080");
+    assert_eq!(h.cloud.backends(&name).await, {
+        let mut v = vec![a.id.clone(), b.id.clone()];
+        v.sort();
+        v
+    });
+    // Its own group: exactly the Service's port and path-MTU ICMP from anywhere, tagged owned.
+    let census = h.cloud.census(&h.network).await;
+    let own = elb.security_groups()[0].clone();
+    assert_eq!(census.security_groups, vec![format!("{own} k8s-elb-{name}")]);
+    let group = h
+        .cloud
+        .ec2
+        .describe_security_groups()
+        .group_ids(&own)
+        .send()
+        .await
+        .expect("the ELB's group");
+    let group = &group.security_groups()[0];
+    assert!(
+        group
+            .tags()
+            .iter()
+            .any(|t| t.key() == Some(&format!("kubernetes.io/cluster/{cluster}"))
+                && t.value() == Some("owned"))
+    );
+    assert_eq!(
+        group.description(),
+        Some(format!("Security group for Kubernetes ELB {name} (default/web-1)").as_str())
+    );
+    let mut ingress: Vec<String> = group
+        .ip_permissions()
+        .iter()
+        .flat_map(|p| {
+            p.ip_ranges().iter().map(move |r| {
+                format!(
+                    "{} {}-{} {}",
+                    p.ip_protocol().unwrap_or_default(),
+                    p.from_port().unwrap_or_default(),
+                    p.to_port().unwrap_or_default(),
+                    r.cidr_ip().unwrap_or_default()
+                )
+            })
+        })
+        .collect();
+    ingress.sort();
+    assert_eq!(ingress, vec!["icmp 3-4 0.0.0.0/0", "tcp 80-80 0.0.0.0/0"]);
+    // The nodes' group admits all traffic from it.
+    assert_eq!(census.node_rules, vec![format!("-1 0-0 {own}")]);
+
+    // Unchanged: two reads, no write (upstream: 9 reads and a write).
+    h.proxy.reset_counts();
+    let again = h
+        .provider
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a), lb_node(&b)])
+        .await
+        .expect("ensure again");
+    assert_eq!(again, status);
+    assert_eq!(calls(&h), vec!["DescribeLoadBalancers", "DescribeTags"]);
+
+    // A node leaves: deregistered, nothing else touched.
+    h.proxy.reset_counts();
+    h.provider
+        .update_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("update");
+    assert_eq!(h.cloud.backends(&name).await, vec![a.id.clone()]);
+    assert_eq!(
+        h.proxy.writes(),
+        vec!["AddTags", "DeregisterInstancesFromLoadBalancer", "AddTags"],
+        "the converge marker, the change, the marker"
+    );
+
+    h.provider
+        .ensure_load_balancer_deleted(&cluster, &svc)
+        .await
+        .expect("delete");
+    assert!(
+        h.cloud.census(&h.network).await.is_empty(),
+        "{:?}",
+        h.cloud.census(&h.network).await
+    );
+    h.provider
+        .ensure_load_balancer_deleted(&cluster, &svc)
+        .await
+        .expect("delete again");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_read_of_a_converged_load_balancer_writes_nothing() {
+    // Upstream rewrites a Classic ELB's attributes on every sync (it compares AWS's whole answer
+    // with a struct it never filled), an NLB's HTTP health checks and TLS policies too. With the
+    // fast path off, every sync reads everything: still no write.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let h = Harness::start("fullread", |c| c.verify_period = std::time::Duration::ZERO).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let classic = service(2, &[(a::IDLE_TIMEOUT, "120"), (a::ADDITIONAL_TAGS, "team=web")]);
+    let mut nlb = service(
+        3,
+        &[
+            (a::TYPE, "nlb"),
+            (a::SSL_CERT, CERT),
+            (a::SSL_PORTS, "443"),
+            (a::HC_PROTOCOL, "http"),
+            (a::HC_PATH, "/ready"),
+        ],
+    );
+    nlb.ports.push(port("https", Protocol::Tcp, 443, 30443));
+    nlb.external_traffic_policy = ExternalTrafficPolicy::Local;
+    nlb.health_check_node_port = 31999;
+    for svc in [&classic, &nlb] {
+        h.provider
+            .ensure_load_balancer(&cluster, svc, &[lb_node(&a)])
+            .await
+            .expect("ensure");
+        h.proxy.reset_counts();
+        h.provider
+            .ensure_load_balancer(&cluster, svc, &[lb_node(&a)])
+            .await
+            .expect("ensure again");
+        assert_eq!(
+            h.proxy.writes(),
+            Vec::<String>::new(),
+            "{}: {:?}",
+            svc.name,
+            calls(&h)
+        );
+        eprintln!(
+            "full read of an unchanged {}: {} calls: {:?}",
+            svc.name,
+            calls(&h).len(),
+            calls(&h)
+        );
+    }
+    for svc in [&classic, &nlb] {
+        h.provider
+            .ensure_load_balancer_deleted(&cluster, svc)
+            .await
+            .expect("delete");
+    }
+    assert!(h.cloud.census(&h.network).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_nlb_with_source_ranges_gets_exactly_those_rules_and_tls_on_one_port() {
+    let h = Harness::start("nlb", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let mut svc = service(4, &[(a::TYPE, "nlb"), (a::SSL_CERT, CERT), (a::SSL_PORTS, "443")]);
+    svc.ports.push(port("https", Protocol::Tcp, 443, 30443));
+    svc.source_ranges = vec!["203.0.113.0/24".into()];
+    let name = h.provider.load_balancer_name(&cluster, &svc);
+    let status = h
+        .provider
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("ensure");
+
+    let lb = h
+        .cloud
+        .elb
+        .describe_load_balancers()
+        .names(&name)
+        .send()
+        .await
+        .expect("an NLB");
+    let lb = &lb.load_balancers()[0];
+    assert_eq!(status.ingress[0].hostname, lb.dns_name().unwrap());
+    let listeners = h
+        .cloud
+        .elb
+        .describe_listeners()
+        .load_balancer_arn(lb.load_balancer_arn().unwrap())
+        .send()
+        .await
+        .expect("listeners");
+    let mut summary: Vec<(i32, String, Option<String>)> = listeners
+        .listeners()
+        .iter()
+        .map(|l| {
+            (
+                l.port().unwrap(),
+                l.protocol().unwrap().as_str().to_owned(),
+                l.certificates()
+                    .first()
+                    .and_then(|c| c.certificate_arn())
+                    .map(str::to_owned),
+            )
+        })
+        .collect();
+    summary.sort();
+    assert_eq!(
+        summary,
+        vec![(80, "TCP".into(), None), (443, "TLS".into(), Some(CERT.into()))]
+    );
+    // Target groups named as upstream names them.
+    let census = h.cloud.census(&h.network).await;
+    assert_eq!(census.target_groups.len(), 2);
+    let groups = h
+        .cloud
+        .elb
+        .describe_target_groups()
+        .load_balancer_arn(lb.load_balancer_arn().unwrap())
+        .send()
+        .await
+        .expect("groups");
+    for g in groups.target_groups() {
+        assert!(
+            g.target_group_name()
+                .unwrap()
+                .starts_with(&format!("k8s-default-web4-")),
+            "{g:?}"
+        );
+    }
+    // Clients from the source range on both node ports, health checks from the subnets,
+    // path MTU from the range: nothing else.
+    let client = format!("kubernetes.io/rule/nlb/client={name}");
+    let health = format!("kubernetes.io/rule/nlb/health={name}");
+    let mut want = vec![
+        format!("icmp 3-4 203.0.113.0/24 kubernetes.io/rule/nlb/mtu"),
+        format!("tcp 30080-30080 203.0.113.0/24 {client}"),
+        format!("tcp 30443-30443 203.0.113.0/24 {client}"),
+    ];
+    for cidr in ["10.0.1.0/24", "10.0.2.0/24"] {
+        want.push(format!("tcp 30080-30080 {cidr} {health}"));
+        want.push(format!("tcp 30443-30443 {cidr} {health}"));
+    }
+    want.sort();
+    assert_eq!(census.node_rules, want);
+
+    // Unchanged: two reads, no write (upstream: 11 reads and a ModifyListener for TLS).
+    h.proxy.reset_counts();
+    h.provider
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("ensure again");
+    assert_eq!(calls(&h), vec!["DescribeLoadBalancers", "DescribeTags"]);
+
+    // Source ranges change: only the rules follow.
+    svc.source_ranges = vec!["198.51.100.0/24".into()];
+    h.proxy.reset_counts();
+    h.provider
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("new ranges");
+    let rules = h.cloud.census(&h.network).await.node_rules;
+    assert!(rules.iter().any(|r| r.contains("198.51.100.0/24")), "{rules:?}");
+    assert!(!rules.iter().any(|r| r.contains("203.0.113.0/24")), "{rules:?}");
+    assert!(
+        h.proxy
+            .writes()
+            .iter()
+            .all(|w| w.contains("SecurityGroup") || w == "AddTags"),
+        "{:?}",
+        h.proxy.writes()
+    );
+
+    h.provider
+        .ensure_load_balancer_deleted(&cluster, &svc)
+        .await
+        .expect("delete");
+    assert!(
+        h.cloud.census(&h.network).await.is_empty(),
+        "{:?}",
+        h.cloud.census(&h.network).await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn internal_load_balancers_prefer_the_private_subnet_of_each_zone() {
+    let h = Harness::start("internal", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    // Upstream's reading: any value but exactly "false" is internal.
+    let svc = service(5, &[(a::INTERNAL, "False")]);
+    let name = h.provider.load_balancer_name(&cluster, &svc);
+    h.provider
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("ensure");
+    let described = h
+        .cloud
+        .classic
+        .describe_load_balancers()
+        .load_balancer_names(&name)
+        .send()
+        .await
+        .expect("described");
+    let elb = &described.load_balancer_descriptions()[0];
+    assert_eq!(elb.scheme(), Some("internal"));
+    let mut subnets = elb.subnets().to_vec();
+    subnets.sort();
+    let mut want = vec![h.network.private_subnet.clone(), h.network.subnets[1].clone()];
+    want.sort();
+    assert_eq!(
+        subnets, want,
+        "zone a: the internal-elb subnet; zone b: the only one"
+    );
+    h.provider
+        .ensure_load_balancer_deleted(&cluster, &svc)
+        .await
+        .expect("delete");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_subnets_bring_your_own_groups_and_extra_groups_are_used_untouched() {
+    let h = Harness::start("byo", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let group = |name: &str| {
+        let ec2 = h.cloud.ec2.clone();
+        let vpc = h.network.vpc_id.clone();
+        let name = name.to_owned();
+        async move {
+            ec2.create_security_group()
+                .group_name(name)
+                .description("the user's")
+                .vpc_id(vpc)
+                .send()
+                .await
+                .expect("a user group")
+                .group_id()
+                .unwrap()
+                .to_owned()
+        }
+    };
+    let byo = group("users-lb").await;
+    let extra = group("users-extra").await;
+    let svc = service(
+        6,
+        &[
+            (a::SECURITY_GROUPS, &byo),
+            (a::EXTRA_SECURITY_GROUPS, &extra),
+            (a::SUBNETS, "net-2-us-east-1b"),
+        ],
+    );
+    let name = h.provider.load_balancer_name(&cluster, &svc);
+    h.provider
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("ensure");
+    let described = h
+        .cloud
+        .classic
+        .describe_load_balancers()
+        .load_balancer_names(&name)
+        .send()
+        .await
+        .expect("described");
+    let elb = &described.load_balancer_descriptions()[0];
+    assert_eq!(elb.security_groups(), [byo.clone(), extra.clone()]);
+    assert_eq!(
+        elb.subnets(),
+        [h.network.subnets[1].clone()],
+        "found by its Name tag"
+    );
+    let census = h.cloud.census(&h.network).await;
+    assert!(
+        !census.security_groups.iter().any(|g| g.contains("k8s-elb")),
+        "{census:?}"
+    );
+    assert_eq!(
+        census.node_rules,
+        vec![format!("-1 0-0 {byo}")],
+        "the nodes admit the load balancer's group"
+    );
+    for g in [&byo, &extra] {
+        let d = h
+            .cloud
+            .ec2
+            .describe_security_groups()
+            .group_ids(g)
+            .send()
+            .await
+            .expect("group");
+        assert!(
+            d.security_groups()[0].ip_permissions().is_empty(),
+            "the user's group is not modified"
+        );
+    }
+    h.provider
+        .ensure_load_balancer_deleted(&cluster, &svc)
+        .await
+        .expect("delete");
+    let census = h.cloud.census(&h.network).await;
+    assert_eq!(census.node_rules, Vec::<String>::new());
+    assert_eq!(
+        census.security_groups.len(),
+        2,
+        "the user's groups stay: {census:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_an_unchanged_sync_trusts_the_marker_and_a_changed_one_reads_again() {
+    let h = Harness::start("restart", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let svc = service(7, &[(a::TYPE, "nlb")]);
+    h.provider
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("ensure");
+    let restarted = h.fresh_provider(|_| {}).await;
+    h.proxy.reset_counts();
+    restarted
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("after restart");
+    assert_eq!(calls(&h), vec!["DescribeLoadBalancers", "DescribeTags"]);
+    // A change the restarted provider makes: the marker follows it, so the first provider (with
+    // its own memory of the old request) reads everything again when asked for the old one.
+    let b = h.cloud.run_instance(&h.network, 1).await;
+    restarted
+        .update_load_balancer(&cluster, &svc, &[lb_node(&a), lb_node(&b)])
+        .await
+        .expect("update");
+    h.proxy.reset_counts();
+    h.provider
+        .update_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("back");
+    assert!(
+        h.proxy.writes().contains(&"DeregisterTargets".to_owned()),
+        "{:?}",
+        calls(&h)
+    );
+    let name = h.provider.load_balancer_name(&cluster, &svc);
+    assert_eq!(h.cloud.backends(&name).await, vec![a.id.clone()]);
+    restarted
+        .ensure_load_balancer_deleted(&cluster, &svc)
+        .await
+        .expect("delete");
+    assert!(h.cloud.census(&h.network).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_converge_is_never_trusted() {
+    let h = Harness::start("interrupt", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let svc = service(8, &[]);
+    let name = h.provider.load_balancer_name(&cluster, &svc);
+    h.provider
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("ensure");
+    // A converge that died after its first write left the marker at "converging".
+    h.cloud
+        .classic
+        .add_tags()
+        .load_balancer_names(&name)
+        .tags(
+            aws_sdk_elasticloadbalancing::types::Tag::builder()
+                .key(MARKER_TAG)
+                .value("converging")
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .expect("tag");
+    let fresh = h.fresh_provider(|_| {}).await;
+    h.proxy.reset_counts();
+    fresh
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("ensure");
+    assert!(calls(&h).len() > 2, "a full read: {:?}", calls(&h));
+    fresh
+        .ensure_load_balancer_deleted(&cluster, &svc)
+        .await
+        .expect("delete");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_type_change_is_refused_and_deletion_cleans_up_whatever_type_exists() {
+    let h = Harness::start("retype", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let mut svc = service(9, &[]);
+    h.provider
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("ensure");
+    svc.annotations.insert(a::TYPE.into(), "nlb".into());
+    h.proxy.reset_counts();
+    let err = h
+        .provider
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, ProviderError::InvalidArgument(m) if m.contains(a::TYPE)),
+        "{err:?}"
+    );
+    assert_eq!(h.proxy.writes(), Vec::<String>::new());
+    // Deleting with the annotation now saying nlb still removes the Classic ELB and its group.
+    h.provider
+        .ensure_load_balancer_deleted(&cluster, &svc)
+        .await
+        .expect("delete");
+    assert!(
+        h.cloud.census(&h.network).await.is_empty(),
+        "{:?}",
+        h.cloud.census(&h.network).await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_cleans_up_even_when_the_load_balancer_is_already_gone() {
+    let h = Harness::start("gone", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let classic = service(10, &[]);
+    let mut nlb = service(11, &[(a::TYPE, "nlb")]);
+    nlb.source_ranges = vec!["192.0.2.0/24".into()];
+    for svc in [&classic, &nlb] {
+        h.provider
+            .ensure_load_balancer(&cluster, svc, &[lb_node(&a)])
+            .await
+            .expect("ensure");
+    }
+    // Someone deleted both load balancers by hand: upstream then returns at once and leaks the
+    // group, the target groups and the nodes' rules.
+    let classic_name = h.provider.load_balancer_name(&cluster, &classic);
+    h.cloud
+        .classic
+        .delete_load_balancer()
+        .load_balancer_name(&classic_name)
+        .send()
+        .await
+        .expect("delete ELB");
+    let nlb_name = h.provider.load_balancer_name(&cluster, &nlb);
+    let arn = h
+        .cloud
+        .elb
+        .describe_load_balancers()
+        .names(&nlb_name)
+        .send()
+        .await
+        .expect("NLB")
+        .load_balancers()[0]
+        .load_balancer_arn()
+        .unwrap()
+        .to_owned();
+    h.cloud
+        .elb
+        .delete_load_balancer()
+        .load_balancer_arn(arn)
+        .send()
+        .await
+        .expect("delete NLB");
+    let left = h.cloud.census(&h.network).await;
+    assert!(
+        !left.security_groups.is_empty() && !left.target_groups.is_empty() && !left.node_rules.is_empty()
+    );
+    for svc in [&classic, &nlb] {
+        h.provider
+            .ensure_load_balancer_deleted(&cluster, svc)
+            .await
+            .expect("delete");
+    }
+    assert!(
+        h.cloud.census(&h.network).await.is_empty(),
+        "{:?}",
+        h.cloud.census(&h.network).await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_health_rule_two_nlbs_need_stays_until_neither_needs_it() {
+    let h = Harness::start("shared", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    // Both check kube-proxy's port; source ranges make the health rules necessary.
+    let shared = |n: u32| {
+        let mut s = service(n, &[(a::TYPE, "nlb"), (a::HC_PORT, "10256")]);
+        s.ports[0].node_port = 30000 + n as u16;
+        s.source_ranges = vec!["192.0.2.0/24".into()];
+        s
+    };
+    let (first, second) = (shared(12), shared(13));
+    for svc in [&first, &second] {
+        h.provider
+            .ensure_load_balancer(&cluster, svc, &[lb_node(&a)])
+            .await
+            .expect("ensure");
+    }
+    let health_10256 = |rules: &[String]| rules.iter().filter(|r| r.starts_with("tcp 10256-10256 ")).count();
+    assert_eq!(
+        health_10256(&h.cloud.census(&h.network).await.node_rules),
+        2,
+        "one per subnet CIDR"
+    );
+    h.provider
+        .ensure_load_balancer_deleted(&cluster, &first)
+        .await
+        .expect("delete the first");
+    let rules = h.cloud.census(&h.network).await.node_rules;
+    assert_eq!(health_10256(&rules), 2, "the second still needs them: {rules:?}");
+    let second_name = h.provider.load_balancer_name(&cluster, &second);
+    assert!(
+        rules
+            .iter()
+            .filter(|r| r.starts_with("tcp 10256-10256 "))
+            .all(|r| r.ends_with(&format!("health={second_name}"))),
+        "handed over: {rules:?}"
+    );
+    h.provider
+        .ensure_load_balancer_deleted(&cluster, &second)
+        .await
+        .expect("delete the second");
+    assert!(
+        h.cloud.census(&h.network).await.is_empty(),
+        "{:?}",
+        h.cloud.census(&h.network).await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopped_unknown_and_unlabelled_nodes_are_left_out() {
+    let h = Harness::start("targets", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let up = h.cloud.run_instance(&h.network, 0).await;
+    let down = h.cloud.run_instance(&h.network, 1).await;
+    h.cloud.stop(&down).await;
+    let by_name = h.cloud.run_instance(&h.network, 1).await;
+    let unlabelled = h.cloud.run_instance(&h.network, 0).await;
+    let svc = service(14, &[(a::TARGET_NODE_LABELS, "pool=web")]);
+    let labelled = |i: &Instance, provider_id: bool| LoadBalancerNode {
+        name: i.node_name.clone(),
+        provider_id: if provider_id {
+            i.provider_id.clone()
+        } else {
+            String::new()
+        },
+        labels: BTreeMap::from([("pool".to_owned(), "web".to_owned())]),
+        ..Default::default()
+    };
+    let nodes = [
+        labelled(&up, true),
+        labelled(&down, true),
+        labelled(&by_name, false),
+        lb_node(&unlabelled),
+        LoadBalancerNode {
+            name: "elsewhere".into(),
+            provider_id: "gce://p/z/n".into(),
+            labels: BTreeMap::from([("pool".to_owned(), "web".to_owned())]),
+            ..Default::default()
+        },
+    ];
+    h.provider
+        .ensure_load_balancer(&cluster, &svc, &nodes)
+        .await
+        .expect("ensure");
+    let name = h.provider.load_balancer_name(&cluster, &svc);
+    let mut want = vec![up.id.clone(), by_name.id.clone()];
+    want.sort();
+    assert_eq!(h.cloud.backends(&name).await, want);
+    h.provider
+        .ensure_load_balancer_deleted(&cluster, &svc)
+        .await
+        .expect("delete");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_are_typed_name_their_cause_and_touch_nothing() {
+    let h = Harness::start("refusals", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let elsewhere = service(15, &[(a::TYPE, "external")]);
+    h.proxy.reset_counts();
+    assert!(matches!(
+        h.provider
+            .ensure_load_balancer(&cluster, &elsewhere, &[lb_node(&a)])
+            .await,
+        Err(ProviderError::ImplementedElsewhere(_))
+    ));
+    assert!(matches!(
+        h.provider
+            .update_load_balancer(&cluster, &elsewhere, &[lb_node(&a)])
+            .await,
+        Err(ProviderError::ImplementedElsewhere(_))
+    ));
+    assert_eq!(
+        h.provider
+            .get_load_balancer(&cluster, &elsewhere)
+            .await
+            .expect("get"),
+        None
+    );
+    let mut udp_classic = service(16, &[]);
+    udp_classic.ports[0].protocol = Protocol::Udp;
+    let mut with_ip = service(17, &[]);
+    with_ip.requested_ip = "10.0.0.10".into();
+    let rows: Vec<(ServiceSpec, &str)> = vec![
+        (service(18, &[(a::LBC_SCHEME, "internal")]), a::LBC_SCHEME),
+        (
+            service(19, &[(a::TYPE, "nlb"), (a::LBC_NLB_TARGET_TYPE, "ip")]),
+            a::LBC_NLB_TARGET_TYPE,
+        ),
+        (
+            service(
+                20,
+                &[(
+                    "service.beta.kubernetes.io/aws-load-balancer-healthcheck-success-codes",
+                    "200",
+                )],
+            ),
+            "success-codes",
+        ),
+        (
+            service(21, &[(a::TYPE, "nlb"), (a::PROXY_PROTOCOL, "*")]),
+            a::PROXY_PROTOCOL,
+        ),
+        (service(22, &[(a::HC_INTERVAL, "2")]), a::HC_INTERVAL),
+        (service(23, &[(a::SUBNETS, "no-such-subnet")]), a::SUBNETS),
+        (udp_classic, "TCP only"),
+        (with_ip, "loadBalancerIP"),
+    ];
+    for (svc, named) in &rows {
+        let got = h
+            .provider
+            .ensure_load_balancer(&cluster, svc, &[lb_node(&a)])
+            .await;
+        assert!(
+            matches!(&got, Err(ProviderError::InvalidArgument(m)) if m.contains(named)),
+            "{named}: {got:?}"
+        );
+    }
+    assert_eq!(h.proxy.writes(), Vec::<String>::new());
+    h.provider
+        .ensure_load_balancer_deleted(&cluster, &elsewhere)
+        .await
+        .expect("delete");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_balancer_of_someone_else_is_never_touched() {
+    let h = Harness::start("foreign", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let svc = service(24, &[]);
+    let name = h.provider.load_balancer_name(&cluster, &svc);
+    // Same name, no cluster tag: someone else's.
+    h.cloud
+        .classic
+        .create_load_balancer()
+        .load_balancer_name(&name)
+        .listeners(
+            aws_sdk_elasticloadbalancing::types::Listener::builder()
+                .protocol("TCP")
+                .load_balancer_port(80)
+                .instance_port(30080)
+                .build()
+                .unwrap(),
+        )
+        .set_subnets(Some(h.network.subnets.clone()))
+        .send()
+        .await
+        .expect("a foreign load balancer");
+    assert_eq!(
+        h.provider.get_load_balancer(&cluster, &svc).await.expect("get"),
+        None
+    );
+    h.proxy.reset_counts();
+    assert!(matches!(
+        h.provider.ensure_load_balancer(&cluster, &svc, &[lb_node(&a)]).await,
+        Err(ProviderError::InvalidArgument(m)) if m.contains("not tagged")
+    ));
+    h.provider
+        .ensure_load_balancer_deleted(&cluster, &svc)
+        .await
+        .expect("delete leaves it alone");
+    assert_eq!(h.proxy.writes(), Vec::<String>::new());
+    assert!(
+        h.cloud
+            .classic
+            .describe_load_balancers()
+            .load_balancer_names(&name)
+            .send()
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_target_group_left_by_a_crash_is_reused() {
+    let h = Harness::start("crash", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let mut svc = service(25, &[(a::TYPE, "nlb")]);
+    svc.ports.push(port("dns", Protocol::Udp, 53, 30053));
+    // An earlier attempt created the port-80 group with upstream's name and died.
+    let spec = provider_aws::nlb::spec::NetworkSpec::parse(
+        &provider_aws::tags::ClusterTagging::new(&cluster, false).unwrap(),
+        &Default::default(),
+        &svc,
+    )
+    .unwrap();
+    let m = spec.mappings.iter().find(|m| m.port == 80).unwrap();
+    h.cloud
+        .elb
+        .create_target_group()
+        .name(&m.target_group_name)
+        .protocol(aws_sdk_elasticloadbalancingv2::types::ProtocolEnum::Tcp)
+        .port(30080)
+        .vpc_id(&h.network.vpc_id)
+        .target_type(aws_sdk_elasticloadbalancingv2::types::TargetTypeEnum::Instance)
+        .health_check_protocol(aws_sdk_elasticloadbalancingv2::types::ProtocolEnum::Tcp)
+        .health_check_interval_seconds(30)
+        .tags(
+            aws_sdk_elasticloadbalancingv2::types::Tag::builder()
+                .key(format!("kubernetes.io/cluster/{cluster}"))
+                .value("owned")
+                .build(),
+        )
+        .send()
+        .await
+        .expect("a leftover target group");
+    h.proxy.reset_counts();
+    h.provider
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("ensure");
+    assert_eq!(h.proxy.count("CreateTargetGroup"), 1, "only the UDP group is new");
+    assert_eq!(h.cloud.census(&h.network).await.target_groups.len(), 2);
+    h.provider
+        .ensure_load_balancer_deleted(&cluster, &svc)
+        .await
+        .expect("delete");
+    assert!(h.cloud.census(&h.network).await.is_empty());
+}
