@@ -649,8 +649,13 @@ async fn update_hosts(
     outcome
 }
 
-/// Upstream's cleanup: if the load balancer exists, the event and its deletion; then the
-/// finalizer and the status go, and the event.
+/// Upstream's cleanup: if the load balancer exists, the event; its deletion; then the finalizer
+/// and the status go, and the event.
+///
+/// Unlike upstream, the provider is asked to delete also when it reports no load balancer: what
+/// was made for the Service may outlive it (a security group, a target group, the nodes' rules,
+/// or a load balancer of the type the Service asked for before), and the provider cleans up from
+/// what exists. Deleting nothing succeeds.
 async fn cleanup(ctx: &Context, svc: &Service, shard: u32, regarding: &ObjectReference) -> Result<(), Error> {
     let key = key_of(svc);
     let exists = ctx
@@ -669,20 +674,20 @@ async fn cleanup(ctx: &Context, svc: &Service, shard: u32, regarding: &ObjectRef
                 "Deleting load balancer".into(),
             )
             .await;
-        match ctx
-            .fenced(
-                shard,
-                ctx.cloud.ensure_load_balancer_deleted(&ctx.cluster_name, svc),
-            )
-            .await?
-        {
-            Ok(()) | Err(GatewayError::ImplementedElsewhere(_)) => {}
-            Err(source) => {
-                return Err(Error::Cloud {
-                    action: "delete load balancer",
-                    source,
-                });
-            }
+    }
+    match ctx
+        .fenced(
+            shard,
+            ctx.cloud.ensure_load_balancer_deleted(&ctx.cluster_name, svc),
+        )
+        .await?
+    {
+        Ok(()) | Err(GatewayError::ImplementedElsewhere(_)) => {}
+        Err(source) => {
+            return Err(Error::Cloud {
+                action: "delete load balancer",
+                source,
+            });
         }
     }
     let api = ctx.services(svc);

@@ -541,6 +541,26 @@ async fn a_deleted_service_loses_its_load_balancer_then_its_finalizer() {
 }
 
 #[tokio::test]
+async fn a_deleted_service_whose_load_balancer_is_reported_gone_still_has_the_provider_clean_up() {
+    // What was made for the Service may outlive its load balancer (a security group, a target
+    // group, the nodes' rules, a load balancer of the type the Service asked for before): the
+    // provider is asked to delete whatever exists. Upstream skips the call and leaks them.
+    let h = harness().await;
+    h.list_nodes(&[node("n1")]);
+    h.create(ServiceBuilder::new("web").finalizer()).await;
+    let svc = h.delete("web").await;
+
+    assert_eq!(h.reconcile(&svc).await.unwrap(), Action::await_change());
+
+    assert_eq!(
+        h.cloud.described_load_balancer_calls(),
+        ["Get default/web", "Delete default/web"]
+    );
+    assert!(!h.exists("web").await, "gone with its finalizer");
+    assert_eq!(h.events().await, ["Normal DeletedLoadBalancer"]);
+}
+
+#[tokio::test]
 async fn a_service_no_longer_of_type_load_balancer_is_cleaned_up() {
     let h = harness().await;
     h.list_nodes(&[node("n1")]);
