@@ -165,7 +165,8 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
     ];
     cluster.swap_gateway(&binary("cloud-gateway"), &args, &env).await;
 
-    // New machines join from AWS; new Services get NLBs in moto.
+    // New machines join from AWS; new Services get load balancers in moto (Classic ELBs, the
+    // AWS default).
     cluster.register_node(&aws_instance, true).await;
     cluster.create_lb_service("default", "after", json!({})).await;
     let aws_id = wait_for(
@@ -209,11 +210,11 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
             "{name} must not get a simulator address: {ingress}"
         );
     }
-    let nlbs = ec2_like_elb_names(moto).await;
+    let lbs = moto_load_balancer_names(moto).await;
     assert_eq!(
-        nlbs.len(),
+        lbs.len(),
         2,
-        "one NLB each for during and after, none for before: {nlbs:?}"
+        "one load balancer each for during and after, none for before: {lbs:?}"
     );
 
     // What the simulator still holds is reported: a Warning and a metric for `before`, whose
@@ -362,19 +363,17 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
     cluster.stop().await;
 }
 
-/// The names of moto's ELBv2 load balancers.
-async fn ec2_like_elb_names(moto: std::net::SocketAddr) -> Vec<String> {
+/// The names of moto's load balancers, Classic and ELBv2.
+async fn moto_load_balancer_names(moto: std::net::SocketAddr) -> Vec<String> {
     let data = http_get(moto, "/moto-api/data.json")
         .await
         .map(|(_, b)| b)
         .unwrap_or_default();
     let data: serde_json::Value = serde_json::from_str(&data).unwrap_or_default();
-    data["elbv2"]["FakeLoadBalancer"]
-        .as_array()
-        .map(|lbs| {
-            lbs.iter()
-                .filter_map(|lb| lb["name"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
+    ["elb", "elbv2"]
+        .iter()
+        .filter_map(|api| data[api]["FakeLoadBalancer"].as_array())
+        .flatten()
+        .filter_map(|lb| lb["name"].as_str().map(str::to_owned))
+        .collect()
 }

@@ -25,8 +25,7 @@ use crate::Settings;
 /// spans (`EC2.DescribeInstances`, …), which are at debug level. kube-runtime's own
 /// "reconciling object" span is left out: each controller opens its own root span per
 /// reconcile.
-pub const DEFAULT_TRACE_FILTER: &str =
-    "info,kube_runtime=off,aws_sdk_ec2=debug,aws_sdk_elasticloadbalancingv2=debug";
+pub const DEFAULT_TRACE_FILTER: &str = "info,kube_runtime=off,aws_sdk_ec2=debug,aws_sdk_elasticloadbalancing=debug,aws_sdk_elasticloadbalancingv2=debug";
 
 /// Never traced, whatever the filter says: the exporter's own transport would trace itself.
 const NEVER_TRACED: &[&str] = &[

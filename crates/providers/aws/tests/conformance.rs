@@ -134,7 +134,7 @@ async fn our_gateway_on_aws_passes_cloudgateway_conformance() {
 
     // The cloud: a network tagged for the cluster, two running instances, a stopped and a
     // terminated one.
-    let cloud = Cloud::connect().await;
+    let cloud = Cloud::connect(&moto_endpoint()).await;
     let network = cloud.network(&unique_cluster("conformance")).await;
     let running = vec![
         cloud.run_instance(&network, 0).await,
