@@ -55,6 +55,12 @@ bench: ## node initialization at cloud scale, ours beside upstream mode (release
 	$(CARGO) build --release --bins $(DEMO_BUILD)
 	target/release/ccm-bench --json target/bench.json $(BENCH_ARGS)
 
+.PHONY: bench-aws
+bench-aws: ## AWS calls of an unchanged load-balancer sync and after a gateway restart, on moto, ours beside cloud-provider-aws (prints a table, writes target/bench-aws.json)
+	scripts/moto/setup.sh
+	$(CARGO) build --release -p cloud-gateway -p e2e --bin cloud-gateway --bin aws-bench
+	target/release/aws-bench --json target/bench-aws.json
+
 .PHONY: bench-gateway
 bench-gateway: ## gateway throughput and added latency versus calling the provider in-process
 	$(CARGO) run --release -p cloud-gateway --example bench-gateway

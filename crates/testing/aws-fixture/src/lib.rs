@@ -6,11 +6,14 @@
 //! moto's state is global to its process: each user works in its own VPC under its own cluster
 //! name, so tests can share one server.
 
+pub mod proxy;
+
 use aws_config::{BehaviorVersion, Region, retry::RetryConfig};
 use aws_sdk_ec2::{
     config::Credentials,
     types::{Filter, InstanceType, ResourceType, Tag, TagSpecification},
 };
+pub use proxy::FaultProxy;
 
 /// Region of every test.
 pub const REGION: &str = "us-east-1";

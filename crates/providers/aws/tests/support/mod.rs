@@ -5,8 +5,6 @@
 //! VPC under its own cluster name, and they run in parallel against one server.
 #![allow(dead_code)]
 
-pub mod proxy;
-
 use std::{
     io::{Read, Write},
     net::{TcpListener, TcpStream},
@@ -23,8 +21,7 @@ use aws_sdk_ec2::config::Credentials;
 use provider_aws::{AwsConfig, AwsProvider};
 
 #[allow(unused_imports)] // each test binary uses its own part
-pub use aws_fixture::{Cloud, INSTANCE_TYPE, Instance, Network, REGION};
-pub use proxy::FaultProxy;
+pub use aws_fixture::{Cloud, FaultProxy, INSTANCE_TYPE, Instance, Network, REGION};
 /// How long moto may take to start.
 const MOTO_START_DEADLINE: Duration = Duration::from_secs(60);
 
