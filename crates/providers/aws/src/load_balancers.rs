@@ -28,7 +28,7 @@ use crate::{
     naming::{classic_security_group_description, classic_security_group_name, load_balancer_name},
     nlb::{
         NlbView,
-        plan::{NlbDesired, NlbObserved, plan as plan_nlb},
+        plan::{NlbAction, NlbDesired, NlbObserved, plan as plan_nlb},
         spec::NetworkSpec,
     },
     security_groups::rules::{
@@ -864,12 +864,23 @@ impl AwsProvider {
                 tracing::warn!(lb = %name, "a network load balancer with the Service's name is not the cluster's; left alone");
             } else {
                 vpc.get_or_insert_with(|| lb.vpc_id.clone());
+                // Listeners first, so the target groups are free to go before the load balancer
+                // (upstream deletes the load balancer first, and a target group still held by it
+                // fails; a retry then no longer finds the groups through it).
                 let groups = self.target_groups(Some(&lb.arn), None).await?;
+                let listeners: Vec<NlbAction> = self
+                    .observe_listeners(&lb.arn)
+                    .await?
+                    .into_iter()
+                    .map(|l| NlbAction::DeleteListener { arn: l.arn })
+                    .chain(
+                        groups
+                            .into_iter()
+                            .map(|g| NlbAction::DeleteTargetGroup { arn: g.arn }),
+                    )
+                    .collect();
+                self.apply_nlb(&mut w, &lb, &listeners).await?;
                 self.delete_nlb(&mut w, &lb.arn).await?;
-                for g in groups {
-                    self.before_write(&mut w, "DeleteTargetGroup", &g.arn).await?;
-                    self.delete_target_group(&g.arn).await?;
-                }
             }
         }
         // Target groups an interrupted ensure left attached to nothing.

@@ -941,3 +941,272 @@ async fn a_target_group_left_by_a_crash_is_reused() {
         .expect("delete");
     assert!(h.cloud.census(&h.network).await.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_classic_annotation_lands_and_the_next_full_read_writes_nothing() {
+    let h = Harness::start("classic-all", |c| c.verify_period = std::time::Duration::ZERO).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let mut svc = service(
+        26,
+        &[
+            (a::SSL_CERT, CERT),
+            (a::SSL_PORTS, "443"),
+            (a::BACKEND_PROTOCOL, "ssl"),
+            (a::SSL_NEGOTIATION_POLICY, "ELBSecurityPolicy-TLS-1-2-2017-01"),
+            (a::PROXY_PROTOCOL, "*"),
+            (a::DRAINING_ENABLED, "true"),
+            (a::DRAINING_TIMEOUT, "30"),
+            (a::IDLE_TIMEOUT, "300"),
+            (a::CROSS_ZONE, "true"),
+            (a::ACCESS_LOG_ENABLED, "true"),
+            (a::ACCESS_LOG_BUCKET, "logs"),
+            (a::ACCESS_LOG_PREFIX, "web"),
+            (a::ACCESS_LOG_EMIT_INTERVAL, "5"),
+            (a::HC_HEALTHY, "3"),
+            (a::HC_UNHEALTHY, "4"),
+            (a::HC_TIMEOUT, "6"),
+            (a::HC_INTERVAL, "20"),
+            (a::ADDITIONAL_TAGS, "team=web,cost=42"),
+        ],
+    );
+    svc.ports.push(port("https", Protocol::Tcp, 443, 30443));
+    let name = h.provider.load_balancer_name(&cluster, &svc);
+    h.provider
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("ensure");
+
+    let d = h
+        .cloud
+        .classic
+        .describe_load_balancers()
+        .load_balancer_names(&name)
+        .send()
+        .await
+        .expect("ELB");
+    let elb = &d.load_balancer_descriptions()[0];
+    let mut listeners: Vec<(i32, String, String, Vec<String>)> = elb
+        .listener_descriptions()
+        .iter()
+        .map(|ld| {
+            let l = ld.listener().unwrap();
+            (
+                l.load_balancer_port(),
+                l.protocol().to_owned(),
+                l.ssl_certificate_id().unwrap_or_default().to_owned(),
+                ld.policy_names().to_vec(),
+            )
+        })
+        .collect();
+    listeners.sort();
+    assert_eq!(
+        listeners[0].1, "TCP",
+        "port 80 is not in ssl-ports: plain TCP, as upstream"
+    );
+    let tls = listeners.iter().find(|l| l.0 == 443).expect("443");
+    assert_eq!((tls.1.as_str(), tls.2.as_str()), ("SSL", CERT));
+    assert_eq!(
+        tls.3,
+        vec!["k8s-SSLNegotiationPolicy-ELBSecurityPolicy-TLS-1-2-2017-01".to_owned()]
+    );
+    let backends: Vec<(i32, Vec<String>)> = elb
+        .backend_server_descriptions()
+        .iter()
+        .map(|b| (b.instance_port().unwrap(), b.policy_names().to_vec()))
+        .collect();
+    assert!(
+        backends
+            .iter()
+            .all(|(_, p)| p == &["k8s-proxyprotocol-enabled".to_owned()]),
+        "{backends:?}"
+    );
+    assert_eq!(backends.len(), 2);
+    let hc = elb.health_check().unwrap();
+    assert_eq!(
+        (
+            hc.target(),
+            hc.healthy_threshold(),
+            hc.unhealthy_threshold(),
+            hc.timeout(),
+            hc.interval()
+        ),
+        ("SSL:30080", 3, 4, 6, 20)
+    );
+    let attrs = h
+        .cloud
+        .classic
+        .describe_load_balancer_attributes()
+        .load_balancer_name(&name)
+        .send()
+        .await
+        .expect("attributes");
+    let attrs = attrs.load_balancer_attributes().unwrap();
+    assert!(attrs.cross_zone_load_balancing().unwrap().enabled());
+    assert_eq!(attrs.connection_settings().unwrap().idle_timeout(), 300);
+    let draining = attrs.connection_draining().unwrap();
+    assert_eq!((draining.enabled(), draining.timeout()), (true, Some(30)));
+    let log = attrs.access_log().unwrap();
+    assert_eq!(
+        (
+            log.enabled(),
+            log.s3_bucket_name(),
+            log.s3_bucket_prefix(),
+            log.emit_interval()
+        ),
+        (true, Some("logs"), Some("web"), Some(5))
+    );
+    let tags = h
+        .cloud
+        .classic
+        .describe_tags()
+        .load_balancer_names(&name)
+        .send()
+        .await
+        .expect("tags");
+    let tags: BTreeMap<String, String> = tags.tag_descriptions()[0]
+        .tags()
+        .iter()
+        .map(|t| (t.key().to_owned(), t.value().unwrap_or_default().to_owned()))
+        .collect();
+    assert_eq!(tags.get("team").map(String::as_str), Some("web"));
+    assert_eq!(
+        tags.get("kubernetes.io/service-name").map(String::as_str),
+        Some("default/web-26")
+    );
+
+    h.proxy.reset_counts();
+    h.provider
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("again");
+    assert_eq!(h.proxy.writes(), Vec::<String>::new(), "{:?}", calls(&h));
+    h.provider
+        .ensure_load_balancer_deleted(&cluster, &svc)
+        .await
+        .expect("delete");
+    assert!(h.cloud.census(&h.network).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_nlb_annotation_lands_and_the_next_full_read_writes_nothing() {
+    let h = Harness::start("nlb-all", |c| c.verify_period = std::time::Duration::ZERO).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let svc = service(
+        27,
+        &[
+            (a::TYPE, "nlb"),
+            (a::INTERNAL, "true"),
+            (a::CROSS_ZONE, "true"),
+            (a::ACCESS_LOG_ENABLED, "true"),
+            (a::ACCESS_LOG_BUCKET, "logs"),
+            (a::ACCESS_LOG_PREFIX, "api"),
+            (a::HC_PROTOCOL, "HTTP"),
+            (a::HC_PATH, "/ready"),
+            (a::HC_PORT, "8080"),
+            (a::HC_INTERVAL, "10"),
+            (a::HC_TIMEOUT, "6"),
+            (a::HC_HEALTHY, "2"),
+            (a::HC_UNHEALTHY, "5"),
+            (a::TARGET_GROUP_ATTRIBUTES, "proxy_protocol_v2.enabled=true"),
+            (a::ADDITIONAL_TAGS, "team=api"),
+        ],
+    );
+    let name = h.provider.load_balancer_name(&cluster, &svc);
+    h.provider
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("ensure");
+    let lbs = h
+        .cloud
+        .elb
+        .describe_load_balancers()
+        .names(&name)
+        .send()
+        .await
+        .expect("NLB");
+    let lb = &lbs.load_balancers()[0];
+    assert_eq!(lb.scheme().map(|s| s.as_str()), Some("internal"));
+    let arn = lb.load_balancer_arn().unwrap();
+    let attrs: BTreeMap<String, String> = h
+        .cloud
+        .elb
+        .describe_load_balancer_attributes()
+        .load_balancer_arn(arn)
+        .send()
+        .await
+        .expect("attributes")
+        .attributes()
+        .iter()
+        .map(|a| {
+            (
+                a.key().unwrap().to_owned(),
+                a.value().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(attrs["load_balancing.cross_zone.enabled"], "true");
+    assert_eq!(attrs["access_logs.s3.enabled"], "true");
+    assert_eq!(attrs["access_logs.s3.bucket"], "logs");
+    assert_eq!(attrs["access_logs.s3.prefix"], "api");
+    let groups = h
+        .cloud
+        .elb
+        .describe_target_groups()
+        .load_balancer_arn(arn)
+        .send()
+        .await
+        .expect("groups");
+    let g = &groups.target_groups()[0];
+    assert_eq!(
+        (
+            g.health_check_protocol().map(|p| p.as_str()),
+            g.health_check_path(),
+            g.health_check_port(),
+            g.health_check_interval_seconds(),
+            g.health_check_timeout_seconds(),
+            g.healthy_threshold_count(),
+            g.unhealthy_threshold_count()
+        ),
+        (
+            Some("HTTP"),
+            Some("/ready"),
+            Some("8080"),
+            Some(10),
+            Some(6),
+            Some(2),
+            Some(5)
+        )
+    );
+    let tg_attrs: BTreeMap<String, String> = h
+        .cloud
+        .elb
+        .describe_target_group_attributes()
+        .target_group_arn(g.target_group_arn().unwrap())
+        .send()
+        .await
+        .expect("group attributes")
+        .attributes()
+        .iter()
+        .map(|a| {
+            (
+                a.key().unwrap().to_owned(),
+                a.value().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(tg_attrs["proxy_protocol_v2.enabled"], "true");
+
+    h.proxy.reset_counts();
+    h.provider
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("again");
+    assert_eq!(h.proxy.writes(), Vec::<String>::new(), "{:?}", calls(&h));
+    h.provider
+        .ensure_load_balancer_deleted(&cluster, &svc)
+        .await
+        .expect("delete");
+    assert!(h.cloud.census(&h.network).await.is_empty());
+}

@@ -166,7 +166,7 @@ impl AwsProvider {
         wanted: &[String],
         tg_attributes: bool,
     ) -> Result<NlbObserved> {
-        let listeners = self.nlb_listeners(&lb.arn).await?;
+        let listeners = self.observe_listeners(&lb.arn).await?;
         let mut target_groups = self.target_groups(Some(&lb.arn), None).await?;
         for g in &mut target_groups {
             g.targets = self.targets_of(&g.arn).await?;
@@ -207,7 +207,8 @@ impl AwsProvider {
         })
     }
 
-    async fn nlb_listeners(&self, arn: &str) -> Result<Vec<ListenerView>> {
+    /// The load balancer's listeners.
+    pub(crate) async fn observe_listeners(&self, arn: &str) -> Result<Vec<ListenerView>> {
         let mut out = Vec::new();
         let mut marker = None;
         loop {
