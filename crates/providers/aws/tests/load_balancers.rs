@@ -1210,3 +1210,164 @@ async fn every_nlb_annotation_lands_and_the_next_full_read_writes_nothing() {
         .expect("delete");
     assert!(h.cloud.census(&h.network).await.is_empty());
 }
+
+/// What a converge left, as counts (IDs and names differ between Services).
+fn shape(c: &aws_fixture::Census) -> (usize, usize, usize, usize, usize) {
+    (
+        c.classic.len(),
+        c.nlbs.len(),
+        c.target_groups.len(),
+        c.security_groups.len(),
+        c.node_rules.len(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_at_any_write_then_a_restart_converges_without_duplicates() {
+    let h = Harness::start("crash-any", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let mut n = 100;
+    for kind in ["classic", "nlb"] {
+        let make = |n: u32| {
+            let mut s = if kind == "nlb" {
+                service(n, &[(a::TYPE, "nlb")])
+            } else {
+                service(n, &[])
+            };
+            s.ports[0].node_port = 30000 + n as u16;
+            s.source_ranges = vec!["198.51.100.0/24".into()];
+            s
+        };
+        // A clean converge: its writes, and what it leaves.
+        let probe = make(n);
+        n += 1;
+        h.proxy.reset_counts();
+        h.provider
+            .ensure_load_balancer(&cluster, &probe, &[lb_node(&a)])
+            .await
+            .expect("probe");
+        let writes = h.proxy.writes().len();
+        let want = shape(&h.cloud.census(&h.network).await);
+        h.provider
+            .ensure_load_balancer_deleted(&cluster, &probe)
+            .await
+            .expect("delete probe");
+        assert!(writes >= 5, "{kind}: {:?}", h.proxy.writes());
+        for nth in 1..=writes {
+            for landed in [false, true] {
+                let svc = make(n);
+                n += 1;
+                h.proxy.crash_at_write(nth, landed);
+                let crashed = h
+                    .provider
+                    .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+                    .await;
+                h.proxy.heal();
+                assert!(
+                    crashed.is_err(),
+                    "{kind} write {nth} (landed {landed}): {crashed:?}"
+                );
+                // The gateway restarts: nothing remembered.
+                let restarted = h.fresh_provider(|_| {}).await;
+                restarted
+                    .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+                    .await
+                    .unwrap_or_else(|e| panic!("{kind} after a crash at write {nth} (landed {landed}): {e}"));
+                h.proxy.reset_counts();
+                restarted
+                    .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+                    .await
+                    .expect("converged");
+                assert_eq!(
+                    h.proxy.writes(),
+                    Vec::<String>::new(),
+                    "{kind} write {nth} landed {landed}"
+                );
+                let census = h.cloud.census(&h.network).await;
+                assert_eq!(
+                    shape(&census),
+                    want,
+                    "{kind} write {nth} landed {landed}: {census:?}"
+                );
+                restarted
+                    .ensure_load_balancer_deleted(&cluster, &svc)
+                    .await
+                    .expect("delete");
+                assert!(
+                    h.cloud.census(&h.network).await.is_empty(),
+                    "{kind} write {nth} landed {landed}"
+                );
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_still_in_use_keeps_the_deletion_pending_until_the_next_try() {
+    let h = Harness::start("in-use", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let svc = service(28, &[]);
+    h.provider
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("ensure");
+    // AWS holds a deleted ELB's group for a while (its network interfaces go later).
+    h.proxy.fail("DeleteSecurityGroup", "DependencyViolation");
+    let started = std::time::Instant::now();
+    let pending = h.provider.ensure_load_balancer_deleted(&cluster, &svc).await;
+    assert!(
+        matches!(pending, Err(ProviderError::RetryAfter { .. })),
+        "{pending:?}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "no worker blocked (upstream: up to 10 minutes)"
+    );
+    assert_eq!(h.cloud.census(&h.network).await.security_groups.len(), 1);
+    h.proxy.heal();
+    h.provider
+        .ensure_load_balancer_deleted(&cluster, &svc)
+        .await
+        .expect("the next try");
+    assert!(h.cloud.census(&h.network).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_read_scans_the_region_or_the_account() {
+    let h = Harness::start("scoped", |c| c.verify_period = std::time::Duration::ZERO).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let classic = service(29, &[]);
+    let nlb = service(30, &[(a::TYPE, "nlb")]);
+    h.proxy.reset_counts();
+    for svc in [&classic, &nlb] {
+        h.provider
+            .ensure_load_balancer(&cluster, svc, &[lb_node(&a)])
+            .await
+            .expect("ensure");
+        h.provider
+            .ensure_load_balancer(&cluster, svc, &[lb_node(&a)])
+            .await
+            .expect("full read");
+        h.provider
+            .ensure_load_balancer_deleted(&cluster, svc)
+            .await
+            .expect("delete");
+    }
+    let bodies = h.proxy.bodies();
+    let mut seen = 0;
+    for body in &bodies {
+        let scoped = match body.split('&').find_map(|kv| kv.strip_prefix("Action=")) {
+            // Upstream: DescribeSecurityGroups without a filter on every sync.
+            Some("DescribeSecurityGroups") => body.contains("Filter.") || body.contains("GroupId."),
+            // Upstream: DescribeInstances without a filter on every cache miss.
+            Some("DescribeInstances") => body.contains("InstanceId.") || body.contains("Filter."),
+            _ => continue,
+        };
+        seen += 1;
+        assert!(scoped, "an unscoped read: {body}");
+    }
+    assert!(seen > 5, "{bodies:?}");
+}

@@ -1,7 +1,8 @@
 //! A fault-injecting HTTP proxy in front of moto: forwards every request, or answers AWS's
 //! throttling errors (EC2: `RequestLimitExceeded`, 503; ELBv2: `Throttling`, 400) while
-//! throttling is on (or while a flag file exists, for a process outside the test to switch).
-//! It also records the `Action` of each request, to count API calls.
+//! throttling is on (or while a flag file exists, for a process outside the test to switch), a
+//! given error for a given action, or fails a chosen write as a crash would. It records the
+//! `Action` and the body of each request, to count and inspect API calls.
 
 use std::{
     convert::Infallible,
@@ -26,11 +27,33 @@ const EC2_THROTTLED: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
 <Response><Errors><Error><Code>RequestLimitExceeded</Code><Message>Request limit exceeded.</Message></Error></Errors><RequestID>fault-proxy</RequestID></Response>"#;
 const ELB_THROTTLED: &str = r#"<ErrorResponse xmlns="http://elasticloadbalancing.amazonaws.com/doc/2015-12-01/"><Error><Type>Sender</Type><Code>Throttling</Code><Message>Rate exceeded</Message></Error><RequestId>fault-proxy</RequestId></ErrorResponse>"#;
 
+const EC2_INTERNAL: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<Response><Errors><Error><Code>InternalError</Code><Message>fault proxy: a crash</Message></Error></Errors><RequestID>fault-proxy</RequestID></Response>"#;
+
+/// A write the proxy fails: the `nth` write from now (1 = the next one). `landed`: the write
+/// reaches moto and only its answer is lost (a crash after the call); otherwise it never does
+/// (a crash before it).
+#[derive(Debug, Clone, Copy)]
+struct Crash {
+    nth: usize,
+    landed: bool,
+}
+
+/// An error answered for every request with a given action.
+#[derive(Debug, Clone)]
+struct Failure {
+    action: String,
+    code: String,
+}
+
 #[derive(Default)]
 struct State {
     throttle: AtomicBool,
     throttle_file: Mutex<Option<PathBuf>>,
     actions: Mutex<Vec<String>>,
+    bodies: Mutex<Vec<String>>,
+    crash: Mutex<Option<Crash>>,
+    failures: Mutex<Vec<Failure>>,
 }
 
 /// The proxy; stops when dropped.
@@ -105,6 +128,32 @@ impl FaultProxy {
             .count()
     }
 
+    /// Makes the `nth` write from now fail as a crash would: before it reaches moto, or
+    /// (`landed`) after, losing only its answer. Each write counts, whatever its service.
+    pub fn crash_at_write(&self, nth: usize, landed: bool) {
+        *self.state.crash.lock().expect("crash lock") = Some(Crash { nth, landed });
+    }
+
+    /// Answers every request with action `action` with the AWS error `code` (an EC2-style error
+    /// body, status 400), until [`FaultProxy::heal`].
+    pub fn fail(&self, action: &str, code: &str) {
+        self.state.failures.lock().expect("failures lock").push(Failure {
+            action: action.into(),
+            code: code.into(),
+        });
+    }
+
+    /// Stops every injected failure and crash.
+    pub fn heal(&self) {
+        self.state.failures.lock().expect("failures lock").clear();
+        *self.state.crash.lock().expect("crash lock") = None;
+    }
+
+    /// The raw (form-encoded) body of every recorded request, in order.
+    pub fn bodies(&self) -> Vec<String> {
+        self.state.bodies.lock().expect("bodies lock").clone()
+    }
+
     /// Every recorded action, in order.
     pub fn actions(&self) -> Vec<String> {
         self.state.actions.lock().expect("actions lock").clone()
@@ -121,6 +170,7 @@ impl FaultProxy {
     /// Forgets the recorded actions.
     pub fn reset_counts(&self) {
         self.state.actions.lock().expect("actions lock").clear();
+        self.state.bodies.lock().expect("bodies lock").clear();
     }
 }
 
@@ -165,7 +215,44 @@ async fn handle(
         Ok(b) => b.to_bytes(),
         Err(e) => return Ok(reply(StatusCode::BAD_REQUEST, format!("unreadable body: {e}"))),
     };
-    state.actions.lock().expect("actions lock").push(action_of(&body));
+    let action = action_of(&body);
+    state.actions.lock().expect("actions lock").push(action.clone());
+    state
+        .bodies
+        .lock()
+        .expect("bodies lock")
+        .push(String::from_utf8_lossy(&body).into_owned());
+    if let Some(f) = state
+        .failures
+        .lock()
+        .expect("failures lock")
+        .iter()
+        .find(|f| f.action == action)
+    {
+        let body = format!(
+            r#"<?xml version="1.0" encoding="UTF-8"?><Response><Errors><Error><Code>{}</Code><Message>fault proxy</Message></Error></Errors><RequestID>fault-proxy</RequestID></Response>"#,
+            f.code
+        );
+        return Ok(reply(StatusCode::BAD_REQUEST, body));
+    }
+    let is_write =
+        !(action.starts_with("Describe") || action.starts_with("Get") || action.starts_with("List"));
+    let crash = if is_write {
+        let mut crash = state.crash.lock().expect("crash lock");
+        match crash.as_mut() {
+            Some(c) if c.nth == 1 => crash.take(),
+            Some(c) => {
+                c.nth -= 1;
+                None
+            }
+            None => None,
+        }
+    } else {
+        None
+    };
+    if crash.is_some_and(|c| !c.landed) {
+        return Ok(reply(StatusCode::INTERNAL_SERVER_ERROR, EC2_INTERNAL));
+    }
     let flagged = state
         .throttle_file
         .lock()
@@ -190,6 +277,7 @@ async fn handle(
         return Ok(reply(StatusCode::BAD_REQUEST, "bad request"));
     };
     match client.request(forward).await {
+        Ok(_) if crash.is_some() => Ok(reply(StatusCode::INTERNAL_SERVER_ERROR, EC2_INTERNAL)),
         Ok(resp) => {
             let (parts, body) = resp.into_parts();
             let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
