@@ -404,11 +404,13 @@ impl AwsProvider {
         tags_before: Option<&Tags>,
         marked: Marked,
     ) -> Result<()> {
-        if w.count > 0 {
+        let marker = tags_before.and_then(|t| t.get(MARKER_TAG)).map(String::as_str);
+        // An interrupted converge left `converging`: this full read found nothing left to
+        // change, so the fingerprint goes back on and every replica trusts it again.
+        if w.count > 0 || marker == Some(CONVERGING) {
             self.set_marker(&marked, fp).await?;
             self.verified.record(name, identity, fp, Some(fp));
         } else {
-            let marker = tags_before.and_then(|t| t.get(MARKER_TAG)).map(String::as_str);
             self.verified.record(name, identity, fp, marker);
         }
         Ok(())

@@ -403,7 +403,8 @@ mod tests {
             ..Default::default()
         };
         // Upstream's TestFilterTargetNodes rows: (node labels, annotation, targeted).
-        let rows: &[(&[(&str, &str)], Option<&str>, bool)] = &[
+        type Labels = &'static [(&'static str, &'static str)];
+        let rows: &[(Labels, Option<&str>, bool)] = &[
             (&[("k1", "v1")], None, true),
             (&[("k1", "v1"), ("k2", "v2")], Some("k1=v1,k2=v2"), true),
             (&[("k1", "v1"), ("k2", "v2")], Some("k1,k2"), true),

@@ -139,7 +139,8 @@ mod tests {
     fn cluster_tags_as_upstream_reads_them() {
         let blue = ClusterTagging::new("blue", false).unwrap();
         // (tags, has cluster tag, owned, no cluster tag at all)
-        let rows: &[(&[(&str, &str)], bool, bool, bool)] = &[
+        type Tags = &'static [(&'static str, &'static str)];
+        let rows: &[(Tags, bool, bool, bool)] = &[
             (&[("kubernetes.io/cluster/blue", "owned")], true, true, false),
             (&[("kubernetes.io/cluster/blue", "shared")], true, false, false),
             (&[("kubernetes.io/cluster/blue", "")], true, false, false),

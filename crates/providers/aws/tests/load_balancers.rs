@@ -315,9 +315,7 @@ async fn an_nlb_with_source_ranges_gets_exactly_those_rules_and_tls_on_one_port(
         .expect("groups");
     for g in groups.target_groups() {
         assert!(
-            g.target_group_name()
-                .unwrap()
-                .starts_with(&format!("k8s-default-web4-")),
+            g.target_group_name().unwrap().starts_with("k8s-default-web4-"),
             "{g:?}"
         );
     }
@@ -576,6 +574,18 @@ async fn an_interrupted_converge_is_never_trusted() {
         .await
         .expect("ensure");
     assert!(calls(&h).len() > 2, "a full read: {:?}", calls(&h));
+    assert_eq!(
+        h.proxy.writes(),
+        vec!["AddTags"],
+        "only the marker, so every replica trusts it again"
+    );
+    let another = h.fresh_provider(|_| {}).await;
+    h.proxy.reset_counts();
+    another
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("ensure");
+    assert_eq!(calls(&h), vec!["DescribeLoadBalancers", "DescribeTags"]);
     fresh
         .ensure_load_balancer_deleted(&cluster, &svc)
         .await

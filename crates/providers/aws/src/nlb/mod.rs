@@ -15,7 +15,7 @@ use provider::{ProviderError, Result};
 
 use self::{
     plan::{ListenerView, NlbAction, NlbObserved, ObservedHealth, TargetGroupView, TgRef},
-    spec::HealthCheck,
+    spec::{HealthCheck, SubnetPlacement},
 };
 use crate::{
     AwsProvider,
@@ -342,17 +342,17 @@ impl AwsProvider {
         w: &mut Writes,
         name: &str,
         internal: bool,
-        mappings: &[(String, Option<String>, Option<String>)],
+        mappings: &[SubnetPlacement],
         tags: &Tags,
     ) -> Result<NlbView> {
         self.before_write(w, "CreateLoadBalancer", name).await?;
         let subnet_mappings = mappings
             .iter()
-            .map(|(subnet, eip, ip)| {
+            .map(|m| {
                 SubnetMapping::builder()
-                    .subnet_id(subnet)
-                    .set_allocation_id(eip.clone())
-                    .set_private_ipv4_address(ip.clone())
+                    .subnet_id(&m.subnet)
+                    .set_allocation_id(m.eip_allocation.clone())
+                    .set_private_ipv4_address(m.private_ipv4.clone())
                     .build()
             })
             .collect();

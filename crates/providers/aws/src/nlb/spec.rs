@@ -258,6 +258,17 @@ fn target_group_attributes(
     Ok(attrs)
 }
 
+/// Where a new NLB sits in one subnet: its Elastic IP or private address, if chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubnetPlacement {
+    /// The subnet.
+    pub subnet: String,
+    /// The Elastic IP allocation of an internet-facing NLB in that subnet.
+    pub eip_allocation: Option<String>,
+    /// The private address of an internal NLB in that subnet.
+    pub private_ipv4: Option<String>,
+}
+
 impl NetworkSpec {
     /// Reads the NLB a Service asks for.
     pub fn parse(
@@ -367,10 +378,7 @@ impl NetworkSpec {
 
     /// Subnet mappings of a new NLB: each subnet with its Elastic IP or private address by
     /// position; the counts must match.
-    pub fn subnet_mappings(
-        &self,
-        subnets: &[String],
-    ) -> Result<Vec<(String, Option<String>, Option<String>)>, ProviderError> {
+    pub fn subnet_mappings(&self, subnets: &[String]) -> Result<Vec<SubnetPlacement>, ProviderError> {
         for (key, values) in [
             (a::EIP_ALLOCATIONS, &self.eip_allocations),
             (a::PRIVATE_IPV4, &self.private_ipv4_addresses),
@@ -387,12 +395,10 @@ impl NetworkSpec {
         Ok(subnets
             .iter()
             .enumerate()
-            .map(|(i, s)| {
-                (
-                    s.clone(),
-                    self.eip_allocations.get(i).cloned(),
-                    self.private_ipv4_addresses.get(i).cloned(),
-                )
+            .map(|(i, s)| SubnetPlacement {
+                subnet: s.clone(),
+                eip_allocation: self.eip_allocations.get(i).cloned(),
+                private_ipv4: self.private_ipv4_addresses.get(i).cloned(),
             })
             .collect())
     }
@@ -569,7 +575,9 @@ mod tests {
             port("dns", Protocol::Udp, 53, 30053),
         ];
         let spec = parse(&s).unwrap();
-        let summary: Vec<(u16, &str, &str, Option<&str>, Option<&str>)> = spec
+        // (port, protocol, target protocol, certificate, TLS policy)
+        type Row<'a> = (u16, &'a str, &'a str, Option<&'a str>, Option<&'a str>);
+        let summary: Vec<Row> = spec
             .mappings
             .iter()
             .map(|m| {
@@ -691,8 +699,16 @@ mod tests {
         assert_eq!(
             spec.subnet_mappings(&subnets).unwrap(),
             vec![
-                ("subnet-a".to_owned(), Some("eipalloc-1".to_owned()), None),
-                ("subnet-b".to_owned(), Some("eipalloc-2".to_owned()), None),
+                SubnetPlacement {
+                    subnet: "subnet-a".to_owned(),
+                    eip_allocation: Some("eipalloc-1".to_owned()),
+                    private_ipv4: None,
+                },
+                SubnetPlacement {
+                    subnet: "subnet-b".to_owned(),
+                    eip_allocation: Some("eipalloc-2".to_owned()),
+                    private_ipv4: None,
+                },
             ]
         );
         let err = spec.subnet_mappings(&subnets[..1]).unwrap_err();
