@@ -12,7 +12,6 @@
 //! ```
 
 pub mod alloc;
-mod b64;
 pub mod discovery;
 pub mod errors;
 pub mod http;

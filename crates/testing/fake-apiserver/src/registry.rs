@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use base64::Engine as _;
 use serde_json::{Value, json};
 
 use crate::Config;
@@ -110,11 +111,16 @@ fn encode_continue(rv: u64, key: &ObjKey) -> String {
         ns: key.ns.clone(),
         name: key.name.clone(),
     };
-    crate::b64::encode(serde_json::to_string(&t).unwrap_or_default().as_bytes())
+    // The real server's encoding (RawURLEncoding): safe in a query string as it is.
+    CONTINUE_ENCODING.encode(serde_json::to_string(&t).unwrap_or_default())
 }
 
+const CONTINUE_ENCODING: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
 fn decode_continue(s: &str) -> ApiResult<ContinueToken> {
-    crate::b64::decode(s)
+    CONTINUE_ENCODING
+        .decode(s)
+        .ok()
         .and_then(|b| serde_json::from_slice::<ContinueToken>(&b).ok())
         .filter(|t| t.v == "meta.k8s.io/v1")
         .ok_or_else(|| {
@@ -658,7 +664,7 @@ impl Registry {
                     cur
                 }
                 (PatchType::Merge, Some(p)) => {
-                    patch::merge_patch(&mut cur, p);
+                    json_patch::merge(&mut cur, p);
                     cur
                 }
                 (PatchType::Strategic, Some(p)) => {
