@@ -50,15 +50,6 @@ pub enum Security {
     },
 }
 
-impl Security {
-    /// The policy in force.
-    pub fn policy(&self) -> &Policy {
-        match self {
-            Self::MutualTls { policy, .. } | Self::InsecurePlaintext { policy } => policy,
-        }
-    }
-}
-
 impl Default for GatewayConfig {
     fn default() -> Self {
         Self {
