@@ -6,6 +6,11 @@
 //! deadline (shorter than the lease duration), it stops its work before anyone else may take
 //! over, so two replicas never act at once. Writes use the Lease's resourceVersion, so of two
 //! candidates racing for a free lease only one wins.
+//!
+//! Why not `kube-lease-manager`: every write and every cloud call here is fenced by the moment
+//! the lease stops being known fresh (the start of the last renewal plus the renew deadline),
+//! handed out as a [`Leadership`] that writers check and cloud calls race against; it keeps
+//! that to itself. The shards ([`crate::shards`]) reuse this elector once per shard.
 
 use std::{
     future::Future,
