@@ -117,7 +117,10 @@ impl Membership {
     /// How long a new replica waits after its first probe before serving: long enough that
     /// every peer has counted it.
     pub fn warm_up(&self) -> Duration {
-        self.config.interval * 2 + PROBE_TIMEOUT
+        self.config
+            .interval
+            .saturating_mul(2)
+            .saturating_add(PROBE_TIMEOUT)
     }
 }
 
