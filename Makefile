@@ -53,6 +53,17 @@ lint-deploy: ## hadolint the Dockerfile; helm lint, render and schema-check the 
 	scripts/tools/setup.sh
 	scripts/check-deploy.sh
 
+# Every property test of a parser of outside input is named fuzz_*; `make test` runs them with
+# proptest's default 256 cases each. The gateway without the AWS SDK: its flags, policy and
+# requests do not need it.
+FUZZ_CASES ?= 100000
+FUZZ_PACKAGES := -p fake-apiserver -p provider-simulator -p cloud-gateway -p controller-kit \
+	-p node-route-controller -p contract-tests --no-default-features --features cloud-gateway/simulator
+
+.PHONY: fuzz
+fuzz: ## the property tests of every parser of outside input, FUZZ_CASES cases each (default 100000; make test runs 256)
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release $(FUZZ_PACKAGES) -- fuzz_
+
 .PHONY: bench
 bench: ## node initialization at cloud scale, ours beside upstream mode (release build; prints a table, writes target/bench.json)
 	$(CARGO) build --release --bins $(DEMO_BUILD)
