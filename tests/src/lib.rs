@@ -5,6 +5,7 @@
 //! (`cargo build --workspace --bins`). Each process logs to a file in the cluster's temporary
 //! directory; when a test fails, the tail of every log is printed.
 
+pub mod measure;
 pub mod routes_bench;
 pub mod services_bench;
 
@@ -577,11 +578,6 @@ impl Cluster {
         env: &[(&str, &str)],
     ) {
         self.stop_gateway().await;
-        let log = self
-            .dir
-            .path()
-            .join(format!("swapped-gateway-{}.log", self.procs.len()));
-        let file = std::fs::File::create(&log).expect("log file");
         let mut all = vec![
             listen[0].to_owned(),
             self.gateway_grpc.to_string(),
@@ -589,26 +585,13 @@ impl Cluster {
             self.gateway_http.to_string(),
         ];
         all.extend(args.iter().cloned());
-        let child = Command::new(program)
-            .args(&all)
-            .envs(env.iter().copied())
-            .env(
-                "RUST_LOG",
-                std::env::var("E2E_RUST_LOG").unwrap_or_else(|_| "info".into()),
-            )
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().expect("log file"))
-            .stderr(file)
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
+        // Its own log file; named like the gateway it replaces, so stop_gateway finds it.
+        let log = format!("swapped-gateway-{}", self.procs.len());
+        let mut gateway = spawn_with_env(self.dir.path(), &log, program, &all, env);
+        gateway.name = "cloud-gateway".into();
+        gateway.http = Some(self.gateway_http);
         self.procs.retain(|p| p.name != "cloud-gateway");
-        self.procs.push(Proc {
-            name: "cloud-gateway".into(),
-            http: Some(self.gateway_http),
-            child,
-            log,
-        });
+        self.procs.push(gateway);
         let http = self.gateway_http;
         wait_for(
             "the swapped-in gateway to be ready",
@@ -643,7 +626,7 @@ impl Cluster {
                 "ports": [{ "name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP" }],
             },
         });
-        merge(&mut service, extra);
+        json_patch::merge(&mut service, &extra);
         let service: Service = serde_json::from_value(service).expect("service");
         self.services(namespace)
             .create(&PostParams::default(), &service)
@@ -662,22 +645,6 @@ impl Cluster {
         for proc in self.procs.iter_mut().rev() {
             proc.stop(Duration::from_secs(5)).await;
         }
-    }
-}
-
-/// JSON merge of `patch` into `target` (RFC 7386, as a merge patch applies).
-pub fn merge(target: &mut Value, patch: Value) {
-    match (target, patch) {
-        (Value::Object(target), Value::Object(patch)) => {
-            for (key, value) in patch {
-                if value.is_null() {
-                    target.remove(&key);
-                } else {
-                    merge(target.entry(key).or_insert(Value::Null), value);
-                }
-            }
-        }
-        (target, patch) => *target = patch,
     }
 }
 
@@ -705,20 +672,6 @@ pub fn counter(metrics: &str, name: &str, with: &[(&str, &str)]) -> u64 {
                 .flatten()
         })
         .sum::<f64>() as u64
-}
-
-/// Peak resident memory of process `pid`, MiB.
-pub fn peak_rss_mib(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some((kib / 1024.0 * 10.0).round() / 10.0)
 }
 
 /// Where `moto_server` is (installed by `scripts/moto/setup.sh`, which `make test` runs):

@@ -23,7 +23,10 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{ListParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::{Cluster, ClusterSpec, counter, http_get, peak_rss_mib};
+use crate::{
+    Cluster, ClusterSpec, counter, http_get,
+    measure::{self, delta, fmt_f},
+};
 
 /// The pod network: room for 16 384 /24 pod CIDRs.
 const CLUSTER_CIDR: &str = "10.64.0.0/10";
@@ -236,55 +239,26 @@ impl Bench {
 
     /// The route controller's `route_controller_route_sync_total`.
     async fn syncs(&self) -> u64 {
-        let Some(http) = self.controller.and_then(|i| self.cluster.procs[i].http) else {
+        let Some(index) = self.controller else {
             return 0;
         };
-        let metrics = http_get(http, "/metrics")
-            .await
-            .map(|(_, b)| b)
-            .unwrap_or_default();
+        let metrics = measure::process_metrics(&self.cluster.procs[index]).await;
         counter(&metrics, "route_controller_route_sync_total", &[])
     }
 
-    async fn gateway_metrics(&self) -> String {
-        http_get(self.cluster.gateway_http, "/metrics")
-            .await
-            .map(|(_, body)| body)
-            .unwrap_or_default()
-    }
-
     async fn throttled(&self) -> u64 {
-        counter(
-            &self.gateway_metrics().await,
-            "cloudgateway_provider_throttled_total",
-            &[],
-        )
+        measure::throttled(&measure::gateway_metrics(&self.cluster).await)
     }
 
     async fn provider_calls(&self) -> BTreeMap<String, u64> {
-        let m = self.gateway_metrics().await;
-        OPERATIONS
-            .iter()
-            .map(|op| {
-                (
-                    (*op).to_owned(),
-                    counter(&m, "cloudgateway_provider_calls_total", &[("operation", op)]),
-                )
-            })
-            .collect()
+        measure::provider_calls(&measure::gateway_metrics(&self.cluster).await, &OPERATIONS)
     }
 
-    /// API requests to resources served so far, this program's own excluded (`/metrics` is
-    /// not a resource: reading it is not counted).
+    /// API requests to resources served so far, this program's own excluded.
     async fn api_requests(&self) -> u64 {
-        let request = http::Request::get("/metrics").body(Vec::new()).expect("request");
-        let text = self
-            .cluster
-            .client
-            .request_text(request)
+        measure::api_requests(&self.cluster)
             .await
-            .unwrap_or_default();
-        counter(&text, "apiserver_request_total", &[]).saturating_sub(self.own_requests)
+            .saturating_sub(self.own_requests)
     }
 
     /// Nodes `node-0..n` join at once with their pod CIDRs.
@@ -383,20 +357,8 @@ impl Bench {
     }
 
     fn peak_rss(&self) -> BTreeMap<String, f64> {
-        self.cluster
-            .procs
-            .iter()
-            .filter_map(|p| Some((p.name.clone(), peak_rss_mib(p.id()?)?)))
-            .collect()
+        measure::peak_rss(&self.cluster.procs, &[])
     }
-}
-
-fn delta(after: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
-    after
-        .iter()
-        .map(|(op, n)| (op.clone(), n.saturating_sub(before.get(op).copied().unwrap_or(0))))
-        .filter(|(_, n)| *n > 0)
-        .collect()
 }
 
 /// (h) on a converged cluster with the controller as it runs: the calls over `window`, which
@@ -515,10 +477,6 @@ pub async fn join_then_steady(mode: Mode, sizes: Sizes) -> Vec<Row> {
     }
     bench.cluster.stop().await;
     rows
-}
-
-fn fmt_f(v: f64) -> String {
-    if v.is_nan() { "-".into() } else { format!("{v:.1}") }
 }
 
 /// Prints the route scenarios' table.

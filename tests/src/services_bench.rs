@@ -20,7 +20,10 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{ListParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::{Cluster, ClusterSpec, counter, http_get, ingress_ips, peak_rss_mib};
+use crate::{
+    Cluster, ClusterSpec, counter, ingress_ips,
+    measure::{self, delta, fmt_f},
+};
 
 /// Ours (defaults) or upstream mode.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -189,13 +192,7 @@ impl Bench {
     }
 
     async fn metrics_of(&self, index: usize) -> String {
-        let Some(http) = self.cluster.procs[index].http else {
-            return String::new();
-        };
-        http_get(http, "/metrics")
-            .await
-            .map(|(_, b)| b)
-            .unwrap_or_default()
+        measure::process_metrics(&self.cluster.procs[index]).await
     }
 
     /// Waits until the replicas own the 16 shards between them, evenly (a handover during the
@@ -220,37 +217,15 @@ impl Bench {
         eprintln!("ccm-bench: the shards were not split between the replicas in time");
     }
 
-    async fn gateway_metrics(&self) -> String {
-        http_get(self.cluster.gateway_http, "/metrics")
-            .await
-            .map(|(_, body)| body)
-            .unwrap_or_default()
-    }
-
     async fn provider_calls(&self) -> (BTreeMap<String, u64>, u64) {
-        let m = self.gateway_metrics().await;
-        let calls = OPERATIONS
-            .iter()
-            .map(|op| {
-                (
-                    (*op).to_owned(),
-                    counter(&m, "cloudgateway_provider_calls_total", &[("operation", op)]),
-                )
-            })
-            .collect();
-        (calls, counter(&m, "cloudgateway_provider_throttled_total", &[]))
+        let m = measure::gateway_metrics(&self.cluster).await;
+        (measure::provider_calls(&m, &OPERATIONS), measure::throttled(&m))
     }
 
     async fn api_requests(&self) -> u64 {
-        let request = http::Request::get("/metrics").body(Vec::new()).expect("request");
-        let text = self
-            .cluster
-            .client
-            .request_text(request)
+        measure::api_requests(&self.cluster)
             .await
-            .unwrap_or_default();
-        // fake-apiserver does not count its own /metrics in apiserver_request_total.
-        counter(&text, "apiserver_request_total", &[]).saturating_sub(self.own_requests)
+            .saturating_sub(self.own_requests)
     }
 
     async fn create_services(&mut self, n: usize) {
@@ -304,29 +279,8 @@ impl Bench {
     }
 
     fn peak_rss(&self) -> BTreeMap<String, f64> {
-        let mut rss = BTreeMap::new();
-        for proc in self.cluster.procs.iter() {
-            let Some(mib) = proc.id().and_then(peak_rss_mib) else {
-                continue;
-            };
-            let name = if proc.name.starts_with("service-lb-controller") {
-                "service-lb-controller".to_owned()
-            } else {
-                proc.name.clone()
-            };
-            let entry = rss.entry(name).or_insert(0.0_f64);
-            *entry = entry.max(mib);
-        }
-        rss
+        measure::peak_rss(&self.cluster.procs, &["service-lb-controller"])
     }
-}
-
-fn delta(after: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
-    after
-        .iter()
-        .map(|(op, n)| (op.clone(), n.saturating_sub(before.get(op).copied().unwrap_or(0))))
-        .filter(|(_, n)| *n > 0)
-        .collect()
 }
 
 /// (d) then (e) for one mode, on one cluster: `sizes.services` Services created at once on a
@@ -463,10 +417,6 @@ pub async fn spread_over_replicas(replicas: usize, sizes: Sizes) -> Row {
     };
     bench.cluster.stop().await;
     row
-}
-
-fn fmt_f(v: f64) -> String {
-    if v.is_nan() { "-".into() } else { format!("{v:.1}") }
 }
 
 /// Prints the service scenarios' table and ratios.

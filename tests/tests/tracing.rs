@@ -121,6 +121,33 @@ impl Collector {
         (collector, format!("http://{addr}"))
     }
 
+    /// Serves over TLS only, with a certificate for `localhost` that a CA of the test signed;
+    /// returns the collector, its `https://` endpoint and that CA's PEM file (in `dir`).
+    async fn start_tls(dir: &std::path::Path) -> (Self, String, std::path::PathBuf) {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["localhost".to_owned()])
+            .unwrap()
+            .signed_by(&key, &ca)
+            .unwrap();
+        let ca_file = dir.join("collector-ca.pem");
+        std::fs::write(&ca_file, ca.pem()).unwrap();
+        let identity = tonic::transport::Identity::from_pem(cert.pem(), key.serialize_pem());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let collector = Self::default();
+        let server = tonic::transport::Server::builder()
+            .tls_config(tonic::transport::ServerTlsConfig::new().identity(identity))
+            .unwrap()
+            .add_service(TraceServiceServer::new(collector.clone()))
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener));
+        tokio::spawn(server);
+        (collector, format!("https://localhost:{port}"), ca_file)
+    }
+
     fn spans(&self) -> Vec<Received> {
         self.spans.lock().unwrap().clone()
     }
@@ -337,6 +364,36 @@ fn warnings_about_the_collector(log: &str) -> usize {
     log.lines()
         .filter(|l| l.contains("WARN") && l.contains(COLLECTOR_DOWN))
         .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_collector_is_trusted_through_the_system_roots() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let pki = tempfile::tempdir().unwrap();
+    let (collector, endpoint, ca) = Collector::start_tls(pki.path()).await;
+    let mut cluster = Cluster::start(ClusterSpec::with_instances(&["worker-0"])).await;
+    // The collector's CA stands in for the system's roots, as a cluster's private CA would.
+    let ca = ca.display().to_string();
+    cluster.start_controller_with_env(
+        "cloud-node-controller",
+        "node-controller",
+        &["--otlp-endpoint", &endpoint],
+        &[("SSL_CERT_FILE", &ca), ("OTEL_BSP_SCHEDULE_DELAY", "100")],
+    );
+    cluster.register_node("worker-0", true).await;
+    wait_for(
+        "the node controller's reconcile span over TLS",
+        Duration::from_secs(60),
+        || {
+            let collector = collector.clone();
+            async move {
+                let spans =
+                    collector.find(|s| s.service == "cloud-node-controller" && s.name() == "reconcile node");
+                (!spans.is_empty()).then_some(())
+            }
+        },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -21,7 +21,7 @@ use prometheus_client::metrics::{counter::Counter, family::Family};
 use serde::Deserialize;
 use tonic::Request;
 
-use crate::metrics::MethodLabels;
+use crate::{config::Security, metrics::MethodLabels};
 
 /// The calls of the contract, by what they touch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
@@ -126,10 +126,17 @@ impl Policy {
     /// The file cannot be read or parsed; the message names the file and the problem.
     pub fn from_file(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let policy: Self = serde_yaml_ng::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        policy
-            .validate()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Parses and checks policy text (YAML, the shape of [`Policy`]).
+    ///
+    /// # Errors
+    /// The text is not YAML of that shape, or breaks a rule (a caller name that cannot be a
+    /// metric label, a caller listed twice or without identities); the message says which.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let policy: Self = serde_saphyr::from_str(text).map_err(|e| e.without_snippet().to_string())?;
+        policy.validate()?;
         Ok(policy)
     }
 
@@ -170,19 +177,10 @@ impl Policy {
     }
 }
 
-/// How callers are known.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Authentication {
-    /// Mutual TLS: by client certificate, authorized by the policy.
-    Certificates,
-    /// `--insecure-plaintext`: by the header, unauthenticated, everything allowed.
-    InsecureHeader,
-}
-
 /// Decides who a request is from and whether it may make its call.
 pub struct Authorizer {
-    authentication: Authentication,
-    policy: Policy,
+    /// How callers are known (certificates or the header), and the policy.
+    security: Security,
     denied: Family<MethodLabels, Counter>,
     /// (identity, method) pairs already logged; bounded, as only certificates our CA signed get
     /// this far.
@@ -193,15 +191,10 @@ pub struct Authorizer {
 const MAX_LOGGED_DENIALS: usize = 1024;
 
 impl Authorizer {
-    /// Authorizes with `policy`, counting denials in `denied`.
-    pub fn new(
-        authentication: Authentication,
-        policy: Policy,
-        denied: Family<MethodLabels, Counter>,
-    ) -> Self {
+    /// Authorizes as `security` says, counting denials in `denied`.
+    pub fn new(security: Security, denied: Family<MethodLabels, Counter>) -> Self {
         Self {
-            authentication,
-            policy,
+            security,
             denied,
             logged: Mutex::default(),
         }
@@ -213,9 +206,9 @@ impl Authorizer {
     /// `PermissionDenied` under mutual TLS when the certificate names no caller of the policy,
     /// or a caller not allowed this method.
     pub fn authorize<T>(&self, request: &Request<T>, method: &'static str) -> Result<String, GatewayError> {
-        match self.authentication {
-            Authentication::InsecureHeader => Ok(self.caller_from_header(request)),
-            Authentication::Certificates => {
+        match &self.security {
+            Security::InsecurePlaintext { policy } => Ok(caller_from_header(policy, request)),
+            Security::MutualTls { policy, .. } => {
                 let identity = request
                     .peer_certs()
                     .and_then(|certs| certs.first().and_then(|c| tls_files::identity_of(c)));
@@ -226,7 +219,7 @@ impl Authorizer {
                         "the client certificate names no identity (no URI SAN, no CN)",
                     ));
                 };
-                let Some(caller) = self.policy.caller_of(&identity) else {
+                let Some(caller) = policy.caller_of(&identity) else {
                     return Err(self.deny(
                         method,
                         &identity,
@@ -241,17 +234,6 @@ impl Authorizer {
                 Ok(caller.name.clone())
             }
         }
-    }
-
-    /// The header's caller when it is one of the policy's names; anything else (absent,
-    /// malformed, unknown) is the anonymous caller, so no header value creates state.
-    fn caller_from_header<T>(&self, request: &Request<T>) -> String {
-        request
-            .metadata()
-            .get(CALLER_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .filter(|name| self.policy.is_caller_name(name))
-            .map_or_else(|| ANONYMOUS_CALLER.to_owned(), str::to_owned)
     }
 
     fn deny(&self, method: &'static str, identity: &str, why: &str) -> GatewayError {
@@ -273,6 +255,17 @@ impl Authorizer {
         }
         GatewayError::PermissionDenied(format!("{identity} may not call {method}: {why}"))
     }
+}
+
+/// The header's caller when it is one of the policy's names; anything else (absent,
+/// malformed, unknown) is the anonymous caller, so no header value creates state.
+fn caller_from_header<T>(policy: &Policy, request: &Request<T>) -> String {
+    request
+        .metadata()
+        .get(CALLER_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|name| policy.is_caller_name(name))
+        .map_or_else(|| ANONYMOUS_CALLER.to_owned(), str::to_owned)
 }
 
 #[cfg(test)]

@@ -8,6 +8,10 @@ pub use tls_files::ServerFiles;
 
 use crate::{adaptive::AdaptiveConfig, auth::Policy, lookups::LookupConfig, peers::PeerConfig};
 
+/// The longest `--peer-probe-interval` accepted: the replicas' shares follow membership that
+/// much later.
+pub const MAX_PEER_PROBE_INTERVAL: Duration = Duration::from_secs(300);
+
 /// Everything that shapes how the gateway calls its provider.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GatewayConfig {
@@ -48,15 +52,6 @@ pub enum Security {
         /// Whose names the header may use.
         policy: Policy,
     },
-}
-
-impl Security {
-    /// The policy in force.
-    pub fn policy(&self) -> &Policy {
-        match self {
-            Self::MutualTls { policy, .. } | Self::InsecurePlaintext { policy } => policy,
-        }
-    }
 }
 
 impl Default for GatewayConfig {
@@ -112,6 +107,15 @@ impl GatewayConfig {
         if self.max_call_duration.is_zero() {
             return Err("max call duration must be positive".into());
         }
+        if let Some(peers) = &self.peers
+            && (peers.interval.is_zero() || peers.interval > MAX_PEER_PROBE_INTERVAL)
+        {
+            return Err(format!(
+                "peer probe interval must be positive and at most {MAX_PEER_PROBE_INTERVAL:?} (a dead \
+                 replica's share comes back only after it), got {:?}",
+                peers.interval
+            ));
+        }
         Ok(())
     }
 }
@@ -128,7 +132,19 @@ mod tests {
     #[test]
     fn bad_settings_are_named() {
         type Mutation = fn(&mut GatewayConfig);
-        let cases: [(&str, Mutation); 6] = [
+        fn peers(interval: Duration) -> Option<PeerConfig> {
+            Some(PeerConfig {
+                targets: vec!["127.0.0.1:1".into()],
+                interval,
+            })
+        }
+        let cases: [(&str, Mutation); 8] = [
+            // Found by fuzzing the command line: `--peer-probe-interval 18446744073709551615s`
+            // was accepted, then overflowed computing the warm-up at start.
+            ("peer probe interval", |c| {
+                c.peers = peers(Duration::from_secs(u64::MAX))
+            }),
+            ("peer probe interval", |c| c.peers = peers(Duration::ZERO)),
             ("read limit", |c| c.read_limit.rate = 0.0),
             ("write limit", |c| c.write_limit.burst = 0.0),
             ("decrease", |c| c.adaptive.decrease = 1.0),

@@ -1,6 +1,6 @@
 //! The one door to the provider: wait for a turn, call, measure, and slow down when throttled.
 
-use std::{future::Future, sync::Arc, time::Instant};
+use std::{future::Future, sync::Arc};
 
 use gateway_api::error::GatewayError;
 use tracing::{Instrument as _, field::Empty};
@@ -74,12 +74,12 @@ impl ProviderGate {
             class = class.label(),
             outcome = Empty,
         );
-        let started = Instant::now();
+        let started = crate::clock::now();
         let result = span.in_scope(call).instrument(span.clone()).await;
         self.metrics
             .provider_latency
             .get_or_create(&OperationLabels { operation })
-            .observe(started.elapsed().as_secs_f64());
+            .observe(crate::clock::now().duration_since(started).as_secs_f64());
         let outcome = match &result {
             Ok(_) => "success",
             Err(err) => err.metric_label(),

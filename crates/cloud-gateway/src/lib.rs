@@ -13,6 +13,7 @@
 //! - [`gate`]: the one door to the provider: admission, metrics, adaptive slowdown.
 //! - [`scheduler`]: token buckets for reads and writes, shared fairly between callers.
 //! - [`adaptive`]: lowers the rate when the cloud throttles, recovers it gradually.
+//! - [`clock`]: tokio's clock, so tests with paused time are exact.
 //! - [`lookups`]: instance lookups: cache, joining in-flight lookups, batching.
 //! - [`peers`]: replicas that share the provider limits (membership by probing each other).
 //! - [`metrics`]: Prometheus metrics, served on the `side-port` crate's `/healthz`, `/readyz`,
@@ -22,6 +23,7 @@
 pub mod adaptive;
 pub mod auth;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod convert;
 pub mod gate;

@@ -225,7 +225,9 @@ impl InstanceLookups {
             return None;
         }
         match state.cache.get(key) {
-            Some((at, info)) if at.elapsed() < self.config.cache_ttl => Some(info.clone()),
+            Some((at, info)) if crate::clock::now().duration_since(*at) < self.config.cache_ttl => {
+                Some(info.clone())
+            }
             Some(_) => {
                 state.cache.remove(key);
                 None
@@ -290,7 +292,7 @@ impl InstanceLookups {
         self.metrics
             .coalesced_saved
             .inc_by(batch.len().saturating_sub(1) as u64);
-        let now = Instant::now();
+        let now = crate::clock::now();
         let mut state = self.lock();
         for ((key, _, slot, _), answer) in batch.into_iter().zip(answers) {
             if let Ok(info) = &answer
@@ -305,7 +307,7 @@ impl InstanceLookups {
         }
         if state.cache.len() > 4 * self.config.batch_size.max(1024) {
             let ttl = self.config.cache_ttl;
-            state.cache.retain(|_, (at, _)| at.elapsed() < ttl);
+            state.cache.retain(|_, (at, _)| now.duration_since(*at) < ttl);
         }
     }
 
@@ -454,6 +456,8 @@ fn aborted() -> GatewayError {
 
 #[cfg(test)]
 mod tests {
+    //! Paused time throughout: batches form exactly as the bucket's schedule says.
+
     use std::collections::BTreeMap;
 
     use async_trait::async_trait;
@@ -548,7 +552,7 @@ mod tests {
         InstanceLookups::new(cloud, gate, metrics, LookupConfig::default())
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_failed_batch_is_never_instance_not_found_for_its_nodes() {
         let cloud = Arc::new(StubCloud::default());
         cloud.name_instance("a", "stub://i-a");
@@ -590,7 +594,7 @@ mod tests {
         assert!(matches!(gone, Err(GatewayError::InstanceNotFound(_))), "{gone:?}");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_reused_name_resolves_to_the_new_instance_within_the_cache_ttl() {
         let cloud = Arc::new(StubCloud::default());
         cloud.name_instance("a", "stub://i-1");
@@ -609,7 +613,7 @@ mod tests {
         assert_eq!(by_name.metadata.provider_id, "stub://i-2");
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn under_load_every_token_carries_a_full_batch() {
         let cloud = Arc::new(StubCloud::default());
         for i in 0..250 {
@@ -622,15 +626,13 @@ mod tests {
         )
         .await;
         assert!(answers.iter().all(Result::is_ok));
-        let calls = cloud.calls.lock().unwrap().clone();
-        // ceil(250 / 100) calls, one more if the first lookup went out alone with the token
-        // there was before the others arrived; every node asked once.
-        assert!(calls.len() <= 4, "{calls:?}");
-        assert_eq!(calls.iter().sum::<usize>(), 250, "{calls:?}");
-        assert!(calls.iter().all(|&n| n <= 100), "{calls:?}");
+        // All 250 asked before the batch got its turn (join_all polls each once first), so
+        // every token carried a full batch: ceil(250 / 100) calls, every node asked once.
+        // Exact: with the clock paused, no batch is sealed early by a slow machine.
+        assert_eq!(*cloud.calls.lock().unwrap(), [100, 100, 50]);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn an_idle_lookup_goes_out_at_once_alone() {
         let cloud = Arc::new(StubCloud::default());
         cloud.name_instance("a", "stub://i-a");
@@ -647,7 +649,7 @@ mod tests {
         assert_eq!(*cloud.calls.lock().unwrap(), [1, 1]);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_waiting_batch_nobody_waits_for_spends_no_call() {
         let cloud = Arc::new(StubCloud::default());
         cloud.name_instance("a", "stub://i-a");

@@ -18,7 +18,12 @@ use std::{
     time::Duration,
 };
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Empty, Limited};
+use hyper_util::{
+    client::legacy::{Client, connect::HttpConnector},
+    rt::TokioExecutor,
+};
 
 use crate::{metrics::Metrics, scheduler::Scheduler};
 
@@ -36,6 +41,8 @@ pub struct Membership {
     instance: String,
     config: PeerConfig,
     live: Mutex<BTreeSet<String>>,
+    /// HTTP/1.1 to the peers' side ports, connections kept between probes.
+    client: Client<HttpConnector, Empty<Bytes>>,
 }
 
 /// How long one probe may take.
@@ -49,6 +56,7 @@ impl Membership {
             live: Mutex::new(BTreeSet::from([instance.clone()])),
             instance,
             config,
+            client: Client::builder(TokioExecutor::new()).build_http(),
         })
     }
 
@@ -75,7 +83,7 @@ impl Membership {
                 Err(err) => tracing::debug!(target, error = %err, "cannot resolve a gateway peer"),
             }
         }
-        let answers = futures::future::join_all(addresses.into_iter().map(who_is)).await;
+        let answers = futures::future::join_all(addresses.into_iter().map(|a| self.who_is(a))).await;
         let mut live: BTreeSet<String> = answers.into_iter().flatten().collect();
         live.insert(self.instance.clone());
         let n = live.len();
@@ -109,7 +117,10 @@ impl Membership {
     /// How long a new replica waits after its first probe before serving: long enough that
     /// every peer has counted it.
     pub fn warm_up(&self) -> Duration {
-        self.config.interval * 2 + PROBE_TIMEOUT
+        self.config
+            .interval
+            .saturating_mul(2)
+            .saturating_add(PROBE_TIMEOUT)
     }
 }
 
@@ -121,20 +132,26 @@ fn rand_u64() -> u64 {
     hasher.finish()
 }
 
-/// The instance id a peer's `/peer` answers; `None` when it does not answer.
-async fn who_is(addr: SocketAddr) -> Option<String> {
-    let probe = async {
-        let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
-        stream
-            .write_all(format!("GET /peer HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
-            .await
-            .ok()?;
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).await.ok()?;
-        let (head, body) = answer.split_once("\r\n\r\n")?;
-        (head.split_whitespace().nth(1) == Some("200"))
-            .then(|| body.trim().to_owned())
-            .filter(|id| !id.is_empty() && id.len() <= 64)
-    };
-    tokio::time::timeout(PROBE_TIMEOUT, probe).await.ok().flatten()
+impl Membership {
+    /// The instance id a peer's `/peer` answers; `None` when it does not answer in time, or
+    /// answers something other than an id.
+    async fn who_is(&self, addr: SocketAddr) -> Option<String> {
+        let uri: http::Uri = format!("http://{addr}/peer").parse().ok()?;
+        let probe = async {
+            let response = self.client.get(uri).await.ok()?;
+            if response.status() != http::StatusCode::OK {
+                return None;
+            }
+            let body = Limited::new(response.into_body(), MAX_ID_BYTES)
+                .collect()
+                .await
+                .ok()?;
+            let id = String::from_utf8(body.to_bytes().to_vec()).ok()?;
+            Some(id.trim().to_owned()).filter(|id| !id.is_empty())
+        };
+        tokio::time::timeout(PROBE_TIMEOUT, probe).await.ok().flatten()
+    }
 }
+
+/// Longest `/peer` answer taken: an instance id is 32 hex digits.
+const MAX_ID_BYTES: usize = 64;

@@ -82,7 +82,7 @@ impl Scheduler {
             queue.waiting_of_caller = Empty,
         );
         let queue = self.queue(class);
-        let enqueued = Instant::now();
+        let enqueued = crate::clock::now();
         let (rx, waiting, of_caller) = queue.enqueue(caller)?;
         span.record("queue.waiting", waiting);
         span.record("queue.waiting_of_caller", of_caller);
@@ -95,7 +95,7 @@ impl Scheduler {
                     class: class.label(),
                     caller: caller.to_owned(),
                 })
-                .observe(enqueued.elapsed().as_secs_f64());
+                .observe(crate::clock::now().duration_since(enqueued).as_secs_f64());
         }
         result
     }
@@ -118,7 +118,7 @@ impl Scheduler {
             let mut state = queue.lock();
             if (state.share - share).abs() > f64::EPSILON {
                 state.share = share;
-                let rate = ClassQueue::apply_factor(&mut state, Instant::now());
+                let rate = ClassQueue::apply_factor(&mut state, crate::clock::now());
                 drop(state);
                 queue
                     .metrics
@@ -171,7 +171,7 @@ enum Step {
 
 impl ClassQueue {
     fn new(class: Class, limit: Limit, adaptive: AdaptiveConfig, metrics: Arc<Metrics>) -> Arc<Self> {
-        let now = Instant::now();
+        let now = crate::clock::now();
         metrics
             .rate_limit
             .get_or_create(&ClassLabels { class: class.label() })
@@ -244,7 +244,7 @@ impl ClassQueue {
     }
 
     fn on_throttled(&self) {
-        let now = Instant::now();
+        let now = crate::clock::now();
         let mut state = self.lock();
         if state.adaptive.on_throttled(now) {
             let rate = Self::apply_factor(&mut state, now);
@@ -309,7 +309,7 @@ impl ClassQueue {
 
     /// Grants as many turns as there are tokens; says what to wait for next.
     fn try_grant(&self) -> Step {
-        let now = Instant::now();
+        let now = crate::clock::now();
         let mut state = self.lock();
         if state.closed {
             return Step::Closed;
@@ -386,48 +386,88 @@ mod tests {
         Scheduler::start(limit, limit, AdaptiveConfig::default(), Arc::new(Metrics::new()))
     }
 
-    #[tokio::test]
+    // Paused time: the clock moves only when every task waits, so turns come exactly on the
+    // bucket's schedule and the counts below are exact, however busy the machine.
+
+    #[tokio::test(start_paused = true)]
     async fn a_flooding_caller_gets_only_its_share() {
         let s = scheduler(100.0, 1.0);
-        // A queues 300 calls (3 s of work at 100/s).
+        // A queues 300 calls (3 s of work at 100/s), counting its turns.
+        let a_turns = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let mut flood = Vec::new();
         for _ in 0..300 {
-            let s = s.clone();
-            flood.push(tokio::spawn(async move { s.admit(Class::Read, "a").await }));
+            let (s, a_turns) = (s.clone(), a_turns.clone());
+            flood.push(tokio::spawn(async move {
+                s.admit(Class::Read, "a").await.unwrap();
+                a_turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }));
         }
         tokio::task::yield_now().await;
-        // B makes 10 calls one after another; each should wait about two slots (20 ms).
-        let started = Instant::now();
+        // B makes 10 calls one after another: each waits for one turn of A's, then has its own.
+        let started = crate::clock::now();
         for _ in 0..10 {
             s.admit(Class::Read, "b").await.unwrap();
         }
-        let took = started.elapsed();
-        assert!(
-            took < Duration::from_millis(800),
-            "B took {took:?}; its fair share allows ~200 ms, FIFO ~3 s"
-        );
-        let a_done = flood.iter().filter(|h| h.is_finished()).count();
-        assert!(
-            a_done < 150,
-            "A got {a_done} turns while B got 10: not alternating"
+        let took = crate::clock::now().duration_since(started);
+        // The first token was in the bucket (A took it); then a token every 10 ms, alternating.
+        assert_eq!(took, Duration::from_millis(190), "FIFO would take 3 s");
+        assert_eq!(
+            a_turns.load(std::sync::atomic::Ordering::SeqCst),
+            10,
+            "A and B alternate"
         );
         s.close();
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
+    async fn turns_never_exceed_the_bucket_in_any_window_and_use_it_all() {
+        let s = scheduler(40.0, 8.0);
+        let granted = Arc::new(Mutex::new(Vec::new()));
+        let until = crate::clock::now() + Duration::from_secs(2);
+        let callers: Vec<_> = (0..10)
+            .map(|i| {
+                let (s, granted) = (s.clone(), granted.clone());
+                tokio::spawn(async move {
+                    while crate::clock::now() < until {
+                        s.admit(Class::Read, &format!("caller-{i}")).await.unwrap();
+                        granted.lock().unwrap().push(crate::clock::now());
+                    }
+                })
+            })
+            .collect();
+        for c in callers {
+            c.await.unwrap();
+        }
+        let granted = granted.lock().unwrap().clone();
+        for window_ms in [50, 100, 250, 500, 1000, 2000] {
+            let window = Duration::from_millis(window_ms);
+            let bound = (40.0 * window.as_secs_f64() + 8.0).floor() as usize;
+            let seen = token_bucket::max_in_window(&granted, window);
+            assert!(
+                seen <= bound,
+                "{seen} turns in {window_ms} ms; the bucket allows {bound}"
+            );
+        }
+        // The burst at once, then a turn every 25 ms: all of the allowance by the end (2 s).
+        // (The callers still waiting then get theirs later.)
+        assert_eq!(granted.iter().filter(|t| **t <= until).count(), 8 + 80);
+        s.close();
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn abandoned_waiters_spend_no_tokens() {
         let s = scheduler(10.0, 1.0);
         s.admit(Class::Write, "a").await.unwrap(); // empty the bucket
+        let started = crate::clock::now();
         for _ in 0..20 {
             // Each gives up long before a token (100 ms) could come.
             let _ = tokio::time::timeout(Duration::from_millis(1), s.admit(Class::Write, "a")).await;
         }
-        let started = Instant::now();
         s.admit(Class::Write, "b").await.unwrap();
-        assert!(
-            started.elapsed() < Duration::from_millis(400),
-            "waited {:?}",
-            started.elapsed()
+        // B got the next token, 100 ms after the first: none went to the 20 that left.
+        assert_eq!(
+            crate::clock::now().duration_since(started),
+            Duration::from_millis(100)
         );
         s.close();
     }
@@ -455,15 +495,14 @@ mod tests {
         s.close();
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn classes_do_not_share_tokens() {
         let s = scheduler(1.0, 1.0);
         s.admit(Class::Write, "a").await.unwrap();
-        // The write bucket is empty now, the read bucket is not.
-        tokio::time::timeout(Duration::from_millis(200), s.admit(Class::Read, "a"))
-            .await
-            .unwrap()
-            .unwrap();
+        // The write bucket is empty now (its next token in 1 s), the read bucket is not.
+        let started = crate::clock::now();
+        s.admit(Class::Read, "a").await.unwrap();
+        assert_eq!(crate::clock::now(), started);
         s.close();
     }
 }

@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::{
-    auth::{Authentication, Authorizer},
+    auth::Authorizer,
     config::{GatewayConfig, Security},
     gate::ProviderGate,
     lookups::InstanceLookups,
@@ -91,15 +91,7 @@ pub async fn serve_with_handles(
         read_rate_per_second: config.read_limit.rate,
         write_rate_per_second: config.write_limit.rate,
     };
-    let authentication = match &config.security {
-        Security::MutualTls { .. } => Authentication::Certificates,
-        Security::InsecurePlaintext { .. } => Authentication::InsecureHeader,
-    };
-    let authorizer = Authorizer::new(
-        authentication,
-        config.security.policy().clone(),
-        metrics.denied.clone(),
-    );
+    let authorizer = Authorizer::new(config.security.clone(), metrics.denied.clone());
     let service = GatewayService::new(
         provider.clone(),
         gate,

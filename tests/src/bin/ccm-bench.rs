@@ -28,7 +28,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use e2e::{Cluster, ClusterSpec, counter, http_get, peak_rss_mib, routes_bench, services_bench};
+use e2e::{
+    Cluster, ClusterSpec, counter,
+    measure::{self, fmt_f},
+    routes_bench, services_bench,
+};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::{Api, api::ListParams};
@@ -154,16 +158,9 @@ impl Bench {
         }
     }
 
-    async fn gateway_metrics(&self) -> String {
-        http_get(self.cluster.gateway_http, "/metrics")
-            .await
-            .map(|(_, body)| body)
-            .unwrap_or_default()
-    }
-
     /// BatchLookupInstances calls the node controller made: one per refresh pass in steady state.
     async fn refresh_passes(&self) -> u64 {
-        let m = self.gateway_metrics().await;
+        let m = measure::gateway_metrics(&self.cluster).await;
         counter(
             &m,
             "cloudgateway_grpc_calls_total",
@@ -172,39 +169,16 @@ impl Bench {
     }
 
     async fn provider_calls(&self) -> (u64, u64) {
-        let m = self.gateway_metrics().await;
-        let calls = counter(
-            &m,
-            "cloudgateway_provider_calls_total",
-            &[("operation", "lookup_instances")],
-        );
-        (calls, counter(&m, "cloudgateway_provider_throttled_total", &[]))
-    }
-
-    /// fake-apiserver's `/metrics`.
-    async fn apiserver_metrics(&self) -> String {
-        let request = http::Request::get("/metrics").body(Vec::new()).expect("request");
-        self.cluster
-            .client
-            .request_text(request)
-            .await
-            .unwrap_or_default()
+        let m = measure::gateway_metrics(&self.cluster).await;
+        let calls = measure::provider_calls(&m, &["lookup_instances"]);
+        (calls["lookup_instances"], measure::throttled(&m))
     }
 
     /// Every API request served so far (this program's own LISTs excluded).
     async fn api_requests(&self) -> u64 {
-        let m = self.apiserver_metrics().await;
-        counter(&m, "apiserver_request_total", &[]).saturating_sub(self.own_lists)
-    }
-
-    /// API requests of `verb` on `resource` served so far.
-    async fn api_requests_of(&self, verb: &str, resource: &str) -> u64 {
-        let m = self.apiserver_metrics().await;
-        counter(
-            &m,
-            "apiserver_request_total",
-            &[("verb", verb), ("resource", resource)],
-        )
+        measure::api_requests(&self.cluster)
+            .await
+            .saturating_sub(self.own_lists)
     }
 
     /// Waits until the provider-call and API-request counters stop changing (the same on two
@@ -279,11 +253,7 @@ impl Bench {
     }
 
     fn peak_rss(&self) -> BTreeMap<String, f64> {
-        self.cluster
-            .procs
-            .iter()
-            .filter_map(|p| Some((p.name.clone(), peak_rss_mib(p.id()?)?)))
-            .collect()
+        measure::peak_rss(&self.cluster.procs, &[])
     }
 
     async fn stop(mut self) {
@@ -300,7 +270,7 @@ async fn startup_requests(mode: Mode) -> Option<u64> {
     bench.start_controllers(&[]);
     let deadline = Instant::now() + Duration::from_secs(60);
     // Both controllers watch nodes once started.
-    while bench.api_requests_of("WATCH", "nodes").await < 2 {
+    while measure::api_requests_of(&bench.cluster, "WATCH", "nodes").await < 2 {
         if Instant::now() > deadline {
             bench.stop().await;
             return None;
@@ -427,10 +397,6 @@ async fn large_cluster(mode: Mode, n: usize, deadline: Duration) -> Row {
         scenario: format!("(c) {n} nodes, fast cloud: peak RSS"),
         ..initialize_all(mode, n, &[], &gateway, deadline).await
     }
-}
-
-fn fmt_f(v: f64) -> String {
-    if v.is_nan() { "-".into() } else { format!("{v:.1}") }
 }
 
 fn ratio(ours: f64, upstream: f64) -> String {

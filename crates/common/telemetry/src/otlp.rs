@@ -1,6 +1,8 @@
 //! OTLP/gRPC trace export: configured by a flag or the standard `OTEL_*` variables, batched in a
 //! bounded queue, and never in the program's way: a collector that is down costs one warning
-//! and the spans of the outage, nothing else.
+//! and the spans of the outage, nothing else. An `https://` collector is reached over TLS and
+//! trusted through the system's roots (`SSL_CERT_FILE` / `SSL_CERT_DIR` name others, such as
+//! a cluster's private CA).
 
 use std::{
     sync::{
@@ -11,7 +13,9 @@ use std::{
 };
 
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_otlp::{
+    WithExportConfig as _, WithTonicConfig as _, tonic_types::transport::ClientTlsConfig,
+};
 use opentelemetry_sdk::{
     Resource,
     error::{OTelSdkError, OTelSdkResult},
@@ -126,9 +130,13 @@ impl Exporting {
         let Some(endpoint) = args.endpoint() else {
             return Ok(None);
         };
-        let otlp = opentelemetry_otlp::SpanExporter::builder()
+        let mut builder = opentelemetry_otlp::SpanExporter::builder()
             .with_tonic()
-            .with_endpoint(endpoint.clone())
+            .with_endpoint(endpoint.clone());
+        if endpoint.starts_with("https://") {
+            builder = builder.with_tls_config(ClientTlsConfig::new().with_native_roots());
+        }
+        let otlp = builder
             .build()
             .map_err(|e| format!("cannot export traces to {endpoint}: {e}"))?;
         let exporter = Exporter {

@@ -5,6 +5,9 @@
 //!
 //! Files are checked at each new connection (a `stat` each); a rebuild that fails (a file half
 //! written during a rotation) keeps the last good configuration and says why.
+//!
+//! Why here: tonic's and tokio-rustls' TLS settings are built once from bytes; neither re-reads
+//! files, and a restart per rotated Secret is what this avoids.
 
 use std::{
     path::{Path, PathBuf},

@@ -3,6 +3,13 @@
 //! A stream admitted by a bucket of rate `r` and capacity `b` never has more than `r·t + b`
 //! admissions in any window of length `t`; that is the property both the gateway (towards the
 //! cloud) and the simulator (as the cloud) rely on.
+//!
+//! Why not `governor`: its quota is fixed when the limiter is built, while the gateway changes
+//! a bucket's rate while it runs (halved when the cloud throttles, regained gradually, and split
+//! between the live replicas) without losing the tokens it holds; the fair queue also needs the
+//! time until the next token, to hand it to the next caller in turn rather than to whoever
+//! polls first. Both are a few lines here: [`TokenBucket::set_limit`],
+//! [`TokenBucket::time_to_token`].
 
 use std::time::{Duration, Instant};
 

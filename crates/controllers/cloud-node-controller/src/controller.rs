@@ -58,7 +58,7 @@ pub async fn run(runtime: Runtime, config: Config) {
     // What Controller::new does, with the queue counting what the watch delivers.
     let watch = queue.observe(reflector::reflector(
         writer,
-        watcher(nodes, watcher::Config::default()),
+        watcher(nodes, watcher::Config::default()).backoff(controller_kit::watch_backoff::backoff()),
     ));
     let controller = Controller::for_stream(watch.applied_objects(), store)
         .with_config(controller::Config::default().concurrency(config.concurrent_node_syncs));

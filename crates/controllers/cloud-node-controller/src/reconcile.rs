@@ -138,17 +138,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Action, Err
     } else {
         "reconcile labels"
     };
-    let span = tracing::info_span!(
-        parent: None,
-        "reconcile",
-        otel.name = "reconcile node",
-        controller = CLOUD_NODE,
-        node = %name,
-        action,
-        outcome = Empty,
-        otel.status_code = Empty,
-        otel.status_description = Empty,
-    );
+    let span = controller_kit::reconcile_span!("reconcile node", CLOUD_NODE, node = %name, action);
     let result = reconcile_node(node, &ctx).instrument(span.clone()).await;
     spans::record_outcome(&span, &result, Error::metric_label);
     result
@@ -291,16 +281,11 @@ fn age_seconds(node: &Node) -> f64 {
 /// for every initialized node instead of upstream's call per node, then a status patch for each
 /// node whose addresses changed, `parallelism` at a time. Returns how many nodes were updated.
 pub async fn refresh_addresses(ctx: &Context, nodes: Vec<Arc<Node>>, parallelism: usize) -> usize {
-    let span = tracing::info_span!(
-        parent: None,
-        "reconcile",
-        otel.name = "refresh node addresses",
-        controller = CLOUD_NODE,
+    let span = controller_kit::reconcile_span!(
+        "refresh node addresses",
+        CLOUD_NODE,
         nodes = nodes.len(),
         updated = Empty,
-        outcome = Empty,
-        otel.status_code = Empty,
-        otel.status_description = Empty,
     );
     let updated = refresh(ctx, nodes, parallelism, &span)
         .instrument(span.clone())

@@ -31,7 +31,7 @@ pub async fn run(runtime: Runtime, config: Config) {
     );
     let (store, writer) = reflector::store();
     let watch = watcher(nodes, watcher::Config::default())
-        .default_backoff()
+        .backoff(controller_kit::watch_backoff::backoff())
         .reflect(writer)
         .for_each(|_| async {});
     let watch = tokio::spawn(watch);

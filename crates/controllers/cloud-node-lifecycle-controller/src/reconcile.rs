@@ -156,17 +156,12 @@ pub async fn monitor_nodes(ctx: &Context, nodes: &[Arc<Node>]) {
         .iter()
         .any(|n| plan::needs_lookup(ready(n)) || has_taint(n, TAINT_SHUTDOWN));
     let span = if busy {
-        tracing::info_span!(
-            parent: None,
-            "reconcile",
-            otel.name = "monitor nodes",
-            controller = CLOUD_NODE_LIFECYCLE,
+        controller_kit::reconcile_span!(
+            "monitor nodes",
+            CLOUD_NODE_LIFECYCLE,
             nodes = nodes.len(),
             looked_up = Empty,
             acted = Empty,
-            outcome = Empty,
-            otel.status_code = Empty,
-            otel.status_description = Empty,
         )
     } else {
         tracing::Span::none()

@@ -6,6 +6,11 @@
 //! deadline (shorter than the lease duration), it stops its work before anyone else may take
 //! over, so two replicas never act at once. Writes use the Lease's resourceVersion, so of two
 //! candidates racing for a free lease only one wins.
+//!
+//! Why not `kube-lease-manager`: every write and every cloud call here is fenced by the moment
+//! the lease stops being known fresh (the start of the last renewal plus the renew deadline),
+//! handed out as a [`Leadership`] that writers check and cloud calls race against; it keeps
+//! that to itself. The shards ([`crate::shards`]) reuse this elector once per shard.
 
 use std::{
     future::Future,
@@ -98,6 +103,9 @@ impl Leadership {
     }
 }
 
+/// The longest lease duration a Lease can say (`leaseDurationSeconds` is an int32).
+pub const MAX_LEASE_DURATION: Duration = Duration::from_secs(i32::MAX as u64);
+
 /// Leader-election flags (upstream names and defaults).
 #[derive(Debug, Clone, clap::Args)]
 pub struct LeaderElectionArgs {
@@ -127,12 +135,21 @@ pub struct LeaderElectionArgs {
 impl LeaderElectionArgs {
     /// Checks the durations' order, as client-go does.
     pub fn validate(&self) -> Result<(), String> {
+        // A Lease holds its duration in int32 seconds; beyond that the flag would not be what
+        // the other replicas read (and instants this far out overflow).
+        if self.lease_duration > MAX_LEASE_DURATION {
+            return Err(format!(
+                "--leader-elect-lease-duration must be at most {}s (a Lease's leaseDurationSeconds is an int32)",
+                MAX_LEASE_DURATION.as_secs()
+            ));
+        }
         if self.lease_duration <= self.renew_deadline {
             return Err(
                 "--leader-elect-lease-duration must be greater than --leader-elect-renew-deadline".into(),
             );
         }
-        if self.renew_deadline <= self.retry_period.mul_f64(1.2) {
+        // In seconds as floats: a huge retry period must not overflow the check itself.
+        if self.renew_deadline.as_secs_f64() <= self.retry_period.as_secs_f64() * 1.2 {
             return Err(
                 "--leader-elect-renew-deadline must be greater than 1.2 × --leader-elect-retry-period".into(),
             );
@@ -532,5 +549,10 @@ mod tests {
         assert!(args(15, 10, 2).validate().is_ok());
         assert!(args(10, 10, 2).validate().is_err());
         assert!(args(15, 2, 2).validate().is_err());
+        // Found by fuzzing the flags: a lease beyond int32 seconds was accepted (the Lease
+        // said i32::MAX), and a huge retry period made the check itself overflow and panic.
+        let too_long = i32::MAX as u64 + 1;
+        assert!(args(too_long, 10, 2).validate().is_err());
+        assert!(args(15, 10, u64::MAX).validate().is_err());
     }
 }

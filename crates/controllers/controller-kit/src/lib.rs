@@ -18,6 +18,7 @@
 //! - [`runner`]: the common start-up of a controller binary.
 //! - [`spans`]: one trace per reconcile: its root span and how it ended.
 //! - [`validation`]: label key and value rules, as the API server checks them.
+//! - [`watch_backoff`]: how a failing watch waits: a few seconds at most.
 //! - [`workqueue`]: upstream's `workqueue_*` metrics for a kube-runtime controller's queue.
 
 pub mod events;
@@ -39,4 +40,5 @@ pub mod runner;
 pub mod shards;
 pub mod spans;
 pub mod validation;
+pub mod watch_backoff;
 pub mod workqueue;

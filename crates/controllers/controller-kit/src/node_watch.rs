@@ -36,7 +36,7 @@ where
     let mut listed = signal_first_list;
     let name = |node: &Node| node.metadata.name.clone().unwrap_or_default();
     let watch = watcher(api, watcher::Config::default())
-        .default_backoff()
+        .backoff(crate::watch_backoff::backoff())
         .reflect(writer)
         .for_each(move |event| {
             let changed = match event {

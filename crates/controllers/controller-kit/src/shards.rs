@@ -16,6 +16,10 @@
 //!   lease duration others wait). So two replicas never act on one shard at once, including a
 //!   paused or partitioned one, whose cloud calls are abandoned when its fence runs out
 //!   ([`Leadership::lost`]).
+//!
+//! Why here: the sharding libraries for Kubernetes controllers (timebertt's
+//! kubernetes-controller-sharding) need a sharder Deployment and a webhook that label objects;
+//! this needs nothing but Leases, which every cluster has.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},

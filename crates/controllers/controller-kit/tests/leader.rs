@@ -52,7 +52,12 @@ async fn a_conflict_on_renewal_is_retried_and_the_lease_kept() {
         }
     });
     let leadership = Leadership::elected();
-    let args = election("lease");
+    // Deadlines far beyond what the test waits, so a slow machine cannot end the leadership.
+    let args = LeaderElectionArgs {
+        lease_duration: Duration::from_secs(30),
+        renew_deadline: Duration::from_secs(20),
+        ..election("lease")
+    };
     let election = run_as_leader(
         client,
         &args,
@@ -61,14 +66,21 @@ async fn a_conflict_on_renewal_is_retried_and_the_lease_kept() {
         std::future::pending(),
         std::future::pending(),
     );
+    // Until two renewals went through after the two conflicts.
+    let renewed = async {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while renewals.load(Ordering::SeqCst) < 4 {
+            assert!(
+                Instant::now() < deadline,
+                "conflicts, then renewals that went through"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
     tokio::select! {
         result = election => panic!("leadership ended: {result:?}"),
-        () = tokio::time::sleep(Duration::from_millis(2500)) => {}
+        () = renewed => {}
     }
-    assert!(
-        renewals.load(Ordering::SeqCst) >= 4,
-        "conflicts, then renewals that went through"
-    );
     assert_eq!(
         log.matching(&Method::PUT, "/leases/lease").len() as u32,
         renewals.load(Ordering::SeqCst)
@@ -93,17 +105,35 @@ async fn renewals_do_not_wait_behind_the_controllers_rate_limit() {
         burst: 1,
     };
     let clients = kube_client::clients(&args).await.unwrap();
-    let time_gets = |client: kube::Client| async move {
-        let leases: Api<Lease> = Api::namespaced(client, "default");
-        let started = Instant::now();
-        for _ in 0..4 {
-            leases.get_opt("lease").await.unwrap();
-        }
-        started.elapsed()
-    };
-    // Four requests at 2/s with a burst of one take at least 1.5 s on the limited client.
-    assert!(time_gets(clients.limited.clone()).await >= Duration::from_millis(1400));
-    assert!(time_gets(clients.elector.clone()).await < Duration::from_millis(1000));
+    // Four requests at 2/s with a burst of one take at least 1.5 s on the limited client (a
+    // lower bound: no machine is too fast for it).
+    let started = Instant::now();
+    let leases: Api<Lease> = Api::namespaced(clients.limited.clone(), "default");
+    for _ in 0..4 {
+        leases.get_opt("lease").await.unwrap();
+    }
+    assert!(started.elapsed() >= Duration::from_millis(1400));
+    // Twenty more queue on it: 10 s of its budget.
+    let limited: Vec<_> = (0..20)
+        .map(|_| {
+            let leases: Api<Lease> = Api::namespaced(clients.limited.clone(), "default");
+            tokio::spawn(async move { leases.get_opt("lease").await.map(|_| ()) })
+        })
+        .collect();
+    // The elector's four go through meanwhile: answered while the limited client's queue still
+    // waits (behind it they would take 10 s), whatever the machine's speed short of that.
+    let leases: Api<Lease> = Api::namespaced(clients.elector.clone(), "default");
+    for _ in 0..4 {
+        leases.get_opt("lease").await.unwrap();
+    }
+    let still_waiting = limited.iter().filter(|t| !t.is_finished()).count();
+    assert!(
+        still_waiting > 0,
+        "the elector's requests waited behind the limited client's"
+    );
+    for t in &limited {
+        t.abort();
+    }
 }
 
 /// Leadership is a handle, not process state: two candidates in one process never lead at

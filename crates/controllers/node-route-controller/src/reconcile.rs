@@ -201,17 +201,12 @@ pub fn error_policy(err: &Error, failures: u32, period: Duration) -> Duration {
 /// written, the outcome); the gateway calls it makes are its children.
 pub async fn reconcile(ctx: &Context) -> Result<Outcome, Error> {
     let _timer = ctx.metrics.reconcile.count_and_measure();
-    let span = tracing::info_span!(
-        parent: None,
-        "reconcile",
-        otel.name = "reconcile routes",
-        controller = NODE_ROUTE,
+    let span = controller_kit::reconcile_span!(
+        "reconcile routes",
+        NODE_ROUTE,
         created = Empty,
         deleted = Empty,
         conditions_written = Empty,
-        outcome = Empty,
-        otel.status_code = Empty,
-        otel.status_description = Empty,
     );
     let result = reconcile_routes(ctx).instrument(span.clone()).await;
     if let Ok(outcome) = &result {

@@ -84,7 +84,10 @@ pub async fn run(runtime: Runtime, config: Config) {
             // What Controller::new does, with the queue counting what the watch delivers.
             let (store, writer) = reflector::store();
             let api = Api::<Service>::all(runtime.client.clone());
-            let watch = queue.observe(reflector::reflector(writer, watcher(api, watcher::Config::default())));
+            let watch = queue.observe(reflector::reflector(
+                writer,
+                watcher(api, watcher::Config::default()).backoff(controller_kit::watch_backoff::backoff()),
+            ));
             let controller = Controller::for_stream(watch.applied_objects(), store)
                 .with_config(controller::Config::default().concurrency(config.concurrent_service_syncs));
             let services = controller.store();

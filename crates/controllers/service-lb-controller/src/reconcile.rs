@@ -25,7 +25,7 @@ use kube::{
     Api, Resource, ResourceExt,
     runtime::{controller::Action, reflector::ObjectRef, reflector::Store},
 };
-use tracing::{Instrument as _, field::Empty};
+use tracing::Instrument as _;
 
 use crate::{
     metrics::{FormerProviderLabels, Metrics, ProviderLabels},
@@ -399,18 +399,13 @@ pub async fn sync_service(ctx: &Context, svc: &Service, trigger: Trigger) -> Res
         return Ok(Outcome::Waiting(at));
     }
     let _timer = ctx.metrics.reconcile.count_and_measure();
-    let span = tracing::info_span!(
-        parent: None,
-        "reconcile",
-        otel.name = "sync service",
-        controller = SERVICE_LB,
+    let span = controller_kit::reconcile_span!(
+        "sync service",
+        SERVICE_LB,
         service = %key,
         shard,
         trigger = ?trigger,
         decision = ?decision,
-        outcome = Empty,
-        otel.status_code = Empty,
-        otel.status_description = Empty,
     );
     let result = run_sync(ctx, svc, shard, decision, &backends)
         .instrument(span.clone())

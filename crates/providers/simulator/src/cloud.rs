@@ -137,7 +137,7 @@ impl Simulator {
         store.save_now()?;
         let knobs = config.knobs.normalized();
         let mut limiter = Limiter::default();
-        limiter.set(knobs.rate_limit, Instant::now());
+        limiter.set(knobs.rate_limit, clock_now());
         Ok(Arc::new(Simulator {
             store,
             knobs: RwLock::new(Arc::new(knobs)),
@@ -162,7 +162,7 @@ impl Simulator {
         self.limiter
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .set(knobs.rate_limit, Instant::now());
+            .set(knobs.rate_limit, clock_now());
         *slot = Arc::new(knobs);
     }
 
@@ -176,7 +176,7 @@ impl Simulator {
         self.limiter
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .set(knobs.rate_limit, Instant::now());
+            .set(knobs.rate_limit, clock_now());
         *slot = Arc::new(knobs.clone());
         Ok(knobs)
     }
@@ -301,7 +301,7 @@ impl Simulator {
         {
             let mut limiter = self.limiter.lock().unwrap_or_else(|p| p.into_inner());
             // Read the clock under the lock, so recorded admission times are in order.
-            let now = Instant::now();
+            let now = clock_now();
             match limiter.admit(now) {
                 Ok(()) => self.stats.accepted(op, now),
                 Err(retry_after) => {
@@ -543,4 +543,10 @@ impl Provider for Simulator {
     fn routes(&self) -> Option<&dyn Routes> {
         (!self.disabled.routes).then_some(self as &dyn Routes)
     }
+}
+/// Now, on tokio's clock: the system's outside tests; a test with paused time drives the
+/// simulated cloud's rate limit, latency and recorded admission times together with the
+/// gateway's, exactly.
+fn clock_now() -> Instant {
+    tokio::time::Instant::now().into_std()
 }

@@ -17,7 +17,7 @@
 //!     labels: {team: blue}           # optional; reported as additional Node labels
 //! ```
 //!
-//! Syntax and type errors come with serde_yaml_ng's line and column. Semantic errors (a duplicate
+//! Syntax and type errors come with the YAML parser's line and column. Semantic errors (a duplicate
 //! id, an IP outside the subnet...) are found after parsing, so the line of the offending entry
 //! (or of its field) is recovered from the text: see [`EntryLines`].
 
@@ -217,23 +217,25 @@ pub fn parse(text: &str) -> Result<Inventory, InventoryError> {
             instances: Vec::new(),
         }
     } else {
-        serde_yaml_ng::from_str(text).map_err(yaml_error)?
+        serde_saphyr::from_str(text).map_err(yaml_error)?
     };
     validate(raw, text)
 }
 
-/// serde_yaml_ng says "... at line N column M"; keep the message, move the place to fields.
-fn yaml_error(e: serde_yaml_ng::Error) -> InventoryError {
+/// serde-saphyr says "... at line N, column M" (without its source snippet); keep the message,
+/// move the place to fields.
+fn yaml_error(e: serde_saphyr::Error) -> InventoryError {
     let loc = e.location();
-    let mut message = e.to_string();
+    let mut message = e.without_snippet().to_string();
     if let Some(loc) = &loc {
-        let suffix = format!(" at line {} column {}", loc.line(), loc.column());
+        let suffix = format!(" at line {}, column {}", loc.line(), loc.column());
         message = message.replacen(&suffix, "", 1);
     }
+    let place = |n: u64| usize::try_from(n).ok().filter(|n| *n > 0);
     InventoryError {
         file: None,
-        line: loc.as_ref().map(|l| l.line()),
-        column: loc.as_ref().map(|l| l.column()),
+        line: loc.as_ref().and_then(|l| place(l.line())),
+        column: loc.as_ref().and_then(|l| place(l.column())),
         message,
     }
 }
@@ -707,10 +709,11 @@ instances:
         let with = |find: &str, replace: &str| GOOD.replacen(find, replace, 1);
         vec![
             // syntax
+            // the quote opened on line 14 runs into line 15
             (
                 with("  - name: node-2\n", "  - name: \"node-2\n"),
-                19,
-                "found unexpected end of stream, while scanning a quoted scalar at line 14 column 11",
+                15,
+                "invalid indentation in multiline quoted scalar",
             ),
             (with("    state: stopped\n", "   state: stopped\n"), 15, ""),
             (
@@ -742,7 +745,11 @@ instances:
                 8,
                 "unknown field `typo`",
             ),
-            (with("region: sim-east-1", "region: [1]"), 2, "invalid type"),
+            (
+                with("region: sim-east-1", "region: [1]"),
+                2,
+                "expected string scalar",
+            ),
             // semantics, at the entry or its field
             (
                 with("    id: i-0123456789abcdef0", "    id: i-nothex"),

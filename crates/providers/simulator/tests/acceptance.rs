@@ -330,9 +330,9 @@ async fn load_balancer_ips_stay_unique_across_1000_cycles() {
                     .unwrap();
             }
         }
+        // How long it took is a figure to read, not to assert: it follows the disk and the load.
         let took = started.elapsed();
         eprintln!("{cycles} load balancer create/delete cycles (durable_writes: {durable}) took {took:?}");
-        assert!(took < Duration::from_secs(60), "{took:?}");
         assert_eq!(sim.load_balancers().len(), live_window);
         drop(sim);
         // and what is on disk agrees
@@ -372,8 +372,8 @@ async fn concurrent_ensures_never_share_an_ip_or_duplicate_a_load_balancer() {
 }
 
 /// Accepted calls never exceed rate·t + burst in any window, and the cloud does not throttle a
-/// caller that stays within the limit.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+/// caller that stays within the limit. Paused time: exact figures, whatever the machine's load.
+#[tokio::test(start_paused = true)]
 async fn the_rate_limit_throttles_beyond_rate_times_t_plus_burst_and_never_below() {
     let (rate, burst) = (200.0, 20.0);
     let sim = Simulator::open(SimulatorConfig {
@@ -385,9 +385,8 @@ async fn the_rate_limit_throttles_beyond_rate_times_t_plus_burst_and_never_below
     })
     .unwrap();
 
-    // 1. A full bucket admits `burst` calls at once (plus what refills meanwhile), then
-    //    throttles with a hint.
-    let started = Instant::now();
+    // 1. A full bucket admits `burst` calls at once, then throttles with a hint.
+    let started = tokio::time::Instant::now();
     let mut admitted = 0usize;
     let hint = loop {
         match routes(&sim).list_routes(CLUSTER).await {
@@ -400,25 +399,24 @@ async fn the_rate_limit_throttles_beyond_rate_times_t_plus_burst_and_never_below
         }
         assert!(admitted < 10_000, "never throttled");
     };
-    let allowed = burst + rate * started.elapsed().as_secs_f64();
-    assert!(
-        admitted >= burst as usize,
-        "throttled after {admitted} calls, below the burst of {burst}"
+    assert_eq!(
+        started.elapsed(),
+        Duration::ZERO,
+        "no time passes on a paused clock"
     );
-    assert!(
-        admitted as f64 <= allowed,
-        "{admitted} calls admitted; the limit allows {allowed}"
-    );
+    assert_eq!(admitted, burst as usize, "the burst, then throttled");
     let d = hint.expect("a retry hint");
     assert!(
         d > Duration::ZERO && d <= Duration::from_secs_f64(1.0 / rate),
         "{d:?}"
     );
 
-    // 2. Hammer it from 4 tasks for 1.5 s.
+    // 2. Four callers for 1.5 s, each calling again at once after a success and after the
+    //    hint after a "throttled". On paused time (the simulator reads tokio's clock), the
+    //    calls land exactly when the bucket says, so the figures are exact.
     sim.reset_stats();
     let hammer_for = Duration::from_millis(1500);
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..4 {
         let sim = sim.clone();
@@ -430,10 +428,12 @@ async fn the_rate_limit_throttles_beyond_rate_times_t_plus_burst_and_never_below
                     .await
                 {
                     Ok(_) => {}
-                    Err(ProviderError::Throttled { .. }) => throttled += 1,
+                    Err(ProviderError::Throttled { retry_after, .. }) => {
+                        throttled += 1;
+                        tokio::time::sleep(retry_after.unwrap_or(Duration::from_millis(1))).await;
+                    }
                     Err(e) => panic!("{e}"),
                 }
-                tokio::task::yield_now().await;
             }
             throttled
         }));
@@ -451,7 +451,7 @@ async fn the_rate_limit_throttles_beyond_rate_times_t_plus_burst_and_never_below
         stats.accepted_at.len(),
         "throttled calls are not accepted"
     );
-    assert!(throttled > 0, "the hammer must have hit the limit");
+    assert!(throttled > 0, "four callers at once hit the limit");
     let ops = &stats.operations["describe_instances"];
     assert_eq!(
         (ops.accepted, ops.throttled),
@@ -466,12 +466,11 @@ async fn the_rate_limit_throttles_beyond_rate_times_t_plus_burst_and_never_below
             "{got} calls accepted within {window_ms} ms; the limit allows {bound}"
         );
     }
-    // Never below: the bucket refilled during the run and every token was used, so about
-    // rate·elapsed calls were accepted (the bucket started nearly empty after step 1).
-    let expected = rate * elapsed.as_secs_f64();
+    // Never below: every token of the run was used (the bucket started empty after step 1).
+    let expected = (rate * elapsed.as_secs_f64()).floor() as u64;
     assert!(
-        stats.accepted_total as f64 >= expected * 0.9,
-        "only {} accepted in {elapsed:?}; the limit allows about {expected}",
+        stats.accepted_total + 1 >= expected && stats.accepted_total <= expected + 1,
+        "{} accepted in {elapsed:?}; the limit allows {expected}",
         stats.accepted_total
     );
 
@@ -488,7 +487,7 @@ async fn the_rate_limit_throttles_beyond_rate_times_t_plus_burst_and_never_below
     assert_eq!(sim.stats().throttled_total, 0);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn rate_limit_changes_apply_at_once_and_zero_closes_the_api() {
     let sim = in_memory();
     routes(&sim).list_routes(CLUSTER).await.unwrap();
@@ -497,15 +496,16 @@ async fn rate_limit_changes_apply_at_once_and_zero_closes_the_api() {
         latency: Duration::from_secs(5),
         ..Knobs::default()
     });
-    let started = Instant::now();
+    let started = tokio::time::Instant::now();
     match instances(&sim).lookup_instances(&[]).await {
         Err(ProviderError::Throttled {
             retry_after: None, ..
         }) => {}
         other => panic!("{other:?}"),
     }
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
+    assert_eq!(
+        started.elapsed(),
+        Duration::ZERO,
         "a throttled call does not wait the latency"
     );
     sim.set_knobs(Knobs::default());
@@ -564,23 +564,25 @@ async fn error_injection_fails_every_call_at_1_and_none_at_0() {
     assert!((100..300).contains(&failed), "{failed} of 400 failed at 0.5");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn latency_is_applied() {
     let sim = in_memory();
-    let fast = Instant::now();
+    let fast = tokio::time::Instant::now();
     routes(&sim).list_routes(CLUSTER).await.unwrap();
-    assert!(fast.elapsed() < Duration::from_millis(100));
+    assert_eq!(fast.elapsed(), Duration::ZERO);
     sim.set_knobs(Knobs {
         latency: Duration::from_millis(150),
         latency_jitter: Duration::from_millis(50),
         ..Knobs::default()
     });
     for _ in 0..3 {
-        let started = Instant::now();
+        let started = tokio::time::Instant::now();
         routes(&sim).list_routes(CLUSTER).await.unwrap();
         let took = started.elapsed();
-        assert!(took >= Duration::from_millis(150), "{took:?}");
-        assert!(took < Duration::from_secs(2), "{took:?}");
+        assert!(
+            took >= Duration::from_millis(150) && took <= Duration::from_millis(200),
+            "{took:?}"
+        );
     }
 }
 

@@ -92,49 +92,14 @@ fn error_response(e: &ApiError) -> Response {
     json_response(e.code, &e.to_status())
 }
 
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            b'%' if i + 2 < b.len() => {
-                match u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16) {
-                    Ok(v) => {
-                        out.push(v);
-                        i += 3;
-                    }
-                    Err(_) => {
-                        out.push(b'%');
-                        i += 1;
-                    }
-                }
-            }
-            c => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
+/// The query parameters, decoded as Go's `url.ParseQuery` does (`+` is a space, `%XX` a byte).
 struct Query(Vec<(String, String)>);
 
 impl Query {
     fn parse(q: Option<&str>) -> Self {
         Query(
-            q.unwrap_or("")
-                .split('&')
-                .filter(|p| !p.is_empty())
-                .map(|p| match p.split_once('=') {
-                    Some((k, v)) => (percent_decode(k), percent_decode(v)),
-                    None => (percent_decode(p), String::new()),
-                })
+            form_urlencoded::parse(q.unwrap_or("").as_bytes())
+                .into_owned()
                 .collect(),
         )
     }
@@ -399,8 +364,9 @@ fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     match base {
         "application/json" | "" | "*/*" => serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("couldn't get version/kind; json parse error: {e}"))),
-        "application/yaml" => serde_yaml_ng::from_slice(body)
-            .map_err(|e| ApiError::bad_request(format!("error converting YAML to JSON: {e}"))),
+        "application/yaml" => serde_saphyr::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!("error converting YAML to JSON: {}", e.without_snippet()))
+        }),
         _ => Err(ApiError::unsupported_media_type(&[
             "application/json",
             "application/yaml",

@@ -12,7 +12,6 @@
 //! ```
 
 pub mod alloc;
-mod b64;
 pub mod discovery;
 pub mod errors;
 pub mod http;
@@ -78,6 +77,7 @@ pub struct FakeApiServer;
 pub struct RunningServer {
     addr: SocketAddr,
     registry: Arc<Registry>,
+    state: http::AppState,
     shutdown: Option<oneshot::Sender<()>>,
     server: Option<JoinHandle<()>>,
     controller: JoinHandle<()>,
@@ -94,26 +94,33 @@ impl FakeApiServer {
             server_address: Arc::from(addr.to_string()),
             requests: metrics::RequestCounter::default(),
         };
-        let app = http::router(state);
-        let (tx, rx) = oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-                let _ = rx.await;
-            });
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "fake-apiserver stopped");
-            }
-        });
+        let (tx, server) = serve(listener, state.clone());
         let controller = tokio::spawn(namespace_controller(registry.clone()));
         tracing::info!(%addr, "fake-apiserver listening");
         Ok(RunningServer {
             addr,
             registry,
+            state,
             shutdown: Some(tx),
             server: Some(server),
             controller,
         })
     }
+}
+
+/// Serves `state` on `listener` until the sender is used or dropped.
+fn serve(listener: tokio::net::TcpListener, state: http::AppState) -> (oneshot::Sender<()>, JoinHandle<()>) {
+    let app = http::router(state);
+    let (tx, rx) = oneshot::channel::<()>();
+    let server = tokio::spawn(async move {
+        let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+            let _ = rx.await;
+        });
+        if let Err(e) = serve.await {
+            tracing::error!(error = %e, "fake-apiserver stopped");
+        }
+    });
+    (tx, server)
 }
 
 /// Stands in for kube-controller-manager's namespace controller: a deleted namespace is
@@ -177,6 +184,11 @@ impl RunningServer {
 
     /// Stops accepting, then ends open connections (watches included) after a short grace.
     pub async fn shutdown(mut self) {
+        self.stop_serving().await;
+        self.controller.abort();
+    }
+
+    async fn stop_serving(&mut self) {
         if let Some(tx) = self.shutdown.take() {
             let _ = tx.send(());
         }
@@ -189,7 +201,27 @@ impl RunningServer {
                 abort.abort();
             }
         }
-        self.controller.abort();
+    }
+
+    /// What a restart of the real server does, its storage (etcd) kept: every connection ends
+    /// (watches first), nothing answers for `down_for`, and the server comes back at the same
+    /// address with a new watch cache: a watch from a version before it gets `410 Gone`.
+    /// Meanwhile the storage can still change through [`RunningServer::registry`], as it does
+    /// through the other servers of a real control plane.
+    ///
+    /// # Errors
+    /// The address cannot be bound again.
+    pub async fn restart(&mut self, down_for: Duration) -> anyhow::Result<()> {
+        self.registry.db.close_watches();
+        self.stop_serving().await;
+        tokio::time::sleep(down_for).await;
+        self.registry.db.compact();
+        let listener = tokio::net::TcpListener::bind(self.addr).await?;
+        let (tx, server) = serve(listener, self.state.clone());
+        self.shutdown = Some(tx);
+        self.server = Some(server);
+        tracing::info!(addr = %self.addr, "fake-apiserver restarted");
+        Ok(())
     }
 }
 

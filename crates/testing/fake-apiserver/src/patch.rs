@@ -1,6 +1,8 @@
-//! The three patch formats the real server applies to objects: JSON merge patch (RFC 7386),
-//! JSON patch (RFC 6902), and strategic merge patch with the list merge keys each Go type
-//! declares (`patchStrategy` / `patchMergeKey` tags in `k8s.io/api`). Pure functions.
+//! The patch formats the real server applies to objects. JSON merge patch (RFC 7386) is
+//! `json_patch::merge`, applied by the registry as it is; here are JSON patch (RFC 6902, the
+//! `json_patch` crate with the real server's limits and error codes) and strategic merge patch,
+//! which no library does: the list merge keys each Go type declares (`patchStrategy` /
+//! `patchMergeKey` tags in `k8s.io/api`) and the `$patch` directives. Pure functions.
 
 use serde_json::{Map, Value};
 
@@ -40,27 +42,6 @@ pub fn list_strategy(store: Store, path: &[&str]) -> ListStrategy {
             (Store::Namespaces, ["status", "conditions"]) => MergeKey("type"),
             _ => Replace,
         },
-    }
-}
-
-/// RFC 7386 JSON merge patch.
-pub fn merge_patch(target: &mut Value, patch: &Value) {
-    match patch {
-        Value::Object(p) => {
-            if !target.is_object() {
-                *target = Value::Object(Map::new());
-            }
-            if let Value::Object(t) = target {
-                for (k, v) in p {
-                    if v.is_null() {
-                        t.remove(k);
-                    } else {
-                        merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
-                    }
-                }
-            }
-        }
-        other => *target = other.clone(),
     }
 }
 
@@ -339,26 +320,6 @@ fn merge_list(
 mod tests {
     use super::*;
     use serde_json::json;
-
-    #[test]
-    fn merge_patch_rfc7386() {
-        let cases = [
-            (json!({"a": "b"}), json!({"a": "c"}), json!({"a": "c"})),
-            (json!({"a": "b"}), json!({"b": "c"}), json!({"a": "b", "b": "c"})),
-            (json!({"a": "b"}), json!({"a": null}), json!({})),
-            (json!({"a": [1, 2]}), json!({"a": [3]}), json!({"a": [3]})),
-            (
-                json!({"a": {"b": "c"}}),
-                json!({"a": {"b": "d", "c": null}}),
-                json!({"a": {"b": "d"}}),
-            ),
-            (json!({"a": "x"}), json!({"a": {"b": 1}}), json!({"a": {"b": 1}})),
-        ];
-        for (mut doc, p, want) in cases {
-            merge_patch(&mut doc, &p);
-            assert_eq!(doc, want);
-        }
-    }
 
     #[test]
     fn json_patch_test_op_is_a_precondition() {

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use base64::Engine as _;
 use serde_json::{Value, json};
 
 use crate::Config;
@@ -98,25 +99,38 @@ fn random_suffix() -> String {
 #[derive(serde::Serialize, serde::Deserialize)]
 struct ContinueToken {
     v: String,
-    rv: u64,
+    /// The list's resourceVersion; negative (the real server writes -1): the latest.
+    rv: i64,
     ns: String,
     name: String,
 }
 
-fn encode_continue(rv: u64, key: &ObjKey) -> String {
+fn encode_continue(rv: i64, key: &ObjKey) -> String {
     let t = ContinueToken {
         v: "meta.k8s.io/v1".into(),
         rv,
         ns: key.ns.clone(),
         name: key.name.clone(),
     };
-    crate::b64::encode(serde_json::to_string(&t).unwrap_or_default().as_bytes())
+    // The real server's encoding (RawURLEncoding): safe in a query string as it is.
+    CONTINUE_ENCODING.encode(serde_json::to_string(&t).unwrap_or_default())
 }
 
+const CONTINUE_ENCODING: base64::engine::GeneralPurpose = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+/// The real server's message for a continuation whose version was compacted (etcd3 store).
+const INCONSISTENT_CONTINUE: &str = "The provided continue parameter is too old to display a consistent \
+     list result. You can start a new list without the continue parameter, or use the continue \
+     token in this response to retrieve the remainder of the results. Continuing with the \
+     provided token results in an inconsistent list - objects that were created, modified, or \
+     deleted between the time the first chunk was returned and now may show up in the list.";
+
 fn decode_continue(s: &str) -> ApiResult<ContinueToken> {
-    crate::b64::decode(s)
+    CONTINUE_ENCODING
+        .decode(s)
+        .ok()
         .and_then(|b| serde_json::from_slice::<ContinueToken>(&b).ok())
-        .filter(|t| t.v == "meta.k8s.io/v1")
+        .filter(|t| t.v == "meta.k8s.io/v1" && t.rv != 0)
         .ok_or_else(|| {
             ApiError::bad_request(
                 "continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
@@ -234,19 +248,31 @@ impl Registry {
             return Err(ApiError::too_large_resource_version(rv, self.db.current_rv()));
         }
         let token = opts.cont.as_deref().map(decode_continue).transpose()?;
+        if token.is_some() && self.db.take_continue_expiry() {
+            self.db.compact();
+        }
         let st = self.db.read();
         let (at, start) = match &token {
-            Some(t) => (t.rv, Some(ObjKey::new(&t.ns, &t.name))),
+            Some(t) => (
+                u64::try_from(t.rv).unwrap_or(st.rv),
+                Some(ObjKey::new(&t.ns, &t.name)),
+            ),
             None if exact => (rv, None),
             None => (st.rv, None),
         };
         let overlay = if at < st.rv {
-            st.overlay_at(def.store, at).map_err(|_| {
-                if token.is_some() {
-                    ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
-                } else {
-                    ApiError::expired("The resourceVersion for the provided list is too old.")
+            st.overlay_at(def.store, at).map_err(|_| match &token {
+                // etcd3's handleCompactedErrorForPaging: 410, and a token that continues the
+                // list at the latest version, for a client that accepts an inconsistent list.
+                Some(t) => {
+                    self.db
+                        .expired_continues
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let mut e = ApiError::expired(INCONSISTENT_CONTINUE);
+                    e.list_continue = Some(encode_continue(-1, &ObjKey::new(&t.ns, &t.name)));
+                    e
                 }
+                None => ApiError::expired("The resourceVersion for the provided list is too old."),
             })?
         } else {
             Default::default()
@@ -308,7 +334,7 @@ impl Registry {
             if rest > 0
                 && let Some(k) = &last_key
             {
-                cont = Some(encode_continue(at, k));
+                cont = Some(encode_continue(i64::try_from(at).unwrap_or(i64::MAX), k));
             }
         }
         Ok(ListPage {
@@ -658,7 +684,7 @@ impl Registry {
                     cur
                 }
                 (PatchType::Merge, Some(p)) => {
-                    patch::merge_patch(&mut cur, p);
+                    json_patch::merge(&mut cur, p);
                     cur
                 }
                 (PatchType::Strategic, Some(p)) => {

@@ -5,6 +5,7 @@
 //! every watcher sees the events of one resource in resourceVersion order.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use serde_json::{Value, json};
@@ -198,6 +199,13 @@ pub struct Db {
     /// Woken after every write (the namespace controller waits on it).
     pub changed: Notify,
     pub channel_capacity: usize,
+    /// Bumped to end every open watch (a restart, a load balancer dropping connections).
+    watch_epoch: watch::Sender<u64>,
+    /// The next list continuation finds its version compacted (one-shot).
+    expire_next_continue: AtomicBool,
+    /// What clients were told had expired: watches from a compacted version, continuations.
+    pub expired_watches: AtomicU64,
+    pub expired_continues: AtomicU64,
 }
 
 impl Db {
@@ -224,7 +232,45 @@ impl Db {
             rv_tx: watch::channel(1).0,
             changed: Notify::new(),
             channel_capacity,
+            watch_epoch: watch::channel(0).0,
+            expire_next_continue: AtomicBool::new(false),
+            expired_watches: AtomicU64::new(0),
+            expired_continues: AtomicU64::new(0),
         }
+    }
+
+    /// What etcd's compaction (and a new watch cache after a restart) does to the history: every
+    /// change up to now is forgotten, so a watch from an older resourceVersion gets `410 Gone`
+    /// and so does a list continuation or an exact list at one.
+    pub fn compact(&self) {
+        let mut st = self.state.write().unwrap_or_else(|e| e.into_inner());
+        let rv = st.rv;
+        for table in st.tables.values_mut() {
+            table.history.clear();
+            table.evicted_rv = rv;
+        }
+    }
+
+    /// Ends every open watch, as a restarting server or a dropped connection does; clients
+    /// watch again from the last version they saw.
+    pub fn close_watches(&self) {
+        self.watch_epoch.send_modify(|e| *e += 1);
+    }
+
+    /// A receiver that changes when [`Db::close_watches`] is called.
+    pub fn watch_closings(&self) -> watch::Receiver<u64> {
+        self.watch_epoch.subscribe()
+    }
+
+    /// Compacts right before the next list continuation is served, so that it expires: what
+    /// happens when etcd compacts between two pages of a client's list.
+    pub fn expire_next_continue(&self) {
+        self.expire_next_continue.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a continuation was armed to expire (and disarms it).
+    pub fn take_continue_expiry(&self) -> bool {
+        self.expire_next_continue.swap(false, Ordering::SeqCst)
     }
 
     pub fn read(&self) -> RwLockReadGuard<'_, State> {

@@ -111,11 +111,14 @@ pub fn defaults(store: Store, obj: &mut Value) {
             {
                 m.insert("type".into(), json!("Opaque"));
             }
-            // stringData is write-only: merged into data and never stored.
+            // stringData is write-only: merged into data (standard base64, as Go encodes
+            // []byte) and never stored.
             if let Some(Value::Object(sd)) = obj.as_object_mut().and_then(|m| m.remove("stringData")) {
+                use base64::Engine as _;
                 let data = obj_mut(obj, "data");
                 for (k, v) in sd {
-                    data.insert(k, json!(crate::b64::encode(v.as_str().unwrap_or("").as_bytes())));
+                    let encoded = base64::engine::general_purpose::STANDARD.encode(v.as_str().unwrap_or(""));
+                    data.insert(k, json!(encoded));
                 }
             }
         }

@@ -180,6 +180,9 @@ impl Watcher {
         let start = match start {
             Ok(s) => s,
             Err(oldest) => {
+                reg.db
+                    .expired_watches
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 self.send_error(ApiError::expired(format!(
                     "too old resource version: {requested} ({oldest})"
                 )))
@@ -216,6 +219,7 @@ impl Watcher {
         } else {
             None
         };
+        let mut closing = reg.db.watch_closings();
         loop {
             let bm_sleep = async {
                 match bookmark_at {
@@ -226,6 +230,8 @@ impl Watcher {
             tokio::select! {
                 _ = tokio::time::sleep_until(deadline) => return,
                 _ = self.out.closed() => return,
+                // The server ends every watch: the stream just stops, as a dropped connection does.
+                _ = closing.changed() => return,
                 msg = rx.recv() => match msg {
                     Ok(c) => {
                         if c.rv <= last_rv {
