@@ -63,6 +63,7 @@ FUZZ_PACKAGES := -p fake-apiserver -p provider-simulator -p cloud-gateway -p con
 .PHONY: fuzz
 fuzz: ## the property tests of every parser of outside input, FUZZ_CASES cases each (default 100000; make test runs 256)
 	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release $(FUZZ_PACKAGES) -- fuzz_
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release -p provider-aws --test fuzz -- fuzz_
 
 .PHONY: bench
 bench: ## node initialization at cloud scale, ours beside upstream mode (release build; prints a table, writes target/bench.json)

@@ -107,12 +107,18 @@ pub struct LoadBalancerIngress {
 }
 
 /// `cloudprovider.DefaultLoadBalancerName`: `"a"` + the service UID without dashes, truncated to
-/// 32 characters. Deterministic, so that ensure is idempotent across crashes.
+/// 32 bytes. Deterministic, so that ensure is idempotent across crashes.
+///
+/// A UID is ASCII when it comes from an API server; anything else (it also arrives over gRPC) is
+/// cut at the last whole character within 32 bytes rather than inside one.
 pub fn default_load_balancer_name(service_uid: &str) -> String {
-    let mut name: String = std::iter::once('a')
-        .chain(service_uid.chars().filter(|c| *c != '-'))
-        .collect();
-    name.truncate(32);
+    let mut name = String::from("a");
+    for c in service_uid.chars().filter(|c| *c != '-') {
+        if name.len() + c.len_utf8() > 32 {
+            break;
+        }
+        name.push(c);
+    }
     name
 }
 
@@ -184,5 +190,15 @@ mod tests {
             default_load_balancer_name("8a7b3c2d-1111-2222-3333-444455556666").len(),
             32
         );
+    }
+
+    /// Found by the AWS provider's fuzzing: a UID with a multi-byte character at byte 32 panicked
+    /// (a gRPC request could take the gateway down with it).
+    #[test]
+    fn a_non_ascii_uid_is_cut_between_characters() {
+        let uid = format!("{}é", "0".repeat(30));
+        let name = default_load_balancer_name(&uid);
+        assert_eq!(name, format!("a{}", "0".repeat(30)));
+        assert!(default_load_balancer_name(&"ü".repeat(40)).len() <= 32);
     }
 }

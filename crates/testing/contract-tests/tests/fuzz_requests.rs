@@ -214,13 +214,18 @@ fn service() -> impl Strategy<Value = pb::Service> {
 
 fn lb_nodes() -> impl Strategy<Value = Vec<pb::LoadBalancerNode>> {
     proptest::collection::vec(
-        (text(), text(), proptest::collection::vec(address(), 0..3)).prop_map(
-            |(name, provider_id, addresses)| pb::LoadBalancerNode {
+        (
+            text(),
+            text(),
+            proptest::collection::vec(address(), 0..3),
+            proptest::collection::btree_map(text(), text(), 0..3),
+        )
+            .prop_map(|(name, provider_id, addresses, labels)| pb::LoadBalancerNode {
                 name,
                 provider_id,
                 addresses,
-            },
-        ),
+                labels: labels.into_iter().collect(),
+            }),
         0..4,
     )
 }
