@@ -249,7 +249,7 @@ impl Registry {
         }
         let token = opts.cont.as_deref().map(decode_continue).transpose()?;
         if token.is_some() && self.db.take_continue_expiry() {
-            self.db.compact();
+            self.db.advance_and_compact();
         }
         let st = self.db.read();
         let (at, start) = match &token {

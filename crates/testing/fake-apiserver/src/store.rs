@@ -251,6 +251,16 @@ impl Db {
         }
     }
 
+    /// What etcd does between two pages of a list in a live cluster: its revision moves on (a
+    /// write to any key moves it: a lease renewed, an event) and a compaction reaches the new
+    /// one, so the version the first page was read at is gone even when nothing of this
+    /// resource changed. ([`Db::compact`] alone, at the very version of the list, would leave
+    /// that version readable, as in etcd.)
+    pub fn advance_and_compact(&self) {
+        self.write(|st| st.rv += 1);
+        self.compact();
+    }
+
     /// Ends every open watch, as a restarting server or a dropped connection does; clients
     /// watch again from the last version they saw.
     pub fn close_watches(&self) {
@@ -263,7 +273,8 @@ impl Db {
     }
 
     /// Compacts right before the next list continuation is served, so that it expires: what
-    /// happens when etcd compacts between two pages of a client's list.
+    /// happens when etcd compacts between two pages of a client's list. It expires even when
+    /// nothing was written between the pages (see [`Db::advance_and_compact`]).
     pub fn expire_next_continue(&self) {
         self.expire_next_continue.store(true, Ordering::SeqCst);
     }

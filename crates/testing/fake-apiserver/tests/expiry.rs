@@ -101,6 +101,40 @@ async fn a_continuation_after_a_compaction_gets_410_and_a_token_for_the_rest() {
 }
 
 #[tokio::test]
+async fn an_armed_continuation_expires_even_with_nothing_written_between_the_pages() {
+    // What the chaos suite arms under service-lb-controller's relist: the pages come back to
+    // back, nothing written between them, and the continuation must expire all the same (a
+    // compaction at the very version of the list would leave it readable).
+    let s = start().await;
+    let cms: Api<ConfigMap> = Api::namespaced(s.client().unwrap(), "default");
+    for name in ["a", "b", "c"] {
+        cms.create(&PostParams::default(), &cm(name)).await.unwrap();
+    }
+    let path = "/api/v1/namespaces/default/configmaps";
+    let (code, first) = get(&s, &format!("{path}?limit=2")).await;
+    assert_eq!(code, 200, "{first}");
+    let token = first["metadata"]["continue"].as_str().unwrap().to_owned();
+    s.registry().db.expire_next_continue();
+    let (code, gone) = get(&s, &format!("{path}?limit=2&continue={token}")).await;
+    assert_eq!(code, 410, "{gone}");
+    assert_status(&gone, 410, "Expired");
+    assert_eq!(
+        s.registry()
+            .db
+            .expired_continues
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    // One-shot: the list started over is served whole.
+    let (code, again) = get(&s, &format!("{path}?limit=2")).await;
+    assert_eq!(code, 200, "{again}");
+    let token = again["metadata"]["continue"].as_str().unwrap().to_owned();
+    let (code, rest) = get(&s, &format!("{path}?limit=2&continue={token}")).await;
+    assert_eq!(code, 200, "{rest}");
+    assert_eq!(rest["items"].as_array().map(Vec::len), Some(1));
+}
+
+#[tokio::test]
 async fn closed_watches_and_a_restart_miss_no_change_for_a_kube_runtime_watcher() {
     let mut s = start().await;
     let cms: Api<ConfigMap> = Api::namespaced(s.client().unwrap(), "default");
