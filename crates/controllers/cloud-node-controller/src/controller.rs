@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::{
     Api,
     runtime::{
-        Controller, WatchStreamExt, controller,
+        Controller, controller,
         reflector::{self, Store},
         watcher,
     },
@@ -58,9 +58,10 @@ pub async fn run(runtime: Runtime, config: Config) {
     // What Controller::new does, with the queue counting what the watch delivers.
     let watch = queue.observe(reflector::reflector(
         writer,
-        watcher(nodes, watcher::Config::default()).backoff(controller_kit::watch_backoff::backoff()),
+        controller_kit::watch_backoff::retrying(watcher(nodes, watcher::Config::default())),
     ));
-    let controller = Controller::for_stream(watch.applied_objects(), store)
+    let controller = Controller::for_stream(controller_kit::relist::applied_objects(watch), store)
+        .trigger_backoff(controller_kit::watch_backoff::AlreadyBackedOff)
         .with_config(controller::Config::default().concurrency(config.concurrent_node_syncs));
     let refresh = tokio::spawn(refresh_periodically(
         ctx.clone(),

@@ -30,8 +30,7 @@ pub async fn run(runtime: Runtime, config: Config) {
         Metrics::register(&runtime.metrics),
     );
     let (store, writer) = reflector::store();
-    let watch = watcher(nodes, watcher::Config::default())
-        .backoff(controller_kit::watch_backoff::backoff())
+    let watch = controller_kit::watch_backoff::retrying(watcher(nodes, watcher::Config::default()))
         .reflect(writer)
         .for_each(|_| async {});
     let watch = tokio::spawn(watch);

@@ -14,6 +14,7 @@
 //! - [`events`]: best-effort Kubernetes events.
 //! - [`node`]: reading Nodes: readiness, taints, provider references.
 //! - [`patch`]: resourceVersion-guarded merge patches, fenced by leadership, retried on conflict.
+//! - [`relist`]: a relist's objects reach a Controller once its store holds them.
 //! - [`shards`]: scale-out: shards of the work, each owned through a Lease of its own.
 //! - [`runner`]: the common start-up of a controller binary.
 //! - [`spans`]: one trace per reconcile: its root span and how it ended.
@@ -35,6 +36,7 @@ pub mod names;
 pub mod node;
 pub mod node_watch;
 pub mod patch;
+pub mod relist;
 pub mod routes;
 pub mod runner;
 pub mod shards;

@@ -35,8 +35,7 @@ where
     let mut relisting: Option<HashMap<String, V>> = None;
     let mut listed = signal_first_list;
     let name = |node: &Node| node.metadata.name.clone().unwrap_or_default();
-    let watch = watcher(api, watcher::Config::default())
-        .backoff(crate::watch_backoff::backoff())
+    let watch = crate::watch_backoff::retrying(watcher(api, watcher::Config::default()))
         .reflect(writer)
         .for_each(move |event| {
             let changed = match event {

@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{
     Api,
     runtime::{
-        Controller, WatchStreamExt, controller,
+        Controller, controller,
         reflector::{self, ObjectRef, Store},
         watcher,
     },
@@ -86,9 +86,10 @@ pub async fn run(runtime: Runtime, config: Config) {
             let api = Api::<Service>::all(runtime.client.clone());
             let watch = queue.observe(reflector::reflector(
                 writer,
-                watcher(api, watcher::Config::default()).backoff(controller_kit::watch_backoff::backoff()),
+                controller_kit::watch_backoff::retrying(watcher(api, watcher::Config::default())),
             ));
-            let controller = Controller::for_stream(watch.applied_objects(), store)
+            let controller = Controller::for_stream(controller_kit::relist::applied_objects(watch), store)
+                .trigger_backoff(controller_kit::watch_backoff::AlreadyBackedOff)
                 .with_config(controller::Config::default().concurrency(config.concurrent_service_syncs));
             let services = controller.store();
             let node_sync = tokio::spawn(sync_on_node_changes(
