@@ -60,6 +60,13 @@ pub trait CloudLoadBalancers: Send + Sync {
         cluster: &str,
         service: &Service,
     ) -> Result<(), GatewayError>;
+
+    /// Which provider the cloud behind this client serves now, asked of it: the last answer's
+    /// may predate a swap of the gateway for another vendor's. While no gateway answers (a
+    /// swap under way), this waits, as every call does. `None` when this cloud does not say.
+    async fn current_provider(&self) -> Result<Option<String>, GatewayError> {
+        Ok(None)
+    }
 }
 
 #[async_trait::async_trait]
@@ -148,6 +155,14 @@ impl CloudLoadBalancers for GatewayClient {
         })
         .await?;
         Ok(())
+    }
+
+    async fn current_provider(&self) -> Result<Option<String>, GatewayError> {
+        let name = self.capabilities().await?.provider_name;
+        if !name.is_empty() {
+            self.provider().observe(&name);
+        }
+        Ok(Some(name).filter(|n| !n.is_empty()))
     }
 }
 

@@ -427,9 +427,15 @@ async fn run_sync(
     tracing::info!(service = %key, shard, ?decision, "service sync started");
     let regarding = svc.object_ref(&());
     let result = match decision {
-        Decision::Ensure => ensure(ctx, svc, shard, backends, &regarding).await,
+        Decision::Ensure | Decision::Cleanup => match provider_now(ctx, svc, shard).await {
+            Ok(Ok(provider)) if decision == Decision::Ensure => {
+                ensure(ctx, svc, shard, backends, &regarding, provider.as_deref()).await
+            }
+            Ok(Ok(_)) => cleanup(ctx, svc, shard, &regarding).await,
+            Ok(Err(former)) => held_by_former_provider(ctx, svc, shard, former).await,
+            Err(err) => Err(err),
+        },
         Decision::UpdateHosts => update_hosts(ctx, svc, shard, backends, &regarding).await,
-        Decision::Cleanup => cleanup(ctx, svc, shard, &regarding).await,
         Decision::Nothing => Ok(()),
     };
     tracing::info!(service = %key, shard, ok = result.is_ok(), "service sync finished");
@@ -443,6 +449,36 @@ async fn run_sync(
             .await;
     }
     result
+}
+
+/// Before an ensure (which records the provider before its first cloud call) or a cleanup
+/// (which lets the record go): the provider the gateway serves now, asked of it, or `Err` with
+/// the former provider that holds the Service's load balancer. The last answer's provider may
+/// predate a gateway swap under way (no gateway answering yet): an ensure would record the
+/// former vendor and make the load balancer at the new one (then never updated, and left there
+/// when the Service goes), a cleanup would "delete" a former vendor's load balancer at the new
+/// one and let the Service go with no report. (A swap between this answer and the next call,
+/// milliseconds apart, is not covered.)
+async fn provider_now(
+    ctx: &Context,
+    svc: &Service,
+    shard: u32,
+) -> Result<Result<Option<String>, String>, Error> {
+    let asked = ctx
+        .fenced(shard, ctx.cloud.current_provider())
+        .await?
+        .map_err(|source| Error::Cloud {
+            action: "ask the gateway which provider it serves",
+            source,
+        })?;
+    if let Some(asked) = &asked {
+        ctx.provider.observe(asked);
+    }
+    let provider = asked.or_else(|| ctx.provider.current());
+    Ok(match plan::former_provider(svc, provider.as_deref()) {
+        Some(former) => Err(former),
+        None => Ok(provider),
+    })
 }
 
 /// When the same sync of the same Service (no change that needs the cloud since) failed and
@@ -485,6 +521,7 @@ async fn ensure(
     shard: u32,
     backends: &[BackendNode],
     regarding: &ObjectReference,
+    provider: Option<&str>,
 ) -> Result<(), Error> {
     let key = key_of(svc);
     ctx.events
@@ -498,16 +535,13 @@ async fn ensure(
     let api = ctx.services(svc);
     let writer = ctx.writer(shard);
     let class = ctx.class.as_deref();
-    let provider = ctx.provider.current();
     let with_finalizer = writer
         .write_from(&api, svc, |fresh| {
             // Changed meanwhile so that it wants no load balancer: its next sync cleans up.
             if !plan::wants_load_balancer(fresh, class) || fresh.metadata.deletion_timestamp.is_some() {
                 return Ok(Patches::default());
             }
-            Ok::<_, std::convert::Infallible>(
-                plan::add_finalizer(fresh, provider.as_deref()).unwrap_or_default(),
-            )
+            Ok::<_, std::convert::Infallible>(plan::add_finalizer(fresh, provider).unwrap_or_default())
         })
         .await;
     let Some(current) = written(svc, with_finalizer, "add load balancer cleanup finalizer")? else {

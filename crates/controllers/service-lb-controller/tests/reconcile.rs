@@ -12,6 +12,7 @@ use std::{
 use controller_kit::{
     events::Events,
     gateway::GatewayError,
+    gateway_provider::ProviderWatch,
     load_balancers::CloudLoadBalancers as _,
     names::{FINALIZER_LB_CLEANUP, callers::SERVICE_CONTROLLER, labels::EXCLUDE_FROM_EXTERNAL_LBS},
     shards::Shards,
@@ -71,6 +72,21 @@ async fn harness_with<F>(shards: Shards, hook: F) -> Harness
 where
     F: Fn(&Method, &str) -> Intercept + Send + Sync + 'static,
 {
+    harness_following(shards, hook, None).await
+}
+
+/// [`harness`], its controller following `provider` (the gateway client's view of which
+/// provider the gateway serves, from its answers).
+async fn harness_believing(provider: &str) -> Harness {
+    let watch = ProviderWatch::default();
+    watch.observe(provider);
+    harness_following(Shards::unconditional(16), |_, _| Intercept::Pass, Some(watch)).await
+}
+
+async fn harness_following<F>(shards: Shards, hook: F, provider: Option<ProviderWatch>) -> Harness
+where
+    F: Fn(&Method, &str) -> Intercept + Send + Sync + 'static,
+{
     let server = fake_apiserver::FakeApiServer::start(fake_apiserver::Config::default())
         .await
         .unwrap();
@@ -80,7 +96,7 @@ where
     let metrics = MetricsRegistry::new();
     let (store, writer) = reflector::store();
     let (retry, retries) = tokio::sync::mpsc::unbounded_channel();
-    let ctx = Arc::new(Context::new(
+    let ctx = Context::new(
         controllers_client.clone(),
         cloud.clone(),
         CLUSTER.into(),
@@ -90,7 +106,11 @@ where
         Metrics::register(&metrics, &shards),
         store,
         retry,
-    ));
+    );
+    let ctx = Arc::new(match provider {
+        Some(watch) => ctx.with_provider(watch),
+        None => ctx,
+    });
     Harness {
         _server: server,
         services: Api::namespaced(client.clone(), "default"),
@@ -932,4 +952,81 @@ async fn a_status_write_finding_the_service_gone_is_no_error() {
         1
     );
     assert!(!h.events().await.iter().any(|e| e.starts_with("Warning")));
+}
+
+// --- a gateway swapped for another vendor's ---------------------------------------------------
+
+/// The provider the Service records as holding its load balancer.
+fn recorded_provider(svc: &Service) -> Option<String> {
+    svc.metadata
+        .annotations
+        .as_ref()?
+        .get("service.cloudgateway.io/load-balancer-provider")
+        .cloned()
+}
+
+#[tokio::test]
+async fn an_ensure_during_a_swap_records_the_provider_that_answers_not_the_former_one() {
+    // The last answer came from the simulator; the gateway now at the address is pycloud's.
+    // Found by the chaos suite (`vendor-swap`): the Service recorded "simulator" while its load
+    // balancer was made at pycloud, and was then reported as held by the former vendor, never
+    // updated, and its load balancer left at pycloud when it was deleted.
+    let h = harness_believing("simulator").await;
+    h.cloud.serve_provider(Some("pycloud"));
+    h.list_nodes(&[node("n1")]);
+    let svc = h.create(ServiceBuilder::new("web")).await;
+
+    h.reconcile(&svc).await.unwrap();
+
+    let svc = h.service("web").await;
+    assert_eq!(recorded_provider(&svc).as_deref(), Some("pycloud"));
+    assert_eq!(
+        h.cloud.described_load_balancer_calls(),
+        ["Ensure default/web [n1]"]
+    );
+    // Its next sync is an ordinary one, not a report of a former vendor's load balancer.
+    h.patch(
+        "web",
+        json!({"spec": {"ports": [{"name": "http", "port": 81, "protocol": "TCP"}]}}),
+    )
+    .await;
+    h.reconcile(&h.service("web").await).await.unwrap();
+    assert_eq!(h.cloud.load_balancers().len(), 1);
+    assert!(
+        !h.events().await.iter().any(|e| e.contains("FormerProvider")),
+        "{:?}",
+        h.events().await
+    );
+}
+
+#[tokio::test]
+async fn a_former_vendors_service_deleted_during_a_swap_is_reported_not_deleted_at_the_new_one() {
+    let h = harness_believing("simulator").await;
+    h.list_nodes(&[node("n1")]);
+    let svc = h.create(ServiceBuilder::new("web")).await;
+    h.reconcile(&svc).await.unwrap();
+    assert_eq!(
+        recorded_provider(&*h.service("web").await).as_deref(),
+        Some("simulator")
+    );
+    // The swap: pycloud answers at the address; no answer has told the controller yet.
+    h.cloud.serve_provider(Some("pycloud"));
+    let calls = h.cloud.load_balancer_calls().len();
+    let deleted = h.delete("web").await;
+
+    h.reconcile(&deleted).await.unwrap();
+
+    assert!(!h.exists("web").await, "the Service is let go");
+    assert_eq!(
+        h.cloud.load_balancer_calls().len(),
+        calls,
+        "nothing asked of the new vendor for the former one's load balancer"
+    );
+    assert!(
+        h.events()
+            .await
+            .contains(&"Warning LoadBalancerOrphaned".to_owned()),
+        "the load balancer left at the former vendor is reported: {:?}",
+        h.events().await
+    );
 }

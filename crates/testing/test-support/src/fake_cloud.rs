@@ -31,6 +31,8 @@ pub struct FakeCloud {
     state: Mutex<State>,
     lb: Mutex<LbState>,
     routes: Mutex<RouteState>,
+    /// The provider it says it is when asked ([`FakeCloud::serve_provider`]).
+    provider: Mutex<Option<String>>,
 }
 
 #[derive(Default)]
@@ -153,6 +155,15 @@ impl FakeCloud {
     /// An empty cloud: every lookup is `InstanceNotFound`.
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
+    }
+
+    /// Says it is `provider` when asked which provider it serves (`None`: does not say, the
+    /// default).
+    pub fn serve_provider(&self, provider: Option<&str>) {
+        *self
+            .provider
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = provider.map(str::to_owned);
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -415,6 +426,14 @@ impl CloudLoadBalancers for FakeCloud {
             .await?;
         lb.balancers.remove(&lb_key(service));
         Ok(())
+    }
+
+    async fn current_provider(&self) -> Result<Option<String>, GatewayError> {
+        Ok(self
+            .provider
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone())
     }
 }
 
