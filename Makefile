@@ -65,6 +65,14 @@ fuzz: ## the property tests of every parser of outside input, FUZZ_CASES cases e
 	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release $(FUZZ_PACKAGES) -- fuzz_
 	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release -p provider-aws --test fuzz -- fuzz_
 
+.PHONY: chaos
+chaos: build ## the resilience suite: kills, error storms, watch expiry, a vendor swap; prints a table, writes target/chaos.json
+	target/debug/ccm-chaos --json target/chaos.json $(CHAOS_ARGS)
+
+.PHONY: chaos-quick
+chaos-quick: build ## every resilience scenario briefly (make test runs it as tests/tests/chaos.rs)
+	target/debug/ccm-chaos --quick --json target/chaos-quick.json $(CHAOS_ARGS)
+
 .PHONY: bench
 bench: ## node initialization at cloud scale, ours beside upstream mode (release build; prints a table, writes target/bench.json)
 	$(CARGO) build --release --bins $(DEMO_BUILD)

@@ -5,6 +5,7 @@
 //! (`cargo build --workspace --bins`). Each process logs to a file in the cluster's temporary
 //! directory; when a test fails, the tail of every log is printed.
 
+pub mod chaos;
 pub mod measure;
 pub mod routes_bench;
 pub mod services_bench;
@@ -215,8 +216,14 @@ impl ClusterSpec {
     /// An inventory with running instances `names` in region `sim-east-1`.
     pub fn with_instances(names: &[&str]) -> Self {
         let mut inventory = String::from(
-            "region: sim-east-1\nzones: [sim-east-1a, sim-east-1b]\ninstance_subnet: 10.0.0.0/16\ninstances:\n",
+            "region: sim-east-1\nzones: [sim-east-1a, sim-east-1b]\ninstance_subnet: 10.0.0.0/16\n",
         );
+        // `instances:` with nothing under it is null, not an empty list, to a YAML parser.
+        inventory.push_str(if names.is_empty() {
+            "instances: []\n"
+        } else {
+            "instances:\n"
+        });
         for (i, name) in names.iter().enumerate() {
             inventory.push_str(&format!(
                 "  - name: {name}\n    type: sim.medium\n    zone: sim-east-1{}\n    private_ip: 10.0.0.{}\n",
@@ -410,6 +417,36 @@ impl Cluster {
         proc.http = Some(([127, 0, 0, 1], port).into());
         self.procs.push(proc);
         self.procs.len() - 1
+    }
+
+    /// [`Cluster::sim`] that answers `None` when the gateway does not (it may be down on purpose).
+    pub async fn try_sim(&self, args: &[&str]) -> Option<Value> {
+        let output = Command::new(binary("cloud-sim"))
+            .arg("--admin-url")
+            .arg(format!("http://{}", self.gateway_http))
+            .arg("-o")
+            .arg("json")
+            .args(args)
+            .output()
+            .await
+            .ok()?;
+        if !output.status.success() {
+            return None;
+        }
+        serde_json::from_slice(&output.stdout).ok()
+    }
+
+    /// The process labelled `name`, the latest one when several were.
+    pub fn proc_named(&mut self, name: &str) -> Option<&mut Proc> {
+        self.procs.iter_mut().rev().find(|p| p.name == name)
+    }
+
+    /// SIGKILLs the gateway (a crash: nothing is flushed or drained); its cloud state stays on
+    /// disk for [`Cluster::start_gateway`].
+    pub async fn kill_gateway(&mut self) {
+        if let Some(gateway) = self.proc_named("cloud-gateway") {
+            gateway.kill().await;
+        }
     }
 
     /// Runs `cloud-sim` against the gateway's admin API; returns its JSON output.

@@ -7,86 +7,25 @@ use std::{
     time::Duration,
 };
 
-use e2e::{Cluster, ClusterSpec, ingress_ips, wait_for};
+use e2e::{
+    Cluster, ClusterSpec,
+    chaos::services::{LEASES, Work, overlaps, work_of},
+    ingress_ips, wait_for,
+};
 use futures::StreamExt;
 use k8s_openapi::{api::core::v1::Service, jiff::Timestamp};
 use kube::{
     ResourceExt,
     api::{DeleteParams, ListParams},
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 const SERVICES: usize = 200;
-
-/// Lease timings shortened so that a takeover fits a test (the mechanism is the same).
-const LEASES: [&str; 6] = [
-    "--leader-elect-lease-duration",
-    "4s",
-    "--leader-elect-renew-deadline",
-    "3s",
-    "--leader-elect-retry-period",
-    "1s",
-];
 
 fn start_replica(cluster: &mut Cluster, name: &str) -> usize {
     let mut args = vec!["--log-format", "json", "--leader-elect-identity", name];
     args.extend(LEASES);
     cluster.start_controller("service-lb-controller", name, &args)
-}
-
-/// One replica's work on one Service: from "service sync started" to "service sync finished"
-/// (or to `killed_at` when the replica died in between).
-#[derive(Debug, Clone)]
-struct Work {
-    replica: String,
-    start: Timestamp,
-    end: Timestamp,
-}
-
-/// The syncs a replica's JSON log records, by Service.
-fn work_of(replica: &str, log: &str, killed_at: Option<Timestamp>) -> BTreeMap<String, Vec<Work>> {
-    let mut open: BTreeMap<String, Timestamp> = BTreeMap::new();
-    let mut done: BTreeMap<String, Vec<Work>> = BTreeMap::new();
-    for line in log.lines() {
-        let Ok(entry) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        let (Some(message), Some(service), Some(at)) = (
-            entry["message"].as_str(),
-            entry["service"].as_str(),
-            entry["timestamp"]
-                .as_str()
-                .and_then(|t| t.parse::<Timestamp>().ok()),
-        ) else {
-            continue;
-        };
-        match message {
-            "service sync started" => {
-                assert!(
-                    open.insert(service.to_owned(), at).is_none(),
-                    "{replica} started {service} twice at once"
-                );
-            }
-            "service sync finished" => {
-                let start = open.remove(service).expect("a finished sync was started");
-                done.entry(service.to_owned()).or_default().push(Work {
-                    replica: replica.to_owned(),
-                    start,
-                    end: at,
-                });
-            }
-            _ => {}
-        }
-    }
-    for (service, start) in open {
-        let end = killed_at.unwrap_or_else(|| panic!("{replica} never finished its sync of {service}"));
-        done.entry(service).or_default().push(Work {
-            replica: replica.to_owned(),
-            start,
-            end,
-        });
-    }
-    done
 }
 
 /// The test's Services (not the API server's own `kubernetes` Service).
@@ -220,24 +159,14 @@ async fn replicas_share_services_and_survive_a_kill_without_duplicates_leaks_or_
     let mut synced_by: BTreeMap<String, usize> = BTreeMap::new();
     for (name, index) in &replicas {
         let killed = (*index == r2).then_some(killed_at);
-        for (service, mut items) in work_of(name, &cluster.procs[*index].log(), killed) {
+        let items = work_of(name, &cluster.procs[*index].log(), killed).unwrap_or_else(|e| panic!("{e}"));
+        for (service, mut items) in items {
             *synced_by.entry(name.clone()).or_default() += items.len();
             work.entry(service).or_default().append(&mut items);
         }
     }
-    for (service, items) in &work {
-        for (i, a) in items.iter().enumerate() {
-            for b in &items[i + 1..] {
-                let apart = a.end <= b.start || b.end <= a.start;
-                assert!(
-                    a.replica == b.replica || apart,
-                    "{service} synced by {} and {} at once: {a:?} {b:?}",
-                    a.replica,
-                    b.replica
-                );
-            }
-        }
-    }
+    let overlapping = overlaps(&work);
+    assert!(overlapping.is_empty(), "{overlapping:#?}");
     for (name, _) in &replicas {
         assert!(
             synced_by.get(name).copied().unwrap_or(0) > 0,

@@ -1,0 +1,105 @@
+//! `make chaos`: the resilience suite (see `e2e::chaos`). Runs every scenario (or those named
+//! with `--only`), prints a table of faults injected and invariants broken, writes it as JSON
+//! (`--json PATH`) and exits 1 when any invariant broke.
+//!
+//! `--quick` runs each scenario briefly (what `make test` runs); `--seed N` replays a fault
+//! schedule.
+
+use std::{path::PathBuf, process::ExitCode};
+
+use e2e::chaos::{self, SCENARIOS, Scale};
+use serde_json::Value;
+
+struct Args {
+    scale: Scale,
+    json: Option<PathBuf>,
+    only: Vec<String>,
+    seed: u64,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        scale: Scale::Full,
+        json: None,
+        only: Vec::new(),
+        seed: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--quick" => args.scale = Scale::Quick,
+            "--json" => args.json = Some(it.next().ok_or("--json needs a path")?.into()),
+            "--only" => {
+                let names = it.next().ok_or("--only needs scenario names")?;
+                for name in names.split(',') {
+                    if !SCENARIOS.contains(&name) {
+                        return Err(format!("no scenario {name:?}; known: {}", SCENARIOS.join(", ")));
+                    }
+                    args.only.push(name.to_owned());
+                }
+            }
+            "--seed" => {
+                let seed = it.next().ok_or("--seed needs a number")?;
+                args.seed = seed
+                    .parse()
+                    .map_err(|_| format!("--seed {seed:?} is not a number"))?;
+            }
+            "-h" | "--help" => {
+                return Err(format!(
+                    "usage: ccm-chaos [--quick] [--json PATH] [--only {}] [--seed N]",
+                    SCENARIOS.join(",")
+                ));
+            }
+            other => return Err(format!("unknown argument {other:?} (see --help)")),
+        }
+    }
+    Ok(args)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(64);
+        }
+    };
+    let names: Vec<&str> = if args.only.is_empty() {
+        SCENARIOS.to_vec()
+    } else {
+        args.only.iter().map(String::as_str).collect()
+    };
+    let mut outcomes = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        eprintln!(
+            "chaos: scenario {name} ({:?}, seed {})",
+            args.scale,
+            args.seed + i as u64
+        );
+        let outcome = chaos::run(name, args.scale, args.seed + i as u64).await;
+        eprintln!("chaos: {name}: {}", outcome.to_json());
+        outcomes.push(outcome);
+    }
+    println!("{}", chaos::table(&outcomes));
+    for o in &outcomes {
+        for v in &o.violations {
+            println!("- {}: {v}", o.scenario);
+        }
+    }
+    if let Some(path) = &args.json {
+        let json = Value::Array(outcomes.iter().map(chaos::Outcome::to_json).collect());
+        if let Err(e) = std::fs::write(path, serde_json::to_string_pretty(&json).unwrap_or_default()) {
+            eprintln!("cannot write {}: {e}", path.display());
+            return ExitCode::from(1);
+        }
+    }
+    if outcomes.iter().all(chaos::Outcome::passed) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
