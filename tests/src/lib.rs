@@ -216,14 +216,8 @@ impl ClusterSpec {
     /// An inventory with running instances `names` in region `sim-east-1`.
     pub fn with_instances(names: &[&str]) -> Self {
         let mut inventory = String::from(
-            "region: sim-east-1\nzones: [sim-east-1a, sim-east-1b]\ninstance_subnet: 10.0.0.0/16\n",
+            "region: sim-east-1\nzones: [sim-east-1a, sim-east-1b]\ninstance_subnet: 10.0.0.0/16\ninstances:\n",
         );
-        // `instances:` with nothing under it is null, not an empty list, to a YAML parser.
-        inventory.push_str(if names.is_empty() {
-            "instances: []\n"
-        } else {
-            "instances:\n"
-        });
         for (i, name) in names.iter().enumerate() {
             inventory.push_str(&format!(
                 "  - name: {name}\n    type: sim.medium\n    zone: sim-east-1{}\n    private_ip: 10.0.0.{}\n",

@@ -135,8 +135,17 @@ struct RawInventory {
     instance_subnet: Option<IpNet>,
     #[serde(default)]
     load_balancer_pool: Option<IpNet>,
-    #[serde(default)]
+    /// `instances:` with nothing under it is YAML's null: an empty inventory, as people mean it.
+    #[serde(default, deserialize_with = "null_as_empty")]
     instances: Vec<RawInstance>,
+}
+
+fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 #[derive(Deserialize)]
@@ -702,6 +711,8 @@ instances:
             assert_eq!(parse(text).unwrap(), Inventory::default(), "{text:?}");
         }
         assert_eq!(parse("instances: []").unwrap().instances.len(), 0);
+        // What serde_yaml_ng accepted and serde-saphyr first refused: a key with nothing under it.
+        assert_eq!(parse("region: r\ninstances:\n").unwrap().instances.len(), 0);
     }
 
     /// (text, line, message fragment)
