@@ -182,12 +182,20 @@ where
 
 /// A minimal HTTP/1.0 GET on loopback: (status code, body). `None` when nothing answers.
 pub async fn http_get(addr: SocketAddr, path: &str) -> Option<(u16, String)> {
+    http_request(addr, "GET", path).await
+}
+
+/// A minimal HTTP/1.0 request without a body on loopback: (status code, body). `None` when
+/// nothing answers.
+pub async fn http_request(addr: SocketAddr, method: &str, path: &str) -> Option<(u16, String)> {
     let mut stream = tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
         .await
         .ok()?
         .ok()?;
     stream
-        .write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .write_all(
+            format!("{method} {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n").as_bytes(),
+        )
         .await
         .ok()?;
     let mut response = String::new();
@@ -213,6 +221,16 @@ pub struct ClusterSpec {
 }
 
 impl ClusterSpec {
+    /// The gateway's own read and write limits raised to `per_second` (burst as much), for tests
+    /// whose subject is not the limiter.
+    pub fn with_gateway_limits(mut self, per_second: u32) -> Self {
+        let rate = per_second.to_string();
+        for flag in ["--write-rate", "--write-burst", "--read-rate", "--read-burst"] {
+            self.gateway_args.extend([flag.to_owned(), rate.clone()]);
+        }
+        self
+    }
+
     /// An inventory with running instances `names` in region `sim-east-1`.
     pub fn with_instances(names: &[&str]) -> Self {
         let mut inventory = String::from(

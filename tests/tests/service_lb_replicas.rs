@@ -9,7 +9,7 @@ use std::{
 
 use e2e::{
     Cluster, ClusterSpec,
-    chaos::services::{LEASES, Work, overlaps, work_of},
+    chaos::services::{Work, overlaps, start_replica, work_of},
     ingress_ips, wait_for,
 };
 use futures::StreamExt;
@@ -22,12 +22,6 @@ use serde_json::json;
 
 const SERVICES: usize = 200;
 
-fn start_replica(cluster: &mut Cluster, name: &str) -> usize {
-    let mut args = vec!["--log-format", "json", "--leader-elect-identity", name];
-    args.extend(LEASES);
-    cluster.start_controller("service-lb-controller", name, &args)
-}
-
 /// The test's Services (not the API server's own `kubernetes` Service).
 fn ours(services: Vec<Service>) -> Vec<Service> {
     services
@@ -39,19 +33,7 @@ fn ours(services: Vec<Service>) -> Vec<Service> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_share_services_and_survive_a_kill_without_duplicates_leaks_or_overlaps() {
     let nodes = ["node-a", "node-b", "node-c"];
-    let mut spec = ClusterSpec::with_instances(&nodes);
-    spec.gateway_args = [
-        "--write-rate",
-        "200",
-        "--write-burst",
-        "200",
-        "--read-rate",
-        "200",
-        "--read-burst",
-        "200",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    let spec = ClusterSpec::with_instances(&nodes).with_gateway_limits(200);
     let mut cluster = Cluster::start(spec).await;
     for node in nodes {
         cluster.register_node(node, true).await;

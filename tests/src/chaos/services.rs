@@ -41,6 +41,14 @@ pub const LEASES: [&str; 6] = [
     "1s",
 ];
 
+/// Starts a service-lb-controller replica named `name` with JSON logs (what [`work_of`] reads)
+/// and the short [`LEASES`]; its index in the cluster's processes.
+pub fn start_replica(cluster: &mut Cluster, name: &str) -> usize {
+    let mut args = vec!["--log-format", "json", "--leader-elect-identity", name];
+    args.extend(LEASES);
+    cluster.start_controller("service-lb-controller", name, &args)
+}
+
 const NAMESPACE: &str = "chaos";
 const REPLICAS: usize = 3;
 
@@ -144,9 +152,7 @@ impl Replicas {
     fn start(&mut self, cluster: &mut Cluster) {
         self.started += 1;
         let name = format!("slb-{}", self.started);
-        let mut args = vec!["--log-format", "json", "--leader-elect-identity", &name];
-        args.extend(LEASES);
-        cluster.start_controller("service-lb-controller", &name, &args);
+        start_replica(cluster, &name);
         self.running.push(name.clone());
         self.all.push((name, None));
     }
@@ -298,19 +304,7 @@ async fn set_knobs(cluster: &Cluster, error_rate: &str) -> bool {
 pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
     let mut outcome = Outcome::new("services");
     let nodes = ["node-a", "node-b", "node-c"];
-    let mut spec = ClusterSpec::with_instances(&nodes);
-    spec.gateway_args = [
-        "--write-rate",
-        "500",
-        "--write-burst",
-        "500",
-        "--read-rate",
-        "500",
-        "--read-burst",
-        "500",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    let spec = ClusterSpec::with_instances(&nodes).with_gateway_limits(500);
     let mut cluster = Cluster::start(spec).await;
     for node in nodes {
         cluster.register_node(node, true).await;

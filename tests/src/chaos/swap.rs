@@ -342,19 +342,7 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
         }
     };
     let nodes = ["node-a", "node-b", "node-c"];
-    let mut spec = ClusterSpec::with_instances(&nodes);
-    spec.gateway_args = [
-        "--write-rate",
-        "200",
-        "--write-burst",
-        "200",
-        "--read-rate",
-        "200",
-        "--read-burst",
-        "200",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    let spec = ClusterSpec::with_instances(&nodes).with_gateway_limits(200);
     let mut cluster = Cluster::start(spec).await;
     for node in nodes {
         cluster.register_node(node, true).await;

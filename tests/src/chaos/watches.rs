@@ -64,10 +64,7 @@ use fake_apiserver::{
     resources::{Store, primary},
 };
 use serde_json::{Value, json};
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    time::Instant,
-};
+use tokio::time::Instant;
 
 use super::{Dice, Outcome, Scale};
 use crate::{Cluster, ClusterSpec, Procs, binary, free_port, http_get, spawn, wait_for};
@@ -189,24 +186,6 @@ async fn cloud(gateway: SocketAddr) -> Option<Cloud> {
         lbs: ours(get("/simulator/v1/load-balancers").await?),
         routes: ours(get("/simulator/v1/routes").await?),
     })
-}
-
-/// A POST with no body on loopback; the status code.
-async fn post(addr: SocketAddr, path: &str) -> Option<u16> {
-    let mut stream = tokio::time::timeout(Duration::from_secs(2), tokio::net::TcpStream::connect(addr))
-        .await
-        .ok()?
-        .ok()?;
-    stream
-        .write_all(format!("POST {path} HTTP/1.0\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n").as_bytes())
-        .await
-        .ok()?;
-    let mut response = String::new();
-    tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut response))
-        .await
-        .ok()?
-        .ok()?;
-    response.split_whitespace().nth(1)?.parse().ok()
 }
 
 fn node(reg: &Registry, name: &str) -> Option<Value> {
@@ -401,7 +380,14 @@ impl World {
                 .and_then(|n| n["spec"]["providerID"].as_str().map(str::to_owned))
                 .and_then(|id| id.rsplit('/').next().map(str::to_owned))
                 .ok_or_else(|| format!("Node {victim} has no providerID"))?;
-            match post(gateway, &format!("/simulator/v1/instances/{id}/terminate")).await {
+            match crate::http_request(
+                gateway,
+                "POST",
+                &format!("/simulator/v1/instances/{id}/terminate"),
+            )
+            .await
+            .map(|(status, _)| status)
+            {
                 Some(200) => {}
                 other => return Err(format!("terminate {id} of {victim}: {other:?}")),
             }

@@ -198,6 +198,19 @@ impl AwsProvider {
         )))
     }
 
+    /// Before creating the Service's load balancer: `create` false (an update) has nothing to
+    /// update, and the other type must not exist.
+    async fn may_create(&self, spec: &LbSpec, tagging: &ClusterTagging, create: bool) -> Result<()> {
+        self.refuse_type_change(spec, tagging).await?;
+        if !create {
+            return Err(ProviderError::InvalidArgument(format!(
+                "load balancer {} does not exist; ensure it first",
+                spec.name
+            )));
+        }
+        Ok(())
+    }
+
     /// Refuses to build one type while the Service has a load balancer of the other (upstream
     /// v1.36 refuses from the ingress hostname; before, it leaked the old one).
     async fn refuse_type_change(&self, spec: &LbSpec, tagging: &ClusterTagging) -> Result<()> {
@@ -271,12 +284,7 @@ impl AwsProvider {
                 return Ok(hostname(&o.dns_name));
             }
         } else {
-            self.refuse_type_change(spec, tagging).await?;
-            if !create {
-                return Err(ProviderError::InvalidArgument(format!(
-                    "load balancer {name} does not exist; ensure it first"
-                )));
-            }
+            self.may_create(spec, tagging, create).await?;
         }
         let backends = &self.backends(targets).await?;
         let vpc = self.cluster_vpc(observed.as_ref().map(|o| o.vpc_id.as_str()), backends)?;
@@ -515,12 +523,7 @@ impl AwsProvider {
                 tracing::warn!(lb = %name, has = %lb.scheme, asked = spec.scheme(), "the scheme of a load balancer is fixed at creation (as cloud-provider-aws); delete and re-create the Service to change it");
             }
         } else {
-            self.refuse_type_change(spec, tagging).await?;
-            if !create {
-                return Err(ProviderError::InvalidArgument(format!(
-                    "load balancer {name} does not exist; ensure it first"
-                )));
-            }
+            self.may_create(spec, tagging, create).await?;
         }
         let backends = &self.backends(targets).await?;
         let vpc = self.cluster_vpc(existing.as_ref().map(|l| l.vpc_id.as_str()), backends)?;
