@@ -180,6 +180,15 @@ pub struct AwsArgs {
     /// every sync, as cloud-provider-aws does.
     #[arg(long = "aws-load-balancer-verify-period", default_value = "10m", value_parser = humantime::parse_duration)]
     pub verify_period: Duration,
+    /// The cluster ID of AWS tags (`kubernetes.io/cluster/<id>`), as cloud-provider-aws's
+    /// `KubernetesClusterID`; the controllers' `--cluster-name` when unset.
+    #[arg(long = "aws-cluster-id")]
+    pub cluster_id: Option<String>,
+    /// Also tag new resources `KubernetesCluster=<id>`, as cloud-provider-aws does when its cloud
+    /// config sets `KubernetesClusterTag` (clusters older than the `kubernetes.io/cluster/` key).
+    /// Needs --aws-cluster-id. Resources carrying only the legacy tag are the cluster's either way.
+    #[arg(long = "aws-legacy-cluster-tag", requires = "cluster_id")]
+    pub legacy_cluster_tag: bool,
 }
 
 #[cfg(feature = "aws")]
@@ -195,6 +204,8 @@ impl AwsArgs {
             max_attempts: self.max_attempts,
             operation_timeout: self.operation_timeout,
             verify_period: self.verify_period,
+            cluster_id: self.cluster_id.clone(),
+            legacy_cluster_tag: self.legacy_cluster_tag,
             ..provider_aws::AwsConfig::default()
         }
     }
@@ -525,6 +536,19 @@ mod tests {
         assert_eq!(config.region, "eu-west-1");
         assert_eq!(config.subnet_ids, ["subnet-a", "subnet-b"]);
         assert_eq!(config.max_instance_batch, 500);
+        assert_eq!((config.cluster_id, config.legacy_cluster_tag), (None, false));
+
+        let args = Args::parse_from([
+            "cloud-gateway",
+            "--provider=aws",
+            "--aws-cluster-id=prod-1",
+            "--aws-legacy-cluster-tag",
+        ]);
+        let config = args.aws.config();
+        assert_eq!(config.cluster_id.as_deref(), Some("prod-1"));
+        assert!(config.legacy_cluster_tag);
+        let err = Args::try_parse_from(["cloud-gateway", "--aws-legacy-cluster-tag"]).unwrap_err();
+        assert!(err.to_string().contains("--aws-cluster-id"), "{err}");
     }
 
     #[test]

@@ -33,6 +33,15 @@ pub enum HealthProbe {
     },
 }
 
+/// An IP family of node addresses (cloud-config `NodeIPFamilies`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum IpFamily {
+    /// `ipv4`: the instance's private and public IPv4 addresses and DNS names.
+    V4,
+    /// `ipv6`: the IPv6 addresses of the instance's network interfaces.
+    V6,
+}
+
 /// Load-balancer settings cloud-provider-aws takes from its cloud config.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LbSettings {
@@ -73,6 +82,16 @@ pub struct AwsConfig {
     pub operation_timeout: Duration,
     /// Load-balancer settings of upstream's cloud config.
     pub load_balancers: LbSettings,
+    /// The cluster ID of the tags (`kubernetes.io/cluster/<id>`, legacy `KubernetesCluster=<id>`):
+    /// cloud-config `KubernetesClusterID`/`KubernetesClusterTag`. `None`: the cluster name
+    /// each request carries (the controllers' `--cluster-name`).
+    pub cluster_id: Option<String>,
+    /// Also write the legacy `KubernetesCluster=<id>` tag (cloud-config `KubernetesClusterTag`).
+    /// Resources carrying only the legacy tag are the cluster's either way.
+    pub legacy_cluster_tag: bool,
+    /// Address families of node addresses, in order (cloud-config `NodeIPFamilies`); default
+    /// IPv4 only.
+    pub node_ip_families: Vec<IpFamily>,
     /// How long a load balancer found as its Service asks stays trusted: syncs of the unchanged
     /// Service within it read only the load balancer and its tags; after it, one full read
     /// repairs what was changed behind the provider's back. Default 10 minutes.
@@ -91,6 +110,9 @@ impl Default for AwsConfig {
             max_attempts: DEFAULT_MAX_ATTEMPTS,
             operation_timeout: Duration::from_secs(30),
             load_balancers: LbSettings::default(),
+            cluster_id: None,
+            legacy_cluster_tag: false,
+            node_ip_families: vec![IpFamily::V4],
             verify_period: DEFAULT_VERIFY_PERIOD,
         }
     }
@@ -147,6 +169,17 @@ impl AwsConfig {
         if self.operation_timeout.is_zero() {
             return invalid("operation timeout must be positive".into());
         }
+        if let Some(id) = &self.cluster_id
+            && let Err(e) = crate::tags::ClusterTagging::new(id, self.legacy_cluster_tag)
+        {
+            return invalid(e.to_string());
+        }
+        if self.legacy_cluster_tag && self.cluster_id.is_none() {
+            return invalid("the legacy cluster tag needs a cluster ID".into());
+        }
+        if self.node_ip_families.is_empty() {
+            return invalid("node IP families must name ipv4, ipv6 or both".into());
+        }
         Ok(())
     }
 
@@ -192,7 +225,7 @@ mod tests {
     #[test]
     fn bad_settings_are_named() {
         type Mutation = fn(&mut AwsConfig);
-        let cases: [(&str, Mutation); 8] = [
+        let cases: [(&str, Mutation); 11] = [
             ("endpoint URL", |c| c.endpoint_url = Some("127.0.0.1:5000".into())),
             ("endpoint URL", |c| c.endpoint_url = Some("http://".into())),
             ("route table", |c| c.route_table_id = Some("table-1".into())),
@@ -203,6 +236,9 @@ mod tests {
             ("max instance batch", |c| c.max_instance_batch = 0),
             ("max attempts", |c| c.max_attempts = 0),
             ("operation timeout", |c| c.operation_timeout = Duration::ZERO),
+            ("cluster ID", |c| c.cluster_id = Some(String::new())),
+            ("legacy cluster tag", |c| c.legacy_cluster_tag = true),
+            ("node IP families", |c| c.node_ip_families.clear()),
         ];
         for (what, mutate) in cases {
             let mut c = AwsConfig::default();

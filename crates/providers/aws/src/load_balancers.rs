@@ -91,9 +91,10 @@ fn fingerprint_marker(tags: &Tags) -> Option<&str> {
 }
 
 impl AwsProvider {
-    /// The cluster as its tags know it.
+    /// The cluster as its tags know it: the configured cluster ID, else the request's cluster.
     pub(crate) fn tagging(&self, cluster: &str) -> Result<ClusterTagging> {
-        ClusterTagging::new(cluster, false)
+        let id = self.config.cluster_id.as_deref().unwrap_or(cluster);
+        ClusterTagging::new(id, self.config.legacy_cluster_tag)
     }
 
     /// The target nodes' instances that exist.
@@ -650,41 +651,23 @@ impl AwsProvider {
         Ok(())
     }
 
-    /// The cluster's groups (in `vpc` when known): tagged with the cluster tag, or the legacy one.
+    /// The cluster's groups (in `vpc` when known): tagged with the cluster tag, or with the
+    /// legacy one (recognised whether or not this cluster still writes it, as upstream). One call:
+    /// either key, then the legacy tag's value checked here.
     async fn cluster_groups(&self, tagging: &ClusterTagging, vpc: Option<&str>) -> Result<Vec<GroupView>> {
+        let keys = Filter::builder()
+            .name("tag-key")
+            .values(tagging.tag_key())
+            .values(crate::tags::LEGACY_CLUSTER_TAG)
+            .build();
         let vpc_filter = vpc.map(|v| Filter::builder().name("vpc-id").values(v).build());
-        let mut groups = self
-            .groups_where(
-                std::iter::once(
-                    Filter::builder()
-                        .name("tag-key")
-                        .values(tagging.tag_key())
-                        .build(),
-                )
-                .chain(vpc_filter.clone())
-                .collect(),
-            )
+        let groups = self
+            .groups_where(std::iter::once(keys).chain(vpc_filter).collect())
             .await?;
-        if tagging.legacy {
-            for g in self
-                .groups_where(
-                    std::iter::once(
-                        Filter::builder()
-                            .name(format!("tag:{}", crate::tags::LEGACY_CLUSTER_TAG))
-                            .values(&tagging.id)
-                            .build(),
-                    )
-                    .chain(vpc_filter)
-                    .collect(),
-                )
-                .await?
-            {
-                if !groups.iter().any(|h| h.id == g.id) {
-                    groups.push(g);
-                }
-            }
-        }
-        Ok(groups)
+        Ok(groups
+            .into_iter()
+            .filter(|g| tagging.has_cluster_tag(&g.tags))
+            .collect())
     }
 
     /// Health rules other NLBs of the VPC need: an NLB whose target group checks port P needs
