@@ -7,10 +7,12 @@
 //! - [`load_balancers`]: the LoadBalancer capability and the service/node views it works on.
 //! - [`routes`]: pod-CIDR routes.
 //! - [`error`]: [`ProviderError`], the one error type every capability returns.
+//! - [`dry_run`]: shadow mode: a provider's writes recorded as "woulds" instead of made.
 //!
 //! Nothing here does I/O and nothing here knows gRPC or Kubernetes client types: the gateway
 //! converts wire types into these, and vendors convert these into cloud API calls.
 
+pub mod dry_run;
 pub mod error;
 pub mod instances;
 pub mod load_balancers;
