@@ -246,6 +246,7 @@ pub fn route(route: Option<pb::Route>, for_create: bool) -> Result<Route> {
         destination_cidr: r.destination_cidr,
         blackhole: r.blackhole,
         target_node_addresses: addresses(r.target_node_addresses)?,
+        target_provider_id: r.target_provider_id,
     })
 }
 
@@ -257,6 +258,7 @@ pub fn route_to_pb(r: &Route) -> pb::Route {
         destination_cidr: r.destination_cidr.clone(),
         blackhole: r.blackhole,
         target_node_addresses: addresses_to_pb(&r.target_node_addresses),
+        target_provider_id: r.target_provider_id.clone(),
     }
 }
 
@@ -362,6 +364,16 @@ mod tests {
             ..Default::default()
         });
         assert!(route(bad_addr, true).is_err());
+        // The target's provider ID crosses the gateway both ways.
+        let with_id = pb::Route {
+            destination_cidr: "10.244.1.0/24".into(),
+            target_node: "node-a".into(),
+            target_provider_id: "aws:///us-east-1a/i-0abc".into(),
+            ..Default::default()
+        };
+        let converted = route(Some(with_id.clone()), true).unwrap();
+        assert_eq!(converted.target_provider_id, "aws:///us-east-1a/i-0abc");
+        assert_eq!(route_to_pb(&converted), with_id);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::{NodeAddress, Result};
 
 /// cloudprovider.Route.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Route {
     /// The provider's name for the route (set by the provider).
     pub name: String,
@@ -18,6 +18,12 @@ pub struct Route {
     pub blackhole: bool,
     /// Target node addresses, for providers that route to addresses.
     pub target_node_addresses: Vec<NodeAddress>,
+    /// `spec.providerID` of the target Node: sent with a create (the provider finds the target
+    /// by it first), and listed by providers that know the instance a route points at, so that
+    /// the route controller matches a route to its Node even when the Node is not named as the
+    /// cloud names the instance (kops, kubelet `--hostname-override`). Empty: unknown.
+    #[serde(default)]
+    pub target_provider_id: String,
 }
 
 /// cloudprovider.Routes.

@@ -21,6 +21,11 @@ pub struct Route {
     /// Addresses of the target node, for providers that route to addresses (sent on create;
     /// listed by providers that know them).
     pub target_node_addresses: Vec<NodeAddress>,
+    /// `spec.providerID` of the target Node: sent on create (the provider finds the target by
+    /// it first); listed by providers that know the instance a route points at, so a route is
+    /// matched to its Node even when the Node is not named as the cloud names the instance.
+    /// Empty: unknown.
+    pub target_provider_id: String,
 }
 
 /// cloudprovider.Routes, over the gateway. Every call is idempotent: creating a route that
@@ -96,6 +101,7 @@ fn route_from_pb(route: pb::Route) -> Route {
         destination_cidr: route.destination_cidr,
         blackhole: route.blackhole,
         target_node_addresses: addresses_from_pb(route.target_node_addresses),
+        target_provider_id: route.target_provider_id,
     }
 }
 
@@ -116,6 +122,7 @@ fn route_to_pb(route: &Route) -> pb::Route {
                 address: a.address.clone(),
             })
             .collect(),
+        target_provider_id: route.target_provider_id.clone(),
     }
 }
 
@@ -142,6 +149,7 @@ mod tests {
                 address("Hostname", "node-1"),
                 address("SomethingNew", "x"),
             ],
+            target_provider_id: "aws:///us-east-1a/i-0abc".into(),
         };
         let back = route_from_pb(route_to_pb(&route));
         assert_eq!(

@@ -87,6 +87,9 @@ pub struct NodeFacts {
     pub name: String,
     /// `metadata.uid`: the name hint of its routes.
     pub uid: String,
+    /// `spec.providerID`: sent with a create; a listed route carrying it is this node's,
+    /// whatever name the cloud knows the instance by.
+    pub provider_id: String,
     /// `spec.podCIDRs` (`spec.podCIDR` when only that is set).
     pub pod_cidrs: Vec<String>,
     /// `status.addresses`, sent with a create.
@@ -106,6 +109,7 @@ impl NodeFacts {
         Self {
             name: node.metadata.name.clone().unwrap_or_default(),
             uid: node.metadata.uid.clone().unwrap_or_default(),
+            provider_id: spec.and_then(|s| s.provider_id.clone()).unwrap_or_default(),
             pod_cidrs,
             addresses: node
                 .status
@@ -191,6 +195,29 @@ fn cidr_key(cidr: &str) -> String {
         .map_or_else(|_| cidr.to_owned(), |n| n.trunc().to_string())
 }
 
+/// The name of each route's target Node, in the routes' order: a route that carries a provider
+/// ID one node has is that node's (cloud-provider-aws names a route's target by the Node whose
+/// providerID holds the route's instance ID, not by the instance's DNS name, so nodes named
+/// otherwise, as kops and kubelet `--hostname-override` name them, keep their routes). A route
+/// whose provider ID no node has (or two nodes claim) keeps the name the provider gave.
+pub fn target_names<'a>(nodes: &'a [NodeFacts], routes: &'a [Route]) -> Vec<&'a str> {
+    let mut by_provider_id: HashMap<&str, Option<&str>> = HashMap::new();
+    for n in nodes.iter().filter(|n| !n.provider_id.is_empty()) {
+        by_provider_id
+            .entry(n.provider_id.as_str())
+            // Two nodes claiming one instance: neither is trusted with it.
+            .and_modify(|holder| *holder = None)
+            .or_insert(Some(n.name.as_str()));
+    }
+    routes
+        .iter()
+        .map(|r| match by_provider_id.get(r.target_provider_id.as_str()) {
+            Some(Some(name)) if !r.target_provider_id.is_empty() => *name,
+            _ => r.target_node.as_str(),
+        })
+        .collect()
+}
+
 /// Upstream's `equalNodeAddrs`: as sets (every address of one in the other, same length).
 fn equal_addresses(a: &[NodeAddress], b: &[NodeAddress]) -> bool {
     a.len() == b.len() && a.iter().all(|x| b.contains(x))
@@ -211,7 +238,11 @@ fn equal_addresses(a: &[NodeAddress], b: &[NodeAddress]) -> bool {
 ///   is left without a route until the next pass);
 /// - routes outside `--cluster-cidr` are never touched, and count as the route of their node's
 ///   pod CIDR.
+///
+/// A route's node is the one with its provider ID, else the one with its target name
+/// ([`target_names`]).
 pub fn plan(cluster: &ClusterCidrs, nodes: &[NodeFacts], routes: &[Route], compare_addresses: bool) -> Plan {
+    let targets = target_names(nodes, routes);
     // Each route's destination key and whether it is inside the cluster CIDR, read once; the
     // routes by destination key, in the cloud's order.
     let keys: Vec<String> = routes.iter().map(|r| cidr_key(&r.destination_cidr)).collect();
@@ -254,7 +285,7 @@ pub fn plan(cluster: &ClusterCidrs, nodes: &[NodeFacts], routes: &[Route], compa
             let found = routes_to(&key).find(|&r| {
                 let route = &routes[r];
                 !route.blackhole
-                    && route.target_node == node.name
+                    && targets[r] == node.name
                     && (!compare_addresses
                         || !ours[r]
                         || equal_addresses(&node.addresses, &route.target_node_addresses))
@@ -304,6 +335,7 @@ pub fn plan(cluster: &ClusterCidrs, nodes: &[NodeFacts], routes: &[Route], compa
                     destination_cidr: (*cidr).to_owned(),
                     blackhole: false,
                     target_node_addresses: node.addresses.clone(),
+                    target_provider_id: node.provider_id.clone(),
                 },
                 replaces,
             });
@@ -322,11 +354,7 @@ pub fn plan(cluster: &ClusterCidrs, nodes: &[NodeFacts], routes: &[Route], compa
         .map(|(_, r)| r.clone())
         .collect();
 
-    let targeted: HashSet<&str> = routes
-        .iter()
-        .map(|r| r.target_node.as_str())
-        .filter(|t| !t.is_empty())
-        .collect();
+    let targeted: HashSet<&str> = targets.iter().copied().filter(|t| !t.is_empty()).collect();
     let nodes = out
         .into_iter()
         .zip(&wanted)
@@ -392,14 +420,17 @@ pub fn condition_patch_without_routes(node: &Node, now: &Time) -> Option<Value> 
     condition_patch(node, false, now)
 }
 
-/// What of a Node its routes depend on: its identity, pod CIDRs and addresses. A reconcile is
-/// due when a node appears or goes, or this changes (upstream's watch-based mode: added,
-/// deleted, `spec.podCIDRs` or `status.addresses` changed); anything else (kubelet's
+/// What of a Node its routes depend on: its identity, provider ID, pod CIDRs and addresses. A
+/// reconcile is due when a node appears or goes, or this changes (upstream's watch-based mode:
+/// added, deleted, `spec.podCIDRs` or `status.addresses` changed; also `spec.providerID` here,
+/// as routes are matched to nodes by it); anything else (kubelet's
 /// heartbeats, conditions, labels, this controller's own condition writes) is not a reason.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RouteInputs {
     /// `metadata.uid` (a node deleted and created again under its name is another node).
     pub uid: String,
+    /// `spec.providerID` (set once, by the node controller, when kubelet did not).
+    pub provider_id: String,
     /// `spec.podCIDRs`.
     pub pod_cidrs: Vec<String>,
     /// `status.addresses`.
@@ -412,6 +443,7 @@ impl RouteInputs {
         let facts = NodeFacts::of(node);
         Self {
             uid: facts.uid,
+            provider_id: facts.provider_id,
             pod_cidrs: facts.pod_cidrs,
             addresses: facts.addresses,
         }

@@ -68,6 +68,7 @@ fn route(target: &str, cidr: &str) -> Route {
         destination_cidr: cidr.into(),
         blackhole: false,
         target_node_addresses: vec![],
+        target_provider_id: String::new(),
     }
 }
 

@@ -234,6 +234,7 @@ async fn admin_api_knobs_stats_and_cloud_resources() {
         destination_cidr: "10.244.1.0/24".into(),
         blackhole: false,
         target_node_addresses: vec![],
+        target_provider_id: String::new(),
     };
     Provider::routes(&*s.sim)
         .unwrap()

@@ -27,6 +27,7 @@ fn node(name: &str, uid: &str, cidrs: &[&str], ip: &str) -> NodeFacts {
         uid: uid.into(),
         pod_cidrs: cidrs.iter().map(|c| (*c).to_owned()).collect(),
         addresses: vec![addr(ip)],
+        provider_id: String::new(),
     }
 }
 
@@ -38,6 +39,7 @@ fn route(name: &str, target: &str, cidr: &str, ips: &[&str]) -> Route {
         destination_cidr: cidr.into(),
         blackhole: false,
         target_node_addresses: ips.iter().map(|ip| addr(ip)).collect(),
+        target_provider_id: String::new(),
     }
 }
 
@@ -780,6 +782,8 @@ fn upstream_handle_node_update() {
     }]);
     let mut recreated = base();
     recreated.metadata.uid = Some("another".into());
+    let mut provider_id = base();
+    provider_id.spec.as_mut().unwrap().provider_id = Some("aws:///us-east-1a/i-0abc".into());
     let rows = [
         ("internal IP updated", ip, true),
         ("pod CIDR updated", cidr, true),
@@ -793,6 +797,7 @@ fn upstream_handle_node_update() {
             recreated,
             true,
         ),
+        ("ours: the providerID set", provider_id, true),
     ];
     for (what, updated, want) in rows {
         assert_eq!(
@@ -819,4 +824,76 @@ fn node_facts_read_pod_cidrs_and_addresses() {
         (facts.name.as_str(), facts.uid.as_str()),
         ("test-node", "test-uid")
     );
+    assert_eq!(facts.provider_id, "");
+    let mut node = k8s_node(None, &["10.244.1.0/24"]);
+    node.spec.as_mut().unwrap().provider_id = Some("aws:///us-east-1a/i-0abc".into());
+    assert_eq!(NodeFacts::of(&node).provider_id, "aws:///us-east-1a/i-0abc");
+}
+
+/// A node named otherwise than the cloud names its instance (kops, kubelet
+/// `--hostname-override`): the provider lists its route under the instance's DNS name with the
+/// node's provider ID, and the route is the node's, kept as it is, pass after pass.
+#[test]
+fn a_route_is_its_nodes_by_provider_id_whatever_the_names() {
+    let cluster = ClusterCidrs::parse(SINGLE).unwrap();
+    let with_id = |name: &str, id: &str, cidr: &str| NodeFacts {
+        provider_id: id.into(),
+        ..node(name, &format!("uid-{name}"), &[cidr], "10.0.0.1")
+    };
+    let listed = |dns: &str, id: &str, cidr: &str| Route {
+        target_provider_id: id.into(),
+        ..route("r", dns, cidr, &[])
+    };
+    let a = "aws:///us-east-1a/i-0aaa";
+    let b = "aws:///us-east-1a/i-0bbb";
+    let nodes = [
+        with_id("node-a", a, "10.120.1.0/24"),
+        with_id("node-b", b, "10.120.2.0/24"),
+    ];
+
+    // Both routes listed under DNS names no node has: both kept, nothing created or deleted.
+    let routes = [
+        listed("ip-10-0-0-1.ec2.internal", a, "10.120.1.0/24"),
+        listed("ip-10-0-0-2.ec2.internal", b, "10.120.2.0/24"),
+    ];
+    let p = plan(&cluster, &nodes, &routes, false);
+    assert!(p.changes_nothing(), "{p:?}");
+    assert_eq!(conditions(&p, &nodes), [Some(true), Some(true)]);
+
+    // The provider ID decides over the name: node-a's CIDR routed to node-b's instance (listed
+    // under node-a's name) is node-b's stray route, replaced by a create for node-a that
+    // carries node-a's provider ID.
+    let routes = [
+        listed("node-a", b, "10.120.1.0/24"),
+        listed("ip-10-0-0-2.ec2.internal", b, "10.120.2.0/24"),
+    ];
+    let p = plan(&cluster, &nodes, &routes, false);
+    assert!(p.deletes.is_empty(), "{p:?}");
+    assert_eq!(p.creates.len(), 1, "{p:?}");
+    assert_eq!(p.creates[0].node, "node-a");
+    assert_eq!(p.creates[0].route.target_provider_id, a);
+    assert_eq!(p.creates[0].replaces, [routes[0].clone()]);
+
+    // A provider ID no node has (or two nodes claim) leaves the provider's name: the name
+    // matches, or the route is a stray.
+    let routes = [
+        listed("node-a", "aws:///us-east-1a/i-0ccc", "10.120.1.0/24"),
+        listed("node-b", b, "10.120.2.0/24"),
+    ];
+    let twins = [
+        with_id("node-a", a, "10.120.1.0/24"),
+        with_id("node-b", b, "10.120.2.0/24"),
+        with_id("node-b-twin", b, "10.120.3.0/24"),
+    ];
+    assert_eq!(
+        target_names(&twins, &routes),
+        ["node-a", "node-b"],
+        "unknown ID and a claimed-twice ID keep the listed names"
+    );
+    // Routes without a provider ID (other providers) match by name, as before.
+    let routes = [route("r", "node-a", "10.120.1.0/24", &[])];
+    assert_eq!(target_names(&nodes, &routes), ["node-a"]);
+    let routes = [route("r", "ip-10-0-0-1.ec2.internal", "10.120.1.0/24", &[])];
+    let p = plan(&cluster, &nodes[..1], &routes, false);
+    assert_eq!(p.creates.len(), 1, "without a provider ID the name decides: {p:?}");
 }

@@ -66,6 +66,8 @@ pub fn list(state: &State, cluster: &str) -> Vec<Route> {
                         )]
                     })
                     .unwrap_or_default(),
+                // The simulator routes to node names: the name is the match.
+                target_provider_id: String::new(),
             }
         })
         .collect()
@@ -152,6 +154,7 @@ pub fn add(state: &mut State, spec: &NewRoute, now: SystemTime) -> Result<(), Si
         destination_cidr: spec.destination_cidr.clone(),
         blackhole: false,
         target_node_addresses: vec![],
+        target_provider_id: String::new(),
     };
     let hint = spec.name_hint.as_deref().unwrap_or_default();
     create(state, &spec.cluster, hint, &route, now).map_err(|e| SimulatorError::Invalid(e.to_string()))
@@ -193,6 +196,7 @@ mod tests {
             destination_cidr: cidr.into(),
             blackhole: false,
             target_node_addresses: vec![],
+            target_provider_id: String::new(),
         }
     }
 
