@@ -7,6 +7,7 @@
 //! name, so tests can share one server.
 
 pub mod proxy;
+pub mod upstream;
 
 use aws_config::{BehaviorVersion, Region, retry::RetryConfig};
 use aws_sdk_ec2::{
@@ -202,6 +203,7 @@ impl Cloud {
             cluster: cluster.to_owned(),
             vpc_id,
             subnets,
+            subnet_cidrs: (1..=ZONES.len()).map(|n| format!("10.0.{n}.0/24")).collect(),
             private_subnet,
             route_table_id,
             public_route_table_id,
@@ -446,6 +448,8 @@ pub struct Network {
     pub vpc_id: String,
     /// One public subnet per zone of [`ZONES`].
     pub subnets: Vec<String>,
+    /// Their CIDR blocks, in the same order.
+    pub subnet_cidrs: Vec<String>,
     /// A private subnet in the first zone.
     pub private_subnet: String,
     /// The private route table, tagged for the cluster (pod routes go there).

@@ -1,0 +1,301 @@
+//! Adoption of what cloud-provider-aws built (issue 21): the AWS state made call for call as
+//! upstream makes it (`aws_fixture::upstream`), then this provider converging the same
+//! Services. Every AWS call goes through a recording proxy: converging makes **no** write and
+//! keeps each DNS name; a changed Service is changed in place; a deleted one leaves nothing
+//! upstream had made for it, and nothing else is touched. Needs `scripts/moto/setup.sh`.
+
+mod support;
+
+use aws_fixture::upstream::{self, Identity, Port};
+use provider::{LoadBalancerNode, LoadBalancers, Protocol, ServicePort, ServiceSpec};
+use provider_aws::annotations as a;
+use support::{Harness, Instance};
+
+/// An IAM server certificate: moto checks ACM certificates exist, not IAM ones.
+const CERT: &str = "arn:aws:iam::123456789012:server-certificate/web";
+
+fn uid(n: u32) -> String {
+    format!("7a1b{n:04x}-1b2c-4d5e-8f90-0123456789ab")
+}
+
+/// The Service as upstream saw it, and as it reaches this provider.
+fn service(n: u32, ports: &[Port], nlb: bool) -> (upstream::Service, ServiceSpec) {
+    let tls = ports.iter().any(|p| p.tls);
+    let up = upstream::Service {
+        uid: uid(n),
+        namespace: "shop".into(),
+        name: format!("front-{n}"),
+        ports: ports.to_vec(),
+        source_ranges: Vec::new(),
+        ssl_cert: tls.then(|| CERT.to_owned()),
+    };
+    let mut annotations = std::collections::BTreeMap::new();
+    if nlb {
+        annotations.insert(a::TYPE.to_owned(), "nlb".to_owned());
+    }
+    if tls {
+        annotations.insert(a::SSL_CERT.to_owned(), CERT.to_owned());
+        let tls_ports: Vec<String> = ports
+            .iter()
+            .filter(|p| p.tls)
+            .map(|p| p.port.to_string())
+            .collect();
+        annotations.insert(a::SSL_PORTS.to_owned(), tls_ports.join(","));
+    }
+    let ours = ServiceSpec {
+        uid: up.uid.clone(),
+        namespace: up.namespace.clone(),
+        name: up.name.clone(),
+        ports: ports
+            .iter()
+            .map(|p| ServicePort {
+                name: format!("p{}", p.port),
+                protocol: Protocol::Tcp,
+                port: p.port,
+                node_port: p.node_port,
+            })
+            .collect(),
+        annotations,
+        ..Default::default()
+    };
+    (up, ours)
+}
+
+fn port(port: u16, node_port: u16) -> Port {
+    Port {
+        port,
+        node_port,
+        tls: false,
+    }
+}
+
+fn nodes(instances: &[Instance]) -> Vec<LoadBalancerNode> {
+    instances
+        .iter()
+        .map(|i| LoadBalancerNode {
+            name: i.node_name.clone(),
+            provider_id: i.provider_id.clone(),
+            ..Default::default()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_classic_elb_and_nlbs_built_by_upstream_are_adopted_without_a_write() {
+    let h = Harness::start("adopt", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let id = Identity {
+        cluster_id: cluster.clone(),
+        legacy: false,
+    };
+    let instances = [
+        h.cloud.run_instance(&h.network, 0).await,
+        h.cloud.run_instance(&h.network, 1).await,
+    ];
+    let (clb_up, clb) = service(1, &[port(80, 30180), port(443, 30543)], false);
+    let (nlb_up, nlb) = service(
+        2,
+        &[
+            port(80, 30280),
+            Port {
+                port: 443,
+                node_port: 30643,
+                tls: true,
+            },
+        ],
+        true,
+    );
+    let (plain_up, plain) = service(3, &[port(8080, 30380)], true);
+    let built = [
+        h.cloud
+            .classic_as_upstream(&h.network, &id, &clb_up, &instances)
+            .await,
+        h.cloud
+            .nlb_as_upstream(&h.network, &id, &nlb_up, &instances)
+            .await,
+        h.cloud
+            .nlb_as_upstream(&h.network, &id, &plain_up, &instances)
+            .await,
+    ];
+    let before = h.cloud.census(&h.network).await;
+    h.proxy.reset_counts();
+
+    for (svc, b) in [&clb, &nlb, &plain].into_iter().zip(&built) {
+        let status = h
+            .provider
+            .ensure_load_balancer(&cluster, svc, &nodes(&instances))
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", svc.name));
+        assert_eq!(status.ingress[0].hostname, b.dns_name, "{}", svc.name);
+        assert_eq!(h.proxy.writes(), Vec::<String>::new(), "{}: {:?}", svc.name, h.proxy.bodies());
+    }
+    assert_eq!(h.cloud.census(&h.network).await, before);
+}
+
+/// The census without what one Service's Classic ELB made: the ELB, its group and the node
+/// rule from it.
+fn without_classic(c: &aws_fixture::Census, b: &upstream::Built) -> aws_fixture::Census {
+    let group = b.security_group.as_deref().expect("the ELB's group");
+    let mut c = c.clone();
+    c.classic.retain(|n| *n != b.name);
+    c.security_groups.retain(|g| !g.starts_with(group));
+    c.node_rules.retain(|r| !r.ends_with(group));
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_adoption_a_port_change_is_made_in_place_and_a_deletion_removes_what_upstream_made() {
+    let h = Harness::start("adopt-edit", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let id = Identity {
+        cluster_id: cluster.clone(),
+        legacy: false,
+    };
+    let instances = [h.cloud.run_instance(&h.network, 0).await];
+    let (clb_up, clb) = service(11, &[port(80, 31180)], false);
+    let (nlb_up, mut nlb) = service(12, &[port(80, 31280), port(81, 31281)], true);
+    let clb_built = h
+        .cloud
+        .classic_as_upstream(&h.network, &id, &clb_up, &instances)
+        .await;
+    let nlb_built = h
+        .cloud
+        .nlb_as_upstream(&h.network, &id, &nlb_up, &instances)
+        .await;
+    for svc in [&clb, &nlb] {
+        h.provider
+            .ensure_load_balancer(&cluster, svc, &nodes(&instances))
+            .await
+            .expect("adopted");
+    }
+    assert_eq!(h.proxy.writes(), Vec::<String>::new());
+
+    // One port moves: the same NLB, the same hostname, the other port's target group kept.
+    nlb.ports[1].port = 8081;
+    nlb.ports[1].node_port = 31299;
+    let status = h
+        .provider
+        .ensure_load_balancer(&cluster, &nlb, &nodes(&instances))
+        .await
+        .expect("port change");
+    assert_eq!(status.ingress[0].hostname, nlb_built.dns_name);
+    assert!(!h.proxy.writes().is_empty());
+    let arn = nlb_built.arn.as_deref().expect("ARN");
+    let groups = h
+        .cloud
+        .elb
+        .describe_target_groups()
+        .load_balancer_arn(arn)
+        .send()
+        .await
+        .expect("target groups");
+    let arns: Vec<&str> = groups
+        .target_groups()
+        .iter()
+        .filter_map(|g| g.target_group_arn())
+        .collect();
+    assert!(arns.contains(&nlb_built.target_groups[0].as_str()), "{arns:?}");
+    assert_eq!(arns.len(), 2, "{arns:?}");
+    let listeners = h
+        .cloud
+        .elb
+        .describe_listeners()
+        .load_balancer_arn(arn)
+        .send()
+        .await
+        .expect("listeners");
+    let mut ports: Vec<i32> = listeners.listeners().iter().filter_map(|l| l.port()).collect();
+    ports.sort();
+    assert_eq!(ports, [80, 8081]);
+    // The node rules follow the node ports: 31299 in, 31281 out.
+    let rules = h.cloud.census(&h.network).await.node_rules;
+    assert!(rules.iter().any(|r| r.starts_with("tcp 31299-31299 0.0.0.0/0")), "{rules:?}");
+    assert!(!rules.iter().any(|r| r.starts_with("tcp 31281-31281")), "{rules:?}");
+
+    // The Classic ELB's Service goes: its ELB, group and node rule go, nothing else.
+    let before = h.cloud.census(&h.network).await;
+    h.provider
+        .ensure_load_balancer_deleted(&cluster, &clb)
+        .await
+        .expect("deleted");
+    assert_eq!(h.cloud.census(&h.network).await, without_classic(&before, &clb_built));
+}
+
+/// A cluster set up before `kubernetes.io/cluster/<id>`: its nodes and their group carry only
+/// `KubernetesCluster=<id>`, upstream runs with `KubernetesClusterTag` (both tags on what it
+/// makes), and the cluster ID is not the controllers' `--cluster-name`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_legacy_tagged_cluster_is_adopted_by_its_cluster_id_and_cleaned_up() {
+    let h = Harness::start("adopt-legacy", |_| {}).await;
+    let cluster_id = h.cluster().to_owned();
+    let provider = h
+        .fresh_provider(|c| {
+            c.cluster_id = Some(cluster_id.clone());
+            c.legacy_cluster_tag = true;
+        })
+        .await;
+    let instances = [h.cloud.run_instance(&h.network, 0).await];
+    let modern = format!("kubernetes.io/cluster/{cluster_id}");
+    let mut resources: Vec<String> = instances.iter().map(|i| i.id.clone()).collect();
+    resources.push(h.network.node_group.clone());
+    h.cloud
+        .ec2
+        .delete_tags()
+        .set_resources(Some(resources.clone()))
+        .tags(aws_sdk_ec2::types::Tag::builder().key(&modern).build())
+        .send()
+        .await
+        .expect("DeleteTags");
+    h.cloud
+        .ec2
+        .create_tags()
+        .set_resources(Some(resources))
+        .tags(
+            aws_sdk_ec2::types::Tag::builder()
+                .key("KubernetesCluster")
+                .value(&cluster_id)
+                .build(),
+        )
+        .send()
+        .await
+        .expect("CreateTags");
+    let id = Identity {
+        cluster_id: cluster_id.clone(),
+        legacy: true,
+    };
+    let (clb_up, clb) = service(21, &[port(80, 32180)], false);
+    let (nlb_up, nlb) = service(22, &[port(80, 32280)], true);
+    let clb_built = h
+        .cloud
+        .classic_as_upstream(&h.network, &id, &clb_up, &instances)
+        .await;
+    let nlb_built = h
+        .cloud
+        .nlb_as_upstream(&h.network, &id, &nlb_up, &instances)
+        .await;
+    h.proxy.reset_counts();
+
+    // The controllers' default --cluster-name, not the cluster ID.
+    for (svc, b) in [(&clb, &clb_built), (&nlb, &nlb_built)] {
+        let status = provider
+            .ensure_load_balancer("kubernetes", svc, &nodes(&instances))
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", svc.name));
+        assert_eq!(status.ingress[0].hostname, b.dns_name);
+    }
+    assert_eq!(h.proxy.writes(), Vec::<String>::new(), "{:?}", h.proxy.bodies());
+
+    let before = h.cloud.census(&h.network).await;
+    provider
+        .ensure_load_balancer_deleted("kubernetes", &clb)
+        .await
+        .expect("deleted");
+    assert_eq!(h.cloud.census(&h.network).await, without_classic(&before, &clb_built));
+    provider
+        .ensure_load_balancer_deleted("kubernetes", &nlb)
+        .await
+        .expect("deleted");
+    let after = h.cloud.census(&h.network).await;
+    assert!(after.classic.is_empty() && after.nlbs.is_empty() && after.target_groups.is_empty(), "{after:?}");
+    assert_eq!(after.node_rules, Vec::<String>::new(), "upstream's NLB rules revoked");
+}
