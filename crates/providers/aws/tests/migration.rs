@@ -235,30 +235,9 @@ async fn a_legacy_tagged_cluster_is_adopted_by_its_cluster_id_and_cleaned_up() {
         })
         .await;
     let instances = [h.cloud.run_instance(&h.network, 0).await];
-    let modern = format!("kubernetes.io/cluster/{cluster_id}");
     let mut resources: Vec<String> = instances.iter().map(|i| i.id.clone()).collect();
     resources.push(h.network.node_group.clone());
-    h.cloud
-        .ec2
-        .delete_tags()
-        .set_resources(Some(resources.clone()))
-        .tags(aws_sdk_ec2::types::Tag::builder().key(&modern).build())
-        .send()
-        .await
-        .expect("DeleteTags");
-    h.cloud
-        .ec2
-        .create_tags()
-        .set_resources(Some(resources))
-        .tags(
-            aws_sdk_ec2::types::Tag::builder()
-                .key("KubernetesCluster")
-                .value(&cluster_id)
-                .build(),
-        )
-        .send()
-        .await
-        .expect("CreateTags");
+    h.cloud.tag_legacy_only(&resources, &cluster_id).await;
     let id = Identity {
         cluster_id: cluster_id.clone(),
         legacy: true,

@@ -139,6 +139,34 @@ pub fn target_group_name(
 }
 
 impl Cloud {
+    /// Tags `resources` for cluster `cluster_id` only the legacy way (`KubernetesCluster=<id>`,
+    /// no `kubernetes.io/cluster/<id>`), as clusters older than that key have them.
+    pub async fn tag_legacy_only(&self, resources: &[String], cluster_id: &str) {
+        self.ec2
+            .delete_tags()
+            .set_resources(Some(resources.to_vec()))
+            .tags(
+                aws_sdk_ec2::types::Tag::builder()
+                    .key(format!("kubernetes.io/cluster/{cluster_id}"))
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("DeleteTags");
+        self.ec2
+            .create_tags()
+            .set_resources(Some(resources.to_vec()))
+            .tags(
+                aws_sdk_ec2::types::Tag::builder()
+                    .key("KubernetesCluster")
+                    .value(cluster_id)
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("CreateTags");
+    }
+
     /// A Classic ELB as upstream's `ensureLoadBalancer` makes it for `svc` on `instances` (all in
     /// the network's node group), in the public subnets.
     pub async fn classic_as_upstream(

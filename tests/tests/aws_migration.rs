@@ -1,0 +1,313 @@
+//! Moving a live cluster off cloud-provider-aws, end to end through the real binaries (issue 21):
+//! moto holds the load balancers exactly as cloud-provider-aws built them
+//! (`aws_fixture::upstream`, in its legacy tagging mode, under a cluster ID that is not the
+//! controllers' `--cluster-name`), the cluster holds the Services as upstream left them (its
+//! finalizer, its ingress hostnames). Every AWS call of the gateway goes through a recording
+//! proxy.
+//!
+//! The gateway and the service controller then take over: **no** AWS write while converging,
+//! every hostname unchanged; a port change is made in place; a deletion removes what upstream
+//! had made for that Service and nothing else.
+
+use std::{sync::Arc, time::Duration};
+
+use aws_fixture::{
+    Census, Cloud, FaultProxy, Network,
+    upstream::{self, Built, Identity, Port},
+};
+use e2e::{Cluster, ClusterSpec, binary, counter, http_get, start_moto, wait_for};
+use k8s_openapi::api::core::v1::Service;
+use kube::{
+    ResourceExt,
+    api::{DeleteParams, Patch, PatchParams},
+};
+use serde_json::json;
+
+/// The cluster ID of upstream's cloud config; the controllers keep their default
+/// `--cluster-name` (`kubernetes`).
+const CLUSTER_ID: &str = "prod-east";
+/// An IAM server certificate (moto checks ACM certificates exist, not IAM ones).
+const CERT: &str = "arn:aws:iam::123456789012:server-certificate/web";
+/// Upstream's service-controller finalizer.
+const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
+
+fn hostname(s: &Service) -> Option<String> {
+    s.status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?
+        .hostname
+        .clone()
+}
+
+/// Upstream's view of a Service the API server holds.
+fn as_upstream(s: &Service) -> upstream::Service {
+    let tls = s
+        .annotations()
+        .get("service.beta.kubernetes.io/aws-load-balancer-ssl-ports")
+        .cloned()
+        .unwrap_or_default();
+    upstream::Service {
+        uid: s.uid().expect("uid"),
+        namespace: s.namespace().expect("namespace"),
+        name: s.name_any(),
+        ports: s
+            .spec
+            .as_ref()
+            .and_then(|s| s.ports.clone())
+            .unwrap_or_default()
+            .iter()
+            .map(|p| Port {
+                port: p.port as u16,
+                node_port: p.node_port.expect("a node port") as u16,
+                tls: tls.split(',').any(|t| t == p.port.to_string()),
+            })
+            .collect(),
+        source_ranges: Vec::new(),
+        ssl_cert: s
+            .annotations()
+            .get("service.beta.kubernetes.io/aws-load-balancer-ssl-cert")
+            .cloned(),
+    }
+}
+
+/// The census without what one Service's Classic ELB made: the ELB, its group and the node
+/// rule from it.
+fn without_classic(c: &Census, b: &Built) -> Census {
+    let group = b.security_group.as_deref().expect("the ELB's group");
+    let mut c = c.clone();
+    c.classic.retain(|n| *n != b.name);
+    c.security_groups.retain(|g| !g.starts_with(group));
+    c.node_rules.retain(|r| !r.ends_with(group));
+    c
+}
+
+/// Waits until the gateway has answered `at_least` successful ensures.
+async fn ensured(cluster: &Cluster, at_least: u64) {
+    let http = cluster.gateway_http;
+    wait_for(
+        &format!("{at_least} load balancers ensured"),
+        Duration::from_secs(60),
+        || async move {
+            let (_, metrics) = http_get(http, "/metrics").await?;
+            let n = counter(
+                &metrics,
+                "cloudgateway_provider_calls_total",
+                &[("operation", "ensure_load_balancer"), ("outcome", "success")],
+            );
+            (n >= at_least).then_some(())
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_balancers_of_cloud_provider_aws_are_taken_over_without_a_write() {
+    let moto_dir = tempfile::tempdir().unwrap();
+    let (_moto, moto) = start_moto(moto_dir.path()).await;
+    let cloud = Arc::new(Cloud::connect(&format!("http://{moto}")).await);
+    let network: Network = cloud.network(CLUSTER_ID).await;
+    let a = cloud.run_instance(&network, 0).await;
+    let b = cloud.run_instance(&network, 1).await;
+    // One node tagged the legacy way only, as in clusters older than kubernetes.io/cluster/.
+    cloud.tag_legacy_only(&[a.id.clone()], CLUSTER_ID).await;
+    let proxy = FaultProxy::start(&format!("http://{moto}")).await;
+
+    let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
+    let args: Vec<String> = [
+        "--insecure-plaintext",
+        "--provider",
+        "aws",
+        "--aws-region",
+        "us-east-1",
+        "--aws-endpoint-url",
+        &proxy.endpoint,
+        "--aws-vpc-id",
+        &network.vpc_id,
+        "--aws-max-attempts",
+        "1",
+        "--aws-cluster-id",
+        CLUSTER_ID,
+        "--aws-legacy-cluster-tag",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let env = [
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ];
+    cluster.swap_gateway(&binary("cloud-gateway"), &args, &env).await;
+    cluster.start_controller("cloud-node-controller", "cloud-node-controller", &[]);
+    for i in [&a, &b] {
+        cluster.register_node(&i.node_name, true).await;
+    }
+    let nodes = cluster.nodes();
+    wait_for("the nodes initialized from AWS", Duration::from_secs(60), || {
+        let nodes = nodes.clone();
+        async move {
+            let list = nodes.list(&Default::default()).await.ok()?;
+            (list.items.len() == 2
+                && list.items.iter().all(|n| {
+                    n.spec
+                        .as_ref()
+                        .and_then(|s| s.provider_id.as_deref())
+                        .is_some_and(|p| p.starts_with("aws://"))
+                }))
+            .then_some(())
+        }
+    })
+    .await;
+
+    // The Services as cloud-provider-aws served them: a Classic ELB, a TLS NLB, a plain NLB.
+    let services = cluster.services("default");
+    let web = cluster.create_lb_service("default", "web", json!({})).await;
+    let api = cluster
+        .create_lb_service(
+            "default",
+            "api",
+            json!({
+                "metadata": { "annotations": {
+                    "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+                    "service.beta.kubernetes.io/aws-load-balancer-ssl-cert": CERT,
+                    "service.beta.kubernetes.io/aws-load-balancer-ssl-ports": "443",
+                }},
+                "spec": { "ports": [
+                    { "name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP" },
+                    { "name": "https", "port": 443, "targetPort": 8443, "protocol": "TCP" },
+                ]},
+            }),
+        )
+        .await;
+    let cache = cluster
+        .create_lb_service(
+            "default",
+            "cache",
+            json!({
+                "metadata": { "annotations": {
+                    "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+                }},
+                "spec": { "ports": [{ "name": "redis", "port": 6379, "targetPort": 6379, "protocol": "TCP" }]},
+            }),
+        )
+        .await;
+    let id = Identity {
+        cluster_id: CLUSTER_ID.into(),
+        legacy: true,
+    };
+    let backends = [a.clone(), b.clone()];
+    let web_built = cloud
+        .classic_as_upstream(&network, &id, &as_upstream(&web), &backends)
+        .await;
+    let api_built = cloud
+        .nlb_as_upstream(&network, &id, &as_upstream(&api), &backends)
+        .await;
+    let cache_built = cloud
+        .nlb_as_upstream(&network, &id, &as_upstream(&cache), &backends)
+        .await;
+    for (name, built) in [("web", &web_built), ("api", &api_built), ("cache", &cache_built)] {
+        services
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "metadata": { "finalizers": [FINALIZER] } })),
+            )
+            .await
+            .expect("upstream's finalizer");
+        services
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": { "loadBalancer": { "ingress": [{ "hostname": built.dns_name }] } } })),
+            )
+            .await
+            .expect("upstream's ingress");
+    }
+    let before = cloud.census(&network).await;
+
+    // The service controller takes over: every load balancer ensured, not one AWS write.
+    proxy.reset_counts();
+    cluster.start_controller("service-lb-controller", "service-lb-controller", &[]);
+    ensured(&cluster, 3).await;
+    assert_eq!(proxy.writes(), Vec::<String>::new(), "{:?}", proxy.bodies());
+    assert_eq!(cloud.census(&network).await, before);
+    for (name, built) in [("web", &web_built), ("api", &api_built), ("cache", &cache_built)] {
+        let s = services.get(name).await.expect("service");
+        assert_eq!(hostname(&s).as_deref(), Some(built.dns_name.as_str()), "{name}");
+        assert_eq!(s.finalizers(), [FINALIZER], "{name}");
+    }
+
+    // api's port 80 becomes 8080: the same NLB changes in place, its hostname stays.
+    let mut ports = api.spec.as_ref().and_then(|s| s.ports.clone()).expect("ports");
+    ports[0].port = 8080;
+    services
+        .patch(
+            "api",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "ports": ports } })),
+        )
+        .await
+        .expect("port change");
+    let arn = api_built.arn.clone().expect("ARN");
+    let listener_ports = || {
+        let cloud = cloud.clone();
+        let arn = arn.clone();
+        async move {
+            let out = cloud
+                .elb
+                .describe_listeners()
+                .load_balancer_arn(arn)
+                .send()
+                .await
+                .ok()?;
+            let mut ports: Vec<i32> = out.listeners().iter().filter_map(|l| l.port()).collect();
+            ports.sort();
+            Some(ports)
+        }
+    };
+    wait_for("api's listener on 8080", Duration::from_secs(60), || async {
+        listener_ports().await.filter(|p| *p == [443, 8080])
+    })
+    .await;
+    let s = services.get("api").await.expect("api");
+    assert_eq!(hostname(&s).as_deref(), Some(api_built.dns_name.as_str()));
+    let census = cloud.census(&network).await;
+    assert_eq!(census.nlbs, before.nlbs, "the same NLBs");
+    assert_eq!(census.target_groups, before.target_groups, "the node ports did not change");
+
+    // web is deleted: its ELB, group and node rule go, nothing else; the Service goes.
+    let before = cloud.census(&network).await;
+    proxy.reset_counts();
+    services
+        .delete("web", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let want = without_classic(&before, &web_built);
+    wait_for("web's ELB and its group gone", Duration::from_secs(60), || {
+        let cloud = cloud.clone();
+        let network = network.clone();
+        let want = want.clone();
+        async move { (cloud.census(&network).await == want).then_some(()) }
+    })
+    .await;
+    wait_for("the Service gone", Duration::from_secs(30), || {
+        let services = services.clone();
+        async move { matches!(services.get_opt("web").await, Ok(None)).then_some(()) }
+    })
+    .await;
+    // Every write of the deletion named web's ELB or its group.
+    let group = web_built.security_group.as_deref().expect("group");
+    let writes: Vec<String> = proxy
+        .bodies()
+        .into_iter()
+        .filter(|b| !["Action=Describe", "Action=Get", "Action=List"].iter().any(|r| b.starts_with(r)))
+        .collect();
+    assert!(!writes.is_empty());
+    for w in &writes {
+        assert!(w.contains(&web_built.name) || w.contains(group), "a write beyond web: {w}");
+    }
+    cluster.stop().await;
+}
