@@ -394,6 +394,10 @@ impl AwsProvider {
             Marked::Classic(name.to_owned()),
         )
         .await?;
+        if dns_name.is_empty() && provider::dry_run::active() {
+            // A dry run of a creation: there is nothing to serve yet.
+            return Ok(LoadBalancerStatus::default());
+        }
         if dns_name.is_empty() {
             return Err(ProviderError::RetryAfter {
                 after: std::time::Duration::from_secs(10),
@@ -418,6 +422,10 @@ impl AwsProvider {
         // change, so the fingerprint goes back on and every replica trusts it again.
         if w.count > 0 || marker == Some(CONVERGING) {
             self.set_marker(&marked, fp).await?;
+            if provider::dry_run::active() {
+                // Nothing was changed: the load balancer is still as it was read.
+                return Ok(());
+            }
             self.verified.record(name, identity, fp, Some(fp));
         } else {
             self.verified.record(name, identity, fp, marker);
@@ -547,9 +555,13 @@ impl AwsProvider {
                 // Subnets, scheme, Elastic IPs and private addresses are set at creation only.
                 let subnets = self.lb_subnets(&network, tagging, spec)?;
                 let mappings = n.subnet_mappings(&subnets)?;
-                let lb = self
+                let mut lb = self
                     .create_nlb(&mut w, name, spec.internal, &mappings, &spec.tags)
                     .await?;
+                if lb.vpc_id.is_empty() {
+                    // A dry run's stand-in for the NLB it would create.
+                    lb.vpc_id = vpc.clone();
+                }
                 let mut observed = NlbObserved::new_load_balancer(spec.tags.clone());
                 // Groups an interrupted earlier try left behind.
                 for wanted in &wanted_names {
@@ -604,6 +616,10 @@ impl AwsProvider {
             Marked::Network(lb.arn.clone()),
         )
         .await?;
+        if lb.dns_name.is_empty() && provider::dry_run::active() {
+            // A dry run of a creation: there is nothing to serve yet.
+            return Ok(LoadBalancerStatus::default());
+        }
         nlb_status(&lb)
     }
 
@@ -877,8 +893,12 @@ impl AwsProvider {
                 for g in self.target_groups(None, Some(&m.target_group_name)).await? {
                     let tags = self.elb_tags(std::slice::from_ref(&g.arn)).await?;
                     if tags.get(&g.arn).is_some_and(|t| tagging.has_cluster_tag(t)) {
-                        self.before_write(&mut w, "DeleteTargetGroup", &g.arn).await?;
-                        self.delete_target_group(&g.arn).await?;
+                        if self
+                            .before_write(&mut w, "DeleteTargetGroup", &g.arn, String::new)
+                            .await?
+                        {
+                            self.delete_target_group(&g.arn).await?;
+                        }
                     }
                 }
             }

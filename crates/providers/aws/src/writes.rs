@@ -2,6 +2,11 @@
 //! and the first one of a converge first marks the load balancer as being converged (see
 //! [`crate::converged`]), so a converge interrupted half-way is never mistaken for a finished
 //! one.
+//!
+//! In a dry-run scope ([`provider::dry_run`]) each write is recorded as a "would" instead and
+//! not made: the caller skips the call and goes on with what the call would have answered where
+//! it can (a placeholder for what a create would have made), so one dry-run converge lists every
+//! write the real one would make.
 
 use aws_sdk_elasticloadbalancing::types::Tag as ClassicTag;
 use aws_sdk_elasticloadbalancingv2::types::Tag as NetworkTag;
@@ -42,20 +47,40 @@ impl Writes {
 }
 
 impl AwsProvider {
-    /// Call right before each write: `op` is the AWS call, `target` what it changes.
-    pub(crate) async fn before_write(&self, w: &mut Writes, op: &str, target: &str) -> Result<()> {
+    /// Call right before each write: `op` is the AWS call, `target` what it changes, `request`
+    /// its parameters (for a dry run's record). `false`: a dry run, the write is recorded and
+    /// must not be made.
+    pub(crate) async fn before_write(
+        &self,
+        w: &mut Writes,
+        op: &str,
+        target: &str,
+        request: impl FnOnce() -> String,
+    ) -> Result<bool> {
         if let Some(marked) = w.invalidate.take() {
             self.set_marker(&marked, CONVERGING).await?;
             w.count += 1;
         }
         w.count += 1;
+        if !provider::dry_run::intercept(crate::naming::PROVIDER_NAME, op, target, request) {
+            return Ok(false);
+        }
         tracing::info!(call = op, target, "AWS write");
-        Ok(())
+        Ok(true)
     }
 
     /// Tags a load balancer with the converge marker.
     pub(crate) async fn set_marker(&self, marked: &Marked, value: &str) -> Result<()> {
         tracing::debug!(?marked, value, "converge marker");
+        let target = match marked {
+            Marked::Classic(name) => name,
+            Marked::Network(arn) => arn,
+        };
+        if !provider::dry_run::intercept(crate::naming::PROVIDER_NAME, "AddTags", target, || {
+            format!("{MARKER_TAG}={value}")
+        }) {
+            return Ok(());
+        }
         match marked {
             Marked::Classic(name) => {
                 let tag = ClassicTag::builder()

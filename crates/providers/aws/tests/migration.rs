@@ -278,3 +278,74 @@ async fn a_legacy_tagged_cluster_is_adopted_by_its_cluster_id_and_cleaned_up() {
     assert!(after.classic.is_empty() && after.nlbs.is_empty() && after.target_groups.is_empty(), "{after:?}");
     assert_eq!(after.node_rules, Vec::<String>::new(), "upstream's NLB rules revoked");
 }
+
+/// The calls of a dry run's woulds.
+fn calls_of(woulds: &[provider::dry_run::Would]) -> Vec<&str> {
+    woulds.iter().map(|w| w.call.as_str()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_makes_no_write_and_lists_every_write_the_real_call_would_make() {
+    let h = Harness::start("dry-run", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let id = Identity {
+        cluster_id: cluster.clone(),
+        legacy: false,
+    };
+    let instances = [h.cloud.run_instance(&h.network, 0).await];
+    let (clb_up, clb) = service(31, &[port(80, 31380)], false);
+    let (nlb_up, mut nlb) = service(32, &[port(80, 31480)], true);
+    h.cloud
+        .classic_as_upstream(&h.network, &id, &clb_up, &instances)
+        .await;
+    h.cloud
+        .nlb_as_upstream(&h.network, &id, &nlb_up, &instances)
+        .await;
+    let before = h.cloud.census(&h.network).await;
+    h.proxy.reset_counts();
+
+    // Adopted as it stands: nothing would change.
+    for svc in [&clb, &nlb] {
+        let (status, woulds) =
+            provider::dry_run::scope(h.provider.ensure_load_balancer(&cluster, svc, &nodes(&instances))).await;
+        assert!(!status.expect("ensure").ingress.is_empty());
+        assert_eq!(woulds, [], "{}", svc.name);
+    }
+
+    // A port change: what would change, and nothing changed.
+    nlb.ports[0].node_port = 31481;
+    let (status, woulds) =
+        provider::dry_run::scope(h.provider.ensure_load_balancer(&cluster, &nlb, &nodes(&instances))).await;
+    status.expect("dry-run ensure");
+    let calls = calls_of(&woulds);
+    for call in ["CreateTargetGroup", "RegisterTargets", "ModifyListener", "AuthorizeSecurityGroupIngress"] {
+        assert!(calls.contains(&call), "{call} in {calls:?}");
+    }
+    assert!(woulds.iter().all(|w| w.provider == "aws"));
+
+    // A new Service: its creation, down to the rules on its group-to-be.
+    let (_, new) = service(33, &[port(443, 31580)], false);
+    let (status, woulds) =
+        provider::dry_run::scope(h.provider.ensure_load_balancer(&cluster, &new, &nodes(&instances))).await;
+    assert_eq!(status.expect("dry-run creation"), Default::default());
+    let calls = calls_of(&woulds);
+    assert_eq!(&calls[..2], ["CreateSecurityGroup", "AuthorizeSecurityGroupIngress"], "{calls:?}");
+    assert!(calls.contains(&"CreateLoadBalancer"), "{calls:?}");
+    assert!(
+        woulds
+            .iter()
+            .any(|w| w.call == "CreateLoadBalancer" && w.request.contains("(new security group k8s-elb-")),
+        "{woulds:?}"
+    );
+
+    // A deletion: what would go, and nothing went.
+    let (done, woulds) = provider::dry_run::scope(h.provider.ensure_load_balancer_deleted(&cluster, &clb)).await;
+    done.expect("dry-run deletion");
+    let calls = calls_of(&woulds);
+    for call in ["RevokeSecurityGroupIngress", "DeleteLoadBalancer", "DeleteSecurityGroup"] {
+        assert!(calls.contains(&call), "{call} in {calls:?}");
+    }
+
+    assert_eq!(h.proxy.writes(), Vec::<String>::new());
+    assert_eq!(h.cloud.census(&h.network).await, before);
+}

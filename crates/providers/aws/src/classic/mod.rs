@@ -230,7 +230,9 @@ impl AwsProvider {
         let mut dns_name = None;
         for action in actions {
             let op = classic_op(action);
-            self.before_write(w, op, name).await?;
+            if !self.before_write(w, op, name, || format!("{action:?}")).await? {
+                continue;
+            }
             let result = match action {
                 ClassicAction::Create {
                     listeners,
@@ -453,7 +455,9 @@ impl AwsProvider {
 
     /// Deletes the ELB (gone already: fine).
     pub(crate) async fn delete_classic(&self, w: &mut Writes, name: &str) -> Result<()> {
-        self.before_write(w, "DeleteLoadBalancer", name).await?;
+        if !self.before_write(w, "DeleteLoadBalancer", name, String::new).await? {
+            return Ok(());
+        }
         match self
             .classic
             .delete_load_balancer()

@@ -184,7 +184,16 @@ impl AwsProvider {
         vpc: &str,
         tags: &Tags,
     ) -> Result<GroupView> {
-        self.before_write(w, "CreateSecurityGroup", name).await?;
+        let request = || format!("{name} in {vpc}: {description} {tags:?}");
+        if !self.before_write(w, "CreateSecurityGroup", name, request).await? {
+            return Ok(GroupView {
+                id: format!("(new security group {name})"),
+                name: name.to_owned(),
+                vpc_id: vpc.to_owned(),
+                tags: tags.clone(),
+                ingress: Vec::new(),
+            });
+        }
         let created = self
             .ec2
             .create_security_group()
@@ -220,7 +229,9 @@ impl AwsProvider {
 
     /// Adds tags to a group.
     pub(crate) async fn tag_group(&self, w: &mut Writes, id: &str, tags: &Tags) -> Result<()> {
-        self.before_write(w, "CreateTags", id).await?;
+        if !self.before_write(w, "CreateTags", id, || format!("{tags:?}")).await? {
+            return Ok(());
+        }
         self.ec2
             .create_tags()
             .resources(id)
@@ -238,8 +249,13 @@ impl AwsProvider {
         group: &str,
         changes: &RuleChanges,
     ) -> Result<()> {
-        if !changes.revoke.is_empty() {
-            self.before_write(w, "RevokeSecurityGroupIngress", group).await?;
+        if !changes.revoke.is_empty()
+            && self
+                .before_write(w, "RevokeSecurityGroupIngress", group, || {
+                    format!("{:?}", changes.revoke)
+                })
+                .await?
+        {
             match self.revoke(group, &changes.revoke).await {
                 Ok(()) => {}
                 // One rule already gone fails the whole call: revoke them one by one.
@@ -256,9 +272,13 @@ impl AwsProvider {
                 Err((_, e)) => return Err(e),
             }
         }
-        if !changes.authorize.is_empty() {
-            self.before_write(w, "AuthorizeSecurityGroupIngress", group)
-                .await?;
+        if !changes.authorize.is_empty()
+            && self
+                .before_write(w, "AuthorizeSecurityGroupIngress", group, || {
+                    format!("{:?}", changes.authorize)
+                })
+                .await?
+        {
             match self
                 .ec2
                 .authorize_security_group_ingress()
@@ -273,9 +293,13 @@ impl AwsProvider {
                 Err(e) => return Err(sdk_error("AuthorizeSecurityGroupIngress", &e)),
             }
         }
-        if !changes.relabel.is_empty() {
-            self.before_write(w, "UpdateSecurityGroupRuleDescriptionsIngress", group)
-                .await?;
+        if !changes.relabel.is_empty()
+            && self
+                .before_write(w, "UpdateSecurityGroupRuleDescriptionsIngress", group, || {
+                    format!("{:?}", changes.relabel)
+                })
+                .await?
+        {
             self.ec2
                 .update_security_group_rule_descriptions_ingress()
                 .group_id(group)
@@ -312,7 +336,9 @@ impl AwsProvider {
     /// `RetryAfter`, so the Service keeps its finalizer and the deletion is tried again on the
     /// next sync, instead of a worker blocked for up to 10 minutes as upstream's is.
     pub(crate) async fn delete_group(&self, w: &mut Writes, id: &str) -> Result<()> {
-        self.before_write(w, "DeleteSecurityGroup", id).await?;
+        if !self.before_write(w, "DeleteSecurityGroup", id, String::new).await? {
+            return Ok(());
+        }
         match self.ec2.delete_security_group().group_id(id).send().await {
             Ok(_) => Ok(()),
             Err(e) if code_of(&e) == Some("InvalidGroup.NotFound") => Ok(()),
