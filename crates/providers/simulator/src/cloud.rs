@@ -332,6 +332,28 @@ impl Simulator {
         Ok(())
     }
 
+    /// A write call's change: made through the store, or, in a dry-run scope
+    /// ([`provider::dry_run`]), planned on a copy of the state. When the copy shows a change of
+    /// the cloud (a load balancer or a route added, changed or removed), it is recorded as a
+    /// "would" and not made, and the call answers what it would have answered; a call that
+    /// would change nothing records nothing.
+    async fn write<T, F>(&self, call: &'static str, target: &str, f: F) -> Result<T, ProviderError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut State) -> Result<T, ProviderError> + Clone + Send + 'static,
+    {
+        if provider::dry_run::active() {
+            let before = self.store.snapshot();
+            let mut after = State::clone(&before);
+            let answer = (f.clone())(&mut after);
+            let change = dry_run_change(&before, &after);
+            if change.is_empty() || !provider::dry_run::intercept(PROVIDER_NAME, call, target, || change) {
+                return answer;
+            }
+        }
+        self.change(f).await
+    }
+
     /// Applies a change through the store, off the async threads when it writes a file.
     async fn change<T: Send + 'static>(
         &self,
@@ -346,6 +368,69 @@ impl Simulator {
             store.mutate(f)
         };
         saved.map_err(|e| ProviderError::Internal(format!("the change was not made: {e}")))?
+    }
+}
+
+/// What a write changed in the cloud, as compact JSON: each load balancer added or changed (as
+/// it would be) or removed (`null`), and each route added or removed; empty when nothing that a
+/// cloud API call would change did. Bookkeeping is left out (creation and provisioning times,
+/// the provisioning state, which time alone moves on, the address cursors), so the same change
+/// is described by the same text whenever it is planned.
+pub(crate) fn dry_run_change(before: &State, after: &State) -> String {
+    use serde_json::{Map, Value, json};
+    fn lb_view(lb: &LoadBalancer) -> Value {
+        let mut view = serde_json::to_value(lb).unwrap_or(Value::Null);
+        if let Value::Object(fields) = &mut view {
+            for bookkeeping in ["created_at", "ready_at", "state"] {
+                fields.remove(bookkeeping);
+            }
+        }
+        view
+    }
+    fn route_view(r: &crate::state::RouteRecord) -> Value {
+        json!({
+            "cluster": r.cluster,
+            "name": r.name,
+            "target_node": r.target_node,
+            "destination_cidr": r.destination_cidr.to_string(),
+        })
+    }
+    let mut lbs = Map::new();
+    for (name, lb) in &after.load_balancers {
+        let view = lb_view(lb);
+        if before.load_balancers.get(name).map(lb_view).as_ref() != Some(&view) {
+            lbs.insert(name.clone(), view);
+        }
+    }
+    for name in before.load_balancers.keys() {
+        if !after.load_balancers.contains_key(name) {
+            lbs.insert(name.clone(), Value::Null);
+        }
+    }
+    let views = |s: &State| s.routes.iter().map(route_view).collect::<Vec<_>>();
+    let (routes_before, routes_after) = (views(before), views(after));
+    let added: Vec<&Value> = routes_after
+        .iter()
+        .filter(|r| !routes_before.contains(r))
+        .collect();
+    let removed: Vec<&Value> = routes_before
+        .iter()
+        .filter(|r| !routes_after.contains(r))
+        .collect();
+    let mut change = Map::new();
+    if !lbs.is_empty() {
+        change.insert("load_balancers".into(), Value::Object(lbs));
+    }
+    if !added.is_empty() {
+        change.insert("routes_added".into(), json!(added));
+    }
+    if !removed.is_empty() {
+        change.insert("routes_removed".into(), json!(removed));
+    }
+    if change.is_empty() {
+        String::new()
+    } else {
+        Value::Object(change).to_string()
     }
 }
 
@@ -470,8 +555,9 @@ impl LoadBalancers for Simulator {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .lb_provision_delay;
+        let target = provider::default_load_balancer_name(&service.uid);
         let (cluster, service, nodes) = (cluster.to_string(), service.clone(), nodes.to_vec());
-        self.change(move |s| {
+        self.write("ensure_load_balancer", &target, move |s| {
             ops::load_balancers::ensure(s, &cluster, &service, &nodes, delay, crate::state::now())
         })
         .await
@@ -484,9 +570,12 @@ impl LoadBalancers for Simulator {
         nodes: &[LoadBalancerNode],
     ) -> Result<(), ProviderError> {
         self.gate("update_load_balancer").await?;
+        let target = provider::default_load_balancer_name(&service.uid);
         let (cluster, service, nodes) = (cluster.to_string(), service.clone(), nodes.to_vec());
-        self.change(move |s| ops::load_balancers::update(s, &cluster, &service, &nodes))
-            .await
+        self.write("update_load_balancer", &target, move |s| {
+            ops::load_balancers::update(s, &cluster, &service, &nodes)
+        })
+        .await
     }
 
     async fn ensure_load_balancer_deleted(
@@ -495,9 +584,12 @@ impl LoadBalancers for Simulator {
         service: &ServiceSpec,
     ) -> Result<(), ProviderError> {
         self.gate("delete_load_balancer").await?;
+        let target = provider::default_load_balancer_name(&service.uid);
         let (cluster, service) = (cluster.to_string(), service.clone());
-        self.change(move |s| ops::load_balancers::delete(s, &cluster, &service))
-            .await
+        self.write("delete_load_balancer", &target, move |s| {
+            ops::load_balancers::delete(s, &cluster, &service)
+        })
+        .await
     }
 }
 
@@ -510,16 +602,22 @@ impl Routes for Simulator {
 
     async fn create_route(&self, cluster: &str, name_hint: &str, route: &Route) -> Result<(), ProviderError> {
         self.gate("create_route").await?;
+        let target = route.destination_cidr.clone();
         let (cluster, name_hint, route) = (cluster.to_string(), name_hint.to_string(), route.clone());
-        self.change(move |s| ops::routes::create(s, &cluster, &name_hint, &route, crate::state::now()))
-            .await
+        self.write("create_route", &target, move |s| {
+            ops::routes::create(s, &cluster, &name_hint, &route, crate::state::now())
+        })
+        .await
     }
 
     async fn delete_route(&self, cluster: &str, route: &Route) -> Result<(), ProviderError> {
         self.gate("delete_route").await?;
+        let target = route.destination_cidr.clone();
         let (cluster, route) = (cluster.to_string(), route.clone());
-        self.change(move |s| ops::routes::delete(s, &cluster, &route))
-            .await
+        self.write("delete_route", &target, move |s| {
+            ops::routes::delete(s, &cluster, &route)
+        })
+        .await
     }
 }
 
