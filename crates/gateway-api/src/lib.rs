@@ -7,6 +7,8 @@
 //!   client, so that nobody ever parses a message string.
 //! - [`CALLER_HEADER`]: the metadata key a client names itself with, for fair queueing;
 //!   [`caller::NameCaller`] sets it on every request of a client.
+//! - [`DRY_RUN_HEADER`], [`DRY_RUN_WOULDS_HEADER`]: shadow mode, a write call planned and not
+//!   made.
 
 pub mod caller;
 pub mod error;
@@ -24,6 +26,23 @@ pub const CALLER_HEADER: &str = "x-cloudgateway-caller";
 /// Response metadata key naming the provider that answered (`simulator`, `aws`, ...): a client
 /// notices a gateway swapped for another vendor on the first answer after it reconnects.
 pub const PROVIDER_HEADER: &str = "x-cloudgateway-provider";
+
+/// Request metadata key by which a client asks for a write call in dry-run (value `true`): the
+/// gateway plans the call against the cloud as it is, makes no write, and answers as if it had
+/// succeeded. Honoured by gateways whose `Capabilities.dry_run` is true; a gateway started with
+/// `--dry-run` treats every write call so.
+pub const DRY_RUN_HEADER: &str = "cloudgateway-dry-run";
+
+/// Response metadata of a write call answered in dry-run: [`DRY_RUN_HEADER`] carries the number
+/// of provider writes the call would have made (`0`: nothing would change), and this key, when
+/// that number is not 0, a compact JSON array of them: `[{"provider", "call", "target",
+/// "request"}]`, cut to at most [`DRY_RUN_WOULDS_MAX_BYTES`] (whole entries only; the count
+/// stays exact).
+pub const DRY_RUN_WOULDS_HEADER: &str = "cloudgateway-dry-run-woulds";
+
+/// Most bytes of [`DRY_RUN_WOULDS_HEADER`]'s value (gRPC metadata is kept small: HTTP/2
+/// servers refuse header lists beyond a few tens of kilobytes).
+pub const DRY_RUN_WOULDS_MAX_BYTES: usize = 8 * 1024;
 
 /// The identity used when a call carries no [`CALLER_HEADER`].
 pub const ANONYMOUS_CALLER: &str = "anonymous";

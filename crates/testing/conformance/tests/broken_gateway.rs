@@ -95,6 +95,7 @@ impl Identity for Gateway {
             instances: true,
             load_balancers: false,
             routes: false,
+            dry_run: false,
             limits: Some(pb::ProviderLimits {
                 max_instance_batch: 10,
                 read_rate_per_second: 10.0,
