@@ -538,6 +538,112 @@ mod tests {
         );
     }
 
+    /// IPv6-only and dual-stack nodes as cloud-provider-aws reports them (`NodeIPFamilies`
+    /// `ipv6`, `ipv4,ipv6`, `ipv6,ipv4`): they initialize with the cloud's addresses in its
+    /// order and its zone-ID label, and kubelet's `--node-ip` (single IPv6, or a dual-stack
+    /// pair in either order) picks and orders them as KEP-3705 describes.
+    #[test]
+    fn ipv6_only_and_dual_stack_nodes_initialize() {
+        let v4 = [
+            addr("InternalIP", "10.0.1.5"),
+            addr("InternalDNS", "ip-10-0-1-5.ec2.internal"),
+            addr("Hostname", "ip-10-0-1-5.ec2.internal"),
+        ];
+        let v6 = [
+            addr("InternalIP", "2600:1f18::a"),
+            addr("InternalIP", "2600:1f18::b"),
+        ];
+        let aws = |addresses: Vec<NodeAddress>| InstanceMetadata {
+            provider_id: "aws:///us-east-1a/i-0abc".into(),
+            instance_type: "m6i.large".into(),
+            addresses,
+            zone: "us-east-1a".into(),
+            region: "us-east-1".into(),
+            additional_labels: BTreeMap::from([(
+                "topology.k8s.aws/zone-id".to_owned(),
+                "use1-az6".to_owned(),
+            )]),
+        };
+        let ipv6_only = v6.to_vec();
+        let v4_first = [&v4[..], &v6[..]].concat();
+        let v6_first = [&v6[..], &v4[..]].concat();
+        let cases: Vec<(&str, Vec<NodeAddress>, Option<&str>, Result<Vec<NodeAddress>, ()>)> = vec![
+            ("IPv6 only", ipv6_only.clone(), None, Ok(ipv6_only.clone())),
+            (
+                "IPv6 only, --node-ip the second",
+                ipv6_only.clone(),
+                Some("2600:1f18:0::b"),
+                Ok(vec![addr("InternalIP", "2600:1f18::b")]),
+            ),
+            (
+                "dual-stack IPv4 first",
+                v4_first.clone(),
+                None,
+                Ok(v4_first.clone()),
+            ),
+            (
+                "dual-stack IPv6 first",
+                v6_first.clone(),
+                None,
+                Ok(v6_first.clone()),
+            ),
+            (
+                "dual-stack, --node-ip an IPv6 one",
+                v4_first.clone(),
+                Some("2600:1f18::b"),
+                Ok(vec![
+                    addr("InternalIP", "2600:1f18::b"),
+                    v4[1].clone(),
+                    v4[2].clone(),
+                ]),
+            ),
+            (
+                "dual-stack, --node-ip an IPv6-primary pair",
+                v4_first.clone(),
+                Some("2600:1f18::a,10.0.1.5"),
+                Ok(vec![
+                    addr("InternalIP", "2600:1f18::a"),
+                    addr("InternalIP", "10.0.1.5"),
+                    v4[1].clone(),
+                    v4[2].clone(),
+                ]),
+            ),
+            (
+                "IPv6 only, --node-ip an IPv4 pair member the cloud lacks",
+                ipv6_only.clone(),
+                Some("10.0.1.5,2600:1f18::a"),
+                Err(()),
+            ),
+        ];
+        for (what, addresses, node_ip, want) in cases {
+            let mut node = tainted();
+            if let Some(ip) = node_ip {
+                node = node.annotation(ANNOTATION_PROVIDED_NODE_IP, ip);
+            }
+            let got = initialize(&node.build(), &aws(addresses));
+            match want {
+                Ok(want) => {
+                    let init = got.unwrap_or_else(|e| panic!("{what}: {e}"));
+                    assert!(init.untaints, "{what}");
+                    assert_eq!(
+                        main(&init)["metadata"]["labels"]["topology.k8s.aws/zone-id"],
+                        "use1-az6",
+                        "{what}"
+                    );
+                    assert_eq!(
+                        init.patches.status.expect("addresses")["status"]["addresses"],
+                        serde_json::to_value(want).unwrap(),
+                        "{what}"
+                    );
+                }
+                Err(()) => assert!(
+                    matches!(got, Err(NotYet::ProvidedIpNotInCloud { .. })),
+                    "{what}: {got:?}"
+                ),
+            }
+        }
+    }
+
     #[test]
     fn provided_node_ip_goes_first_and_drops_others_of_its_type() {
         let cloud_addrs = vec![

@@ -13,18 +13,23 @@
 //! State rules match cloud-provider-aws: `terminated` does not exist; every other state exists;
 //! only `stopped` is shut down (`stopping` may still be serving).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap, HashSet},
+    net::Ipv6Addr,
+};
 
 use async_trait::async_trait;
-use aws_sdk_ec2::types::{Filter, Instance};
+use aws_sdk_ec2::types::{Filter, Instance, NetworkInterfaceStatus};
 use provider::{
     AddressType, InstanceInfo, InstanceMetadata, Instances, NodeAddress, NodeRef, ProviderError, Result,
 };
 
 use crate::{
     AwsProvider,
+    config::IpFamily,
     errors::{code_of, message_of, sdk_error},
     naming::{instance_id_from_provider_id, instance_id_in_node_name, instance_ids_in_message, provider_id},
+    zones::{LABEL_ZONE_ID, ZoneView},
 };
 
 /// How long an instance described for a load balancer is reused (its groups and VPC do not
@@ -48,6 +53,9 @@ pub struct InstanceView {
     pub zone: String,
     /// Private IPv4 addresses: the primary one first, then the other interfaces' by device index.
     pub private_ips: Vec<String>,
+    /// IPv6 addresses: the first of each in-use network interface, by device index (upstream
+    /// reports one per interface).
+    pub ipv6_ips: Vec<String>,
     /// Public IPv4 address.
     pub public_ip: Option<String>,
     /// Private DNS name (the Node name on AWS).
@@ -78,6 +86,11 @@ impl InstanceView {
         }
         let mut interfaces: Vec<_> = i.network_interfaces().iter().collect();
         interfaces.sort_by_key(|n| n.attachment().and_then(|a| a.device_index()).unwrap_or(i32::MAX));
+        let ipv6_ips = interfaces
+            .iter()
+            .filter(|n| n.status() == Some(&NetworkInterfaceStatus::InUse))
+            .filter_map(|n| non_empty(n.ipv6_addresses().first()?.ipv6_address()))
+            .collect();
         for interface in interfaces {
             let mut ips: Vec<_> = interface.private_ip_addresses().iter().collect();
             ips.sort_by_key(|a| !a.primary().unwrap_or(false));
@@ -104,6 +117,7 @@ impl InstanceView {
                 .unwrap_or_default()
                 .to_owned(),
             private_ips,
+            ipv6_ips,
             public_ip: non_empty(i.public_ip_address()),
             private_dns: non_empty(i.private_dns_name()),
             public_dns: non_empty(i.public_dns_name()),
@@ -139,30 +153,75 @@ impl InstanceView {
     }
 }
 
-/// Node addresses as cloud-provider-aws reports them: private IPs (InternalIP), the public IP
-/// (ExternalIP), the private DNS name (InternalDNS and Hostname), the public DNS name
-/// (ExternalDNS).
-pub fn node_addresses(i: &InstanceView) -> Vec<NodeAddress> {
-    let mut out: Vec<NodeAddress> = i
-        .private_ips
-        .iter()
-        .map(|ip| NodeAddress::new(AddressType::InternalIP, ip.clone()))
-        .collect();
-    if let Some(ip) = &i.public_ip {
-        out.push(NodeAddress::new(AddressType::ExternalIP, ip.clone()));
+/// Node addresses as cloud-provider-aws reports them, family by family in the order of
+/// `families` (cloud-config `NodeIPFamilies`; a family named twice counts once):
+/// - IPv4: private IPs (InternalIP), the public IP (ExternalIP), the private DNS name
+///   (InternalDNS and Hostname), the public DNS name (ExternalDNS);
+/// - IPv6: the first IPv6 address of each network interface, as InternalIP even when publicly
+///   routable (AWS gives IPv6 addresses no DNS names), in canonical form.
+///
+/// # Errors
+/// An IPv6 address EC2 reported that does not parse (upstream fails the node the same way).
+pub fn node_addresses(i: &InstanceView, families: &[IpFamily]) -> Result<Vec<NodeAddress>> {
+    let mut out = Vec::new();
+    let mut done = Vec::new();
+    for family in families {
+        if done.contains(family) {
+            continue;
+        }
+        done.push(*family);
+        match family {
+            IpFamily::V4 => {
+                out.extend(
+                    i.private_ips
+                        .iter()
+                        .map(|ip| NodeAddress::new(AddressType::InternalIP, ip.clone())),
+                );
+                if let Some(ip) = &i.public_ip {
+                    out.push(NodeAddress::new(AddressType::ExternalIP, ip.clone()));
+                }
+                if let Some(dns) = &i.private_dns {
+                    out.push(NodeAddress::new(AddressType::InternalDNS, dns.clone()));
+                    out.push(NodeAddress::new(AddressType::Hostname, dns.clone()));
+                }
+                if let Some(dns) = &i.public_dns {
+                    out.push(NodeAddress::new(AddressType::ExternalDNS, dns.clone()));
+                }
+            }
+            IpFamily::V6 => {
+                for ip in &i.ipv6_ips {
+                    let parsed: Ipv6Addr = ip.parse().map_err(|_| {
+                        ProviderError::Internal(format!(
+                            "instance {} has an invalid IPv6 address {ip:?}",
+                            i.id
+                        ))
+                    })?;
+                    out.push(NodeAddress::new(AddressType::InternalIP, parsed.to_string()));
+                }
+            }
+        }
     }
-    if let Some(dns) = &i.private_dns {
-        out.push(NodeAddress::new(AddressType::InternalDNS, dns.clone()));
-        out.push(NodeAddress::new(AddressType::Hostname, dns.clone()));
-    }
-    if let Some(dns) = &i.public_dns {
-        out.push(NodeAddress::new(AddressType::ExternalDNS, dns.clone()));
-    }
-    out
+    Ok(out)
 }
 
-/// The answer for one node whose instance was found.
-pub fn instance_info(i: &InstanceView, region: &str) -> Result<InstanceInfo> {
+/// The labels cloud-provider-aws adds to a node beyond the standard ones:
+/// `topology.k8s.aws/zone-id` with the zone's ID, when known.
+pub fn additional_labels(zone: Option<&ZoneView>) -> BTreeMap<String, String> {
+    zone.filter(|z| !z.id.is_empty())
+        .map(|z| (LABEL_ZONE_ID.to_owned(), z.id.clone()))
+        .into_iter()
+        .collect()
+}
+
+/// The answer for one node whose instance was found: `families` order its addresses, `zone` is
+/// its zone as DescribeAvailabilityZones lists it (`None`: not listed, an error as upstream's;
+/// listed without an ID, as an AWS-compatible cloud may: no zone-ID label).
+pub fn instance_info(
+    i: &InstanceView,
+    region: &str,
+    families: &[IpFamily],
+    zone: Option<&ZoneView>,
+) -> Result<InstanceInfo> {
     if !i.exists() {
         return Err(ProviderError::InstanceNotFound(format!(
             "instance {} is terminated",
@@ -175,14 +234,20 @@ pub fn instance_info(i: &InstanceView, region: &str) -> Result<InstanceInfo> {
             i.id
         )));
     }
+    if zone.is_none() {
+        return Err(ProviderError::Internal(format!(
+            "instance {} is in zone {}, which DescribeAvailabilityZones does not list",
+            i.id, i.zone
+        )));
+    }
     Ok(InstanceInfo {
         metadata: InstanceMetadata {
             provider_id: provider_id(&i.zone, &i.id),
             instance_type: i.instance_type.clone(),
-            addresses: node_addresses(i),
+            addresses: node_addresses(i, families)?,
             zone: i.zone.clone(),
             region: region.to_owned(),
-            additional_labels: BTreeMap::new(),
+            additional_labels: additional_labels(zone),
         },
         shutdown: i.shut_down(),
     })
@@ -479,9 +544,18 @@ impl AwsProvider {
 impl Instances for AwsProvider {
     async fn lookup_instances(&self, nodes: &[NodeRef]) -> Result<Vec<Result<InstanceInfo, ProviderError>>> {
         let resolved = self.resolve_nodes(nodes).await?;
+        // The zones of the live instances found, described once for the process's life.
+        let names: BTreeSet<String> = resolved
+            .iter()
+            .filter_map(|r| r.as_ref().ok())
+            .filter(|i| i.exists() && !i.zone.is_empty())
+            .map(|i| i.zone.clone())
+            .collect();
+        let zones = self.zones(&names).await?;
+        let families = &self.config.node_ip_families;
         Ok(resolved
             .into_iter()
-            .map(|r| r.and_then(|i| instance_info(&i, &self.region)))
+            .map(|r| r.and_then(|i| instance_info(&i, &self.region, families, zones.get(&i.zone))))
             .collect())
     }
 }
@@ -519,7 +593,7 @@ mod tests {
             let i = view("i-1", state);
             assert_eq!(i.exists(), exists, "{state}");
             assert_eq!(i.shut_down(), shut, "{state}");
-            let info = instance_info(&i, "eu-west-1");
+            let info = instance_info(&i, "eu-west-1", &[IpFamily::V4], Some(&zone()));
             assert_eq!(info.is_ok(), exists, "{state}");
             if let Ok(info) = info {
                 assert_eq!(info.shutdown, shut, "{state}");
@@ -529,14 +603,31 @@ mod tests {
         }
     }
 
+    fn zone() -> ZoneView {
+        ZoneView {
+            id: "euw1-az3".into(),
+            kind: "availability-zone".into(),
+        }
+    }
+
     #[test]
     fn metadata_carries_ids_addresses_and_topology() {
-        let info = instance_info(&view("i-0abc", "running"), "eu-west-1").unwrap();
+        let info = instance_info(
+            &view("i-0abc", "running"),
+            "eu-west-1",
+            &[IpFamily::V4],
+            Some(&zone()),
+        )
+        .unwrap();
         let m = info.metadata;
         assert_eq!(m.provider_id, "aws:///eu-west-1a/i-0abc");
         assert_eq!(m.instance_type, "m5.large");
         assert_eq!(m.zone, "eu-west-1a");
         assert_eq!(m.region, "eu-west-1");
+        assert_eq!(
+            m.additional_labels,
+            BTreeMap::from([("topology.k8s.aws/zone-id".to_owned(), "euw1-az3".to_owned())])
+        );
         let kinds: Vec<(AddressType, &str)> =
             m.addresses.iter().map(|a| (a.kind, a.address.as_str())).collect();
         assert_eq!(
@@ -556,9 +647,116 @@ mod tests {
         let mut no_zone = view("i-1", "running");
         no_zone.zone.clear();
         assert!(matches!(
-            instance_info(&no_zone, "r"),
+            instance_info(&no_zone, "r", &[IpFamily::V4], Some(&zone())),
             Err(ProviderError::Internal(_))
         ));
+        // A zone DescribeAvailabilityZones does not list fails the node, as upstream's; one
+        // listed without an ID (an AWS-compatible cloud) only goes without the label.
+        let running = view("i-1", "running");
+        let err = instance_info(&running, "r", &[IpFamily::V4], None).unwrap_err();
+        assert!(
+            matches!(&err, ProviderError::Internal(m) if m.contains("eu-west-1a")),
+            "{err:?}"
+        );
+        let no_id = ZoneView {
+            id: String::new(),
+            ..zone()
+        };
+        let info = instance_info(&running, "r", &[IpFamily::V4], Some(&no_id)).unwrap();
+        assert!(info.metadata.additional_labels.is_empty());
+    }
+
+    /// Upstream's `getInstanceNodeAddress`: each family's addresses in the order of
+    /// `NodeIPFamilies`; IPv6 ones are InternalIP, in canonical form.
+    #[test]
+    fn addresses_follow_the_ip_families_in_order() {
+        let dual = InstanceView {
+            ipv6_ips: vec!["2600:1F18:0:0::a".into(), "2600:1f18::b".into()],
+            ..view("i-1", "running")
+        };
+        let v4 = [
+            "InternalIP 10.0.1.5",
+            "InternalIP 10.0.1.6",
+            "ExternalIP 54.1.2.3",
+            "InternalDNS ip-10-0-1-5.eu-west-1.compute.internal",
+            "Hostname ip-10-0-1-5.eu-west-1.compute.internal",
+            "ExternalDNS ec2-54-1-2-3.eu-west-1.compute.amazonaws.com",
+        ];
+        let v6 = ["InternalIP 2600:1f18::a", "InternalIP 2600:1f18::b"];
+        let shown = |families: &[IpFamily], i: &InstanceView| -> Vec<String> {
+            node_addresses(i, families)
+                .unwrap()
+                .iter()
+                .map(|a| format!("{:?} {}", a.kind, a.address))
+                .collect()
+        };
+        let cases: [(&[IpFamily], Vec<&str>); 5] = [
+            (&[IpFamily::V4], v4.to_vec()),
+            (&[IpFamily::V6], v6.to_vec()),
+            (&[IpFamily::V4, IpFamily::V6], [&v4[..], &v6[..]].concat()),
+            (&[IpFamily::V6, IpFamily::V4], [&v6[..], &v4[..]].concat()),
+            // A family named twice counts once.
+            (
+                &[IpFamily::V6, IpFamily::V4, IpFamily::V6],
+                [&v6[..], &v4[..]].concat(),
+            ),
+        ];
+        for (families, want) in cases {
+            assert_eq!(shown(families, &dual), want, "{families:?}");
+        }
+        // An IPv6-only instance (no IPv4 address, no DNS name) under ipv6.
+        let v6_only = InstanceView {
+            id: "i-2".into(),
+            ipv6_ips: vec!["2600:1f18::c".into()],
+            ..InstanceView::default()
+        };
+        assert_eq!(shown(&[IpFamily::V6], &v6_only), ["InternalIP 2600:1f18::c"]);
+        assert!(shown(&[IpFamily::V4], &v6_only).is_empty());
+        // An IPv4 instance under ipv6: no address.
+        assert!(shown(&[IpFamily::V6], &view("i-3", "running")).is_empty());
+        // EC2 reporting a malformed address fails the node, naming it; never a panic.
+        let bad = InstanceView {
+            ipv6_ips: vec!["2600:zz::1".into()],
+            ..view("i-4", "running")
+        };
+        let err = node_addresses(&bad, &[IpFamily::V4, IpFamily::V6]).unwrap_err();
+        assert!(
+            matches!(&err, ProviderError::Internal(m) if m.contains("i-4") && m.contains("2600:zz::1")),
+            "{err:?}"
+        );
+        assert!(
+            node_addresses(&bad, &[IpFamily::V4]).is_ok(),
+            "not asked, not read"
+        );
+    }
+
+    /// IPv6 addresses as EC2 describes them: the first of each in-use interface, primary
+    /// interface first.
+    #[test]
+    fn ipv6_addresses_come_from_in_use_interfaces_by_device_index() {
+        use aws_sdk_ec2::types::{
+            InstanceIpv6Address, InstanceNetworkInterface, InstanceNetworkInterfaceAttachment,
+        };
+        let eni = |index: i32, status: NetworkInterfaceStatus, ips: &[&str]| {
+            let mut b = InstanceNetworkInterface::builder().status(status).attachment(
+                InstanceNetworkInterfaceAttachment::builder()
+                    .device_index(index)
+                    .build(),
+            );
+            for ip in ips {
+                b = b.ipv6_addresses(InstanceIpv6Address::builder().ipv6_address(*ip).build());
+            }
+            b.build()
+        };
+        let instance = Instance::builder()
+            .instance_id("i-1")
+            .network_interfaces(eni(2, NetworkInterfaceStatus::InUse, &["2600::2a", "2600::2b"]))
+            .network_interfaces(eni(1, NetworkInterfaceStatus::Detaching, &["2600::1"]))
+            .network_interfaces(eni(0, NetworkInterfaceStatus::InUse, &["2600::a", "2600::b"]))
+            .network_interfaces(eni(3, NetworkInterfaceStatus::InUse, &[]))
+            .build();
+        let view = InstanceView::from_sdk(&instance).unwrap();
+        assert_eq!(view.ipv6_ips, ["2600::a", "2600::2a"]);
     }
 
     #[test]

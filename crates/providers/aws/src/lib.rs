@@ -19,6 +19,7 @@
 //! - [`load_balancers`]: the LoadBalancer capability over all of the above; [`converged`]: when a
 //!   sync may skip the full read; [`writes`]: every write, counted and marked.
 //! - [`routes`]: pod-CIDR routes in a VPC route table (EC2).
+//! - [`zones`]: zone IDs and types, described once (EC2).
 
 pub mod annotations;
 pub mod classic;
@@ -35,9 +36,10 @@ pub mod spec;
 pub mod subnets;
 pub mod tags;
 mod writes;
+pub mod zones;
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::HashMap,
     sync::{Arc, Mutex},
     time::Instant,
 };
@@ -54,8 +56,10 @@ use crate::errors::NeverRetryThrottling;
 struct Caches {
     /// A VPC's subnets and route tables ([`subnets::NETWORK_TTL`]).
     network: Mutex<HashMap<String, (Instant, Arc<subnets::Network>)>>,
-    /// Zone name → zone type, for the process's life.
-    zone_types: Mutex<BTreeMap<String, String>>,
+    /// Zone name → zone ID and type, for the process's life ([`zones`]).
+    zones: Mutex<zones::ZoneCache>,
+    /// Held while the zones are described, so concurrent callers make one call.
+    zones_describing: tokio::sync::Mutex<()>,
     /// Instances described for load balancers ([`instances::INSTANCE_TTL`]).
     instances: Mutex<HashMap<String, (Instant, instances::InstanceView)>>,
 }

@@ -3,8 +3,15 @@
 //! Routes cannot be tagged, so ownership is the route table's: the configured table, or the one
 //! table tagged `kubernetes.io/cluster/<cluster>` (as cloud-provider-aws), and in both cases the
 //! table must carry that tag. The cluster's routes are the table's routes to instances, except
-//! routes to instances tagged for another cluster (a shared table). A node is found by its name
-//! (the private DNS name), else by its internal IP.
+//! routes to instances tagged for another cluster (a shared table).
+//!
+//! A listed route names its instance's private DNS name as the target node and carries the
+//! instance's provider ID: the route controller matches it to the Node with that provider ID,
+//! as cloud-provider-aws names a route's target by the Node whose providerID holds the instance
+//! ID, so Nodes named otherwise (kops, kubelet `--hostname-override`) keep their routes. A
+//! route's target is found by the Node's provider ID when the create carries one (as upstream,
+//! by instance ID, never by name then), else by its name (the private DNS name, or an instance
+//! ID), else by its internal IP.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -16,6 +23,7 @@ use crate::{
     AwsProvider,
     errors::{code_of, sdk_error},
     instances::InstanceView,
+    naming::provider_id,
     tags::ClusterTagging,
 };
 
@@ -110,6 +118,10 @@ pub fn cluster_routes(
                 destination_cidr: r.cidr.clone(),
                 blackhole: r.state == "blackhole" || instance.is_none_or(|i| !i.exists()),
                 target_node_addresses: Vec::new(),
+                target_provider_id: instance
+                    .filter(|i| !i.zone.is_empty())
+                    .map(|i| provider_id(&i.zone, &i.id))
+                    .unwrap_or_default(),
             })
         })
         .collect()
@@ -225,16 +237,19 @@ impl AwsProvider {
         Ok(self.describe_instance_ids(&ids).await?.found)
     }
 
-    /// The instance of a route's target node: by name, else by an internal IP.
+    /// The instance of a route's target node: by its provider ID, else by name, else by an
+    /// internal IP.
     async fn route_target(&self, route: &Route) -> Result<InstanceView> {
-        let by_name = self
-            .resolve_nodes(&[NodeRef::by_name(route.target_node.clone())])
+        let node = NodeRef::new(route.target_node.clone(), route.target_provider_id.clone());
+        let found = self
+            .resolve_nodes(std::slice::from_ref(&node))
             .await?
             .into_iter()
             .next()
             .unwrap_or_else(|| Err(ProviderError::Internal("empty lookup".into())));
-        match by_name {
-            Err(ProviderError::InstanceNotFound(why)) => {
+        match found {
+            // A provider ID is definite: its instance, or none.
+            Err(ProviderError::InstanceNotFound(why)) if node.provider_id.is_empty() => {
                 let ips: Vec<String> = route
                     .target_node_addresses
                     .iter()
@@ -255,6 +270,10 @@ impl AwsProvider {
                     _ => Err(ProviderError::InstanceNotFound(why)),
                 }
             }
+            Ok(i) if !i.exists() => Err(ProviderError::InstanceNotFound(format!(
+                "node {}: instance {} is terminated",
+                route.target_node, i.id
+            ))),
             other => other,
         }
     }
@@ -393,6 +412,7 @@ mod tests {
             id: id.into(),
             state: state.into(),
             private_dns: Some(format!("{id}.internal")),
+            zone: "eu-west-1a".into(),
             tags: cluster
                 .map(|c| BTreeMap::from([(format!("kubernetes.io/cluster/{c}"), "owned".to_owned())]))
                 .unwrap_or_default(),
@@ -440,19 +460,37 @@ mod tests {
             instance("i-other", "running", Some("green")),
             instance("i-untagged", "running", None),
         ]);
-        let got: Vec<(String, String, bool)> =
+        let got: Vec<(String, String, String, bool)> =
             cluster_routes(&ClusterTagging::new("blue", false).unwrap(), &table, &known)
                 .into_iter()
-                .map(|r| (r.destination_cidr, r.target_node, r.blackhole))
+                .map(|r| {
+                    (
+                        r.destination_cidr,
+                        r.target_node,
+                        r.target_provider_id,
+                        r.blackhole,
+                    )
+                })
                 .collect();
+        let id = |i: &str| format!("aws:///eu-west-1a/{i}");
         assert_eq!(
             got,
             vec![
-                ("100.64.1.0/24".into(), "i-a.internal".into(), false),
-                ("100.64.2.0/24".into(), "i-b.internal".into(), true),
-                ("100.64.3.0/24".into(), String::new(), true),
-                ("100.64.4.0/24".into(), "i-dead.internal".into(), true),
-                ("100.64.6.0/24".into(), "i-untagged.internal".into(), false),
+                ("100.64.1.0/24".into(), "i-a.internal".into(), id("i-a"), false),
+                ("100.64.2.0/24".into(), "i-b.internal".into(), id("i-b"), true),
+                ("100.64.3.0/24".into(), String::new(), String::new(), true),
+                (
+                    "100.64.4.0/24".into(),
+                    "i-dead.internal".into(),
+                    id("i-dead"),
+                    true
+                ),
+                (
+                    "100.64.6.0/24".into(),
+                    "i-untagged.internal".into(),
+                    id("i-untagged"),
+                    false
+                ),
             ]
         );
         assert_eq!(route_name("blue", "100.64.1.0/24"), "blue-100.64.1.0/24");

@@ -259,41 +259,14 @@ impl AwsProvider {
         Ok(network)
     }
 
-    /// Zone types, asked once per zone for the process's life (as upstream's zone cache).
+    /// Zone types, described once for the process's life (as upstream's zone cache; [`crate::zones`]).
     async fn zone_types(&self, zones: &BTreeSet<String>) -> Result<BTreeMap<String, String>> {
-        let missing: Vec<String> = {
-            let known = self.caches.zone_types.lock().expect("zone cache");
-            zones
-                .iter()
-                .filter(|z| !known.contains_key(*z))
-                .cloned()
-                .collect()
-        };
-        if !missing.is_empty() {
-            let out = self
-                .ec2
-                .describe_availability_zones()
-                .all_availability_zones(true)
-                .filters(
-                    Filter::builder()
-                        .name("zone-name")
-                        .set_values(Some(missing))
-                        .build(),
-                )
-                .send()
-                .await
-                .map_err(|e| sdk_error("DescribeAvailabilityZones", &e))?;
-            let mut known = self.caches.zone_types.lock().expect("zone cache");
-            for z in out.availability_zones() {
-                if let (Some(name), Some(kind)) = (z.zone_name(), z.zone_type()) {
-                    known.insert(name.to_owned(), kind.to_owned());
-                }
-            }
-        }
-        let known = self.caches.zone_types.lock().expect("zone cache");
-        Ok(zones
-            .iter()
-            .filter_map(|z| known.get(z).map(|t| (z.clone(), t.clone())))
+        Ok(self
+            .zones(zones)
+            .await?
+            .into_iter()
+            .filter(|(_, z)| !z.kind.is_empty())
+            .map(|(name, z)| (name, z.kind))
             .collect())
     }
 }

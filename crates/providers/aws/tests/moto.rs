@@ -215,6 +215,7 @@ async fn routes_are_listed_created_and_deleted_in_the_clusters_table() {
         destination_cidr: "100.96.1.0/24".into(),
         blackhole: false,
         target_node_addresses: Vec::new(),
+        target_provider_id: String::new(),
     };
     h.provider
         .create_route(&cluster, "uid", &route)
@@ -270,6 +271,7 @@ async fn a_node_unknown_to_the_cloud_gets_no_route() {
         destination_cidr: "100.96.2.0/24".into(),
         blackhole: false,
         target_node_addresses: Vec::new(),
+        target_provider_id: String::new(),
     };
     assert!(matches!(
         h.provider.create_route(h.cluster(), "uid", &route).await,
@@ -302,4 +304,202 @@ async fn many_unknown_ids_fall_back_to_the_instance_id_filter() {
     }
     // moto names one unknown ID per error: four rounds, then one filtered call.
     assert_eq!(h.proxy.count("DescribeInstances"), 5);
+}
+
+/// The zone's ID as moto describes it.
+async fn zone_id(h: &Harness, zone: &str) -> String {
+    h.cloud
+        .ec2
+        .describe_availability_zones()
+        .zone_names(zone)
+        .send()
+        .await
+        .expect("DescribeAvailabilityZones")
+        .availability_zones()[0]
+        .zone_id()
+        .expect("zone ID")
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_get_their_zone_id_from_one_description_of_the_zones() {
+    let h = Harness::start("zone-id", |_| {}).await;
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let b = h.cloud.run_instance(&h.network, 1).await;
+    assert_ne!(a.zone, b.zone);
+    h.proxy.reset_counts();
+    let answers = h
+        .provider
+        .lookup_instances(&[node(&a), node(&b)])
+        .await
+        .expect("lookup");
+    for (i, answer) in [&a, &b].into_iter().zip(&answers) {
+        let labels = &answer.as_ref().expect("found").metadata.additional_labels;
+        assert_eq!(
+            labels.get("topology.k8s.aws/zone-id"),
+            Some(&zone_id(&h, &i.zone).await),
+            "{labels:?}"
+        );
+        assert_eq!(labels.len(), 1, "{labels:?}");
+    }
+    assert_eq!(
+        h.proxy.count("DescribeAvailabilityZones"),
+        1,
+        "one call for all zones"
+    );
+    // Known for the process's life: later lookups (and subnet discovery) ask no more.
+    h.provider.lookup_instances(&[node(&b)]).await.expect("lookup");
+    assert_eq!(h.proxy.count("DescribeAvailabilityZones"), 1);
+}
+
+/// A dual-stack subnet in the test's VPC and an instance in it with one IPv6 address.
+async fn dual_stack_instance(h: &Harness) -> (Instance, String) {
+    let ec2 = &h.cloud.ec2;
+    ec2.associate_vpc_cidr_block()
+        .vpc_id(&h.network.vpc_id)
+        .amazon_provided_ipv6_cidr_block(true)
+        .send()
+        .await
+        .expect("AssociateVpcCidrBlock");
+    let subnet = ec2
+        .create_subnet()
+        .vpc_id(&h.network.vpc_id)
+        .cidr_block("10.0.60.0/24")
+        .ipv6_cidr_block("2600:1f18:6a:3c00::/64")
+        .availability_zone("us-east-1a")
+        .send()
+        .await
+        .expect("CreateSubnet")
+        .subnet()
+        .and_then(|s| s.subnet_id())
+        .expect("subnet ID")
+        .to_owned();
+    let out = ec2
+        .run_instances()
+        .image_id("ami-12c6146b")
+        .instance_type(aws_sdk_ec2::types::InstanceType::from(INSTANCE_TYPE))
+        .min_count(1)
+        .max_count(1)
+        .subnet_id(&subnet)
+        .ipv6_address_count(1)
+        .send()
+        .await
+        .expect("RunInstances");
+    let i = &out.instances()[0];
+    let id = i.instance_id().expect("ID").to_owned();
+    let ipv6 = i.network_interfaces()[0].ipv6_addresses()[0]
+        .ipv6_address()
+        .expect("an IPv6 address")
+        .to_owned();
+    let instance = Instance {
+        provider_id: format!("aws:///us-east-1a/{id}"),
+        node_name: i.private_dns_name().expect("DNS name").to_owned(),
+        internal_ip: i.private_ip_address().expect("IPv4").to_owned(),
+        zone: "us-east-1a".into(),
+        id,
+    };
+    (instance, ipv6)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_only_and_dual_stack_nodes_get_their_addresses_in_the_families_order() {
+    use provider_aws::config::IpFamily::{V4, V6};
+    let h = Harness::start("ipv6", |_| {}).await;
+    let (i, ipv6) = dual_stack_instance(&h).await;
+    let ipv6: std::net::Ipv6Addr = ipv6.parse().expect("moto's IPv6 address");
+    let ipv6 = ipv6.to_string();
+    let v4 = [
+        format!("InternalIP {}", i.internal_ip),
+        format!("InternalDNS {}", i.node_name),
+        format!("Hostname {}", i.node_name),
+    ];
+    let v6 = [format!("InternalIP {ipv6}")];
+    let cases: [(&[_], Vec<String>); 4] = [
+        (&[V4], v4.to_vec()),
+        (&[V6], v6.to_vec()),
+        (&[V4, V6], [&v4[..], &v6[..]].concat()),
+        (&[V6, V4], [&v6[..], &v4[..]].concat()),
+    ];
+    for (families, want) in cases {
+        let provider = h.fresh_provider(|c| c.node_ip_families = families.to_vec()).await;
+        let answer = provider.lookup_instances(&[node(&i)]).await.expect("lookup");
+        let got: Vec<String> = answer[0]
+            .as_ref()
+            .expect("found")
+            .metadata
+            .addresses
+            .iter()
+            // moto answers a public DNS name "None" for an instance without a public IP.
+            .filter(|a| a.kind != AddressType::ExternalDNS)
+            .map(|a| format!("{:?} {}", a.kind, a.address))
+            .collect();
+        assert_eq!(got, want, "{families:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_named_otherwise_is_routed_by_its_provider_id() {
+    let h = Harness::start("routes-by-id", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let target = h.cloud.run_instance(&h.network, 0).await;
+    // kops / kubelet --hostname-override: the Node's name is not the private DNS name.
+    let route = Route {
+        target_node: "node-a".into(),
+        target_provider_id: target.provider_id.clone(),
+        destination_cidr: "100.96.7.0/24".into(),
+        ..Route::default()
+    };
+    h.provider
+        .create_route(&cluster, "uid-a", &route)
+        .await
+        .expect("create");
+    let listed = h.provider.list_routes(&cluster).await.expect("list");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].target_provider_id, target.provider_id);
+    assert_eq!(listed[0].target_node, target.node_name, "the instance's DNS name");
+    assert!(!listed[0].blackhole);
+    h.proxy.reset_counts();
+    h.provider
+        .create_route(&cluster, "uid-a", &route)
+        .await
+        .expect("create again");
+    assert_eq!(h.proxy.count("CreateRoute") + h.proxy.count("ReplaceRoute"), 0);
+
+    // The provider ID is definite: no fallback to the name or the addresses.
+    let gone = h.cloud.run_instance(&h.network, 0).await;
+    h.cloud.terminate(&gone).await;
+    let to_gone = Route {
+        target_node: gone.node_name.clone(),
+        target_provider_id: gone.provider_id.clone(),
+        destination_cidr: "100.96.8.0/24".into(),
+        ..Route::default()
+    };
+    let err = h
+        .provider
+        .create_route(&cluster, "uid-g", &to_gone)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::InstanceNotFound(_)), "{err:?}");
+    let foreign = Route {
+        target_provider_id: "gce://p/z/vm".into(),
+        ..route.clone()
+    };
+    let err = h
+        .provider
+        .create_route(&cluster, "uid-a", &foreign)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::InvalidArgument(_)), "{err:?}");
+    // Without one, "node-a" is no private DNS name: not found.
+    let by_name = Route {
+        target_provider_id: String::new(),
+        destination_cidr: "100.96.9.0/24".into(),
+        ..route
+    };
+    let err = h
+        .provider
+        .create_route(&cluster, "uid-a", &by_name)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ProviderError::InstanceNotFound(_)), "{err:?}");
 }
