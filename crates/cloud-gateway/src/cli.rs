@@ -189,6 +189,30 @@ pub struct AwsArgs {
     /// Needs --aws-cluster-id. Resources carrying only the legacy tag are the cluster's either way.
     #[arg(long = "aws-legacy-cluster-tag", requires = "cluster_id")]
     pub legacy_cluster_tag: bool,
+    /// Address families of node addresses, in order, comma-separated: `ipv4`, `ipv6`,
+    /// `ipv4,ipv6` or `ipv6,ipv4` (cloud-provider-aws's `NodeIPFamilies`: IPv6-only and
+    /// dual-stack nodes). Overrides the cloud-config file's; unset: the file's, else `ipv4`.
+    #[arg(long = "aws-node-ip-families", value_delimiter = ',', value_enum)]
+    pub node_ip_families: Vec<NodeIpFamily>,
+}
+
+/// An address family of node addresses, as cloud-provider-aws's `NodeIPFamilies` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum NodeIpFamily {
+    /// The private and public IPv4 addresses and DNS names.
+    Ipv4,
+    /// The IPv6 addresses of the instance's network interfaces.
+    Ipv6,
+}
+
+#[cfg(feature = "aws")]
+impl NodeIpFamily {
+    fn family(self) -> provider_aws::config::IpFamily {
+        match self {
+            Self::Ipv4 => provider_aws::config::IpFamily::V4,
+            Self::Ipv6 => provider_aws::config::IpFamily::V6,
+        }
+    }
 }
 
 #[cfg(feature = "aws")]
@@ -206,6 +230,11 @@ impl AwsArgs {
             verify_period: self.verify_period,
             cluster_id: self.cluster_id.clone(),
             legacy_cluster_tag: self.legacy_cluster_tag,
+            node_ip_families: if self.node_ip_families.is_empty() {
+                provider_aws::AwsConfig::default().node_ip_families
+            } else {
+                self.node_ip_families.iter().map(|f| f.family()).collect()
+            },
             ..provider_aws::AwsConfig::default()
         }
     }
@@ -549,6 +578,29 @@ mod tests {
         assert!(config.legacy_cluster_tag);
         let err = Args::try_parse_from(["cloud-gateway", "--aws-legacy-cluster-tag"]).unwrap_err();
         assert!(err.to_string().contains("--aws-cluster-id"), "{err}");
+    }
+
+    #[test]
+    #[cfg(feature = "aws")]
+    fn aws_node_ip_families_parse_in_order() {
+        use provider_aws::config::IpFamily::{V4, V6};
+        let families = |flag: Option<&str>| {
+            let mut argv = vec!["cloud-gateway", "--provider=aws"];
+            argv.extend(flag);
+            Args::try_parse_from(argv).map(|a| a.aws.config().node_ip_families)
+        };
+        assert_eq!(families(None).unwrap(), [V4], "upstream's default");
+        assert_eq!(families(Some("--aws-node-ip-families=ipv6")).unwrap(), [V6]);
+        assert_eq!(
+            families(Some("--aws-node-ip-families=ipv4,ipv6")).unwrap(),
+            [V4, V6]
+        );
+        assert_eq!(
+            families(Some("--aws-node-ip-families=ipv6,ipv4")).unwrap(),
+            [V6, V4]
+        );
+        let err = families(Some("--aws-node-ip-families=ipv4,inet6")).unwrap_err();
+        assert!(err.to_string().contains("inet6"), "{err}");
     }
 
     #[test]
