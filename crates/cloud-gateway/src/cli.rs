@@ -105,6 +105,13 @@ pub struct Args {
     /// the cloud with the gateway's credentials. Only for local development, tests and demos.
     #[arg(long)]
     pub insecure_plaintext: bool,
+    /// Shadow mode: answer every write call (ensure, update, delete, create) from a plan and
+    /// make no write to the cloud; each write the provider would make is logged, counted
+    /// (cloudgateway_dry_run_woulds_total) and listed at /dry-run on the HTTP port. Reads are
+    /// served as usual. Without it, a call carrying the `cloudgateway-dry-run: true` header is
+    /// still answered so (a controller in --dry-run is safe with a normal gateway).
+    #[arg(long, env = "CLOUD_GATEWAY_DRY_RUN")]
+    pub dry_run: bool,
 
     #[command(flatten)]
     #[allow(missing_docs)]
@@ -368,6 +375,7 @@ impl Args {
                 targets: self.peers.clone(),
                 interval: self.peer_probe_interval,
             }),
+            dry_run: self.dry_run,
         };
         config.validate().map_err(SetupError::Config)?;
         Ok(config)

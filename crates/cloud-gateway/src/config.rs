@@ -31,6 +31,9 @@ pub struct GatewayConfig {
     pub security: Security,
     /// The other gateway replicas to share the provider limits with; alone when `None`.
     pub peers: Option<PeerConfig>,
+    /// Shadow mode (`--dry-run`): every write call is planned and answered, its provider writes
+    /// recorded as woulds and not made ([`crate::dry_run`]). Reads are served as usual.
+    pub dry_run: bool,
 }
 
 /// How the gRPC port knows its callers.
@@ -73,6 +76,7 @@ impl Default for GatewayConfig {
                 policy: Policy::default(),
             },
             peers: None,
+            dry_run: false,
         }
     }
 }

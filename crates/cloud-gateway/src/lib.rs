@@ -10,6 +10,7 @@
 //! - [`trace`]: a span per call, joined to the caller's trace (W3C trace context).
 //! - [`auth`]: who calls (client certificate) and what they may call (the policy).
 //! - [`convert`]: wire ↔ provider types, and request validation.
+//! - [`dry_run`]: shadow mode: write calls planned, the provider's writes recorded, not made.
 //! - [`gate`]: the one door to the provider: admission, metrics, adaptive slowdown.
 //! - [`scheduler`]: token buckets for reads and writes, shared fairly between callers.
 //! - [`adaptive`]: lowers the rate when the cloud throttles, recovers it gradually.
@@ -26,6 +27,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod convert;
+pub mod dry_run;
 pub mod gate;
 pub mod lookups;
 pub mod metrics;

@@ -90,6 +90,8 @@ pub struct Metrics {
     pub tls_refused: Counter,
     /// Live gateway replicas sharing the provider limits (1 when alone).
     pub replicas: Gauge,
+    /// Provider writes recorded instead of made (dry-run), by provider and call.
+    pub dry_run_woulds: Family<crate::dry_run::WouldLabels, Counter>,
 }
 
 impl Metrics {
@@ -116,6 +118,7 @@ impl Metrics {
             denied: Family::default(),
             tls_refused: Counter::default(),
             replicas: Gauge::default(),
+            dry_run_woulds: Family::default(),
             registry: MetricsRegistry::default(),
         };
         registry.register(
@@ -188,6 +191,11 @@ impl Metrics {
             "replicas",
             "Live gateway replicas sharing the provider limits; each takes 1/replicas of them",
             metrics.replicas.clone(),
+        );
+        registry.register(
+            "dry_run_woulds",
+            "Provider writes recorded instead of made (dry-run), by provider and call",
+            metrics.dry_run_woulds.clone(),
         );
         Self { registry, ..metrics }
     }

@@ -15,6 +15,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use crate::{
     auth::Authorizer,
     config::{GatewayConfig, Security},
+    dry_run::DryRunLog,
     gate::ProviderGate,
     lookups::InstanceLookups,
     metrics::Metrics,
@@ -92,6 +93,13 @@ pub async fn serve_with_handles(
         write_rate_per_second: config.write_limit.rate,
     };
     let authorizer = Authorizer::new(config.security.clone(), metrics.denied.clone());
+    let dry_run = DryRunLog::new(config.dry_run, metrics.dry_run_woulds.clone());
+    if config.dry_run {
+        tracing::warn!(
+            "dry-run: write calls are answered from a plan; the provider's writes are recorded (log, \
+             cloudgateway_dry_run_woulds_total, /dry-run) and not made"
+        );
+    }
     let service = GatewayService::new(
         provider.clone(),
         gate,
@@ -99,6 +107,7 @@ pub async fn serve_with_handles(
         metrics.clone(),
         limits,
         authorizer,
+        dry_run.clone(),
     );
     on_start(Handles {
         metrics: metrics.clone(),
@@ -120,7 +129,7 @@ pub async fn serve_with_handles(
         .await;
 
     let readiness = side_port::Readiness::new();
-    let mut app = side_port::router(readiness.clone(), metrics.registry());
+    let mut app = side_port::router(readiness.clone(), metrics.registry()).merge(dry_run.router());
     if let Some(extra) = extra_http {
         app = app.merge(extra);
     }

@@ -9,6 +9,7 @@ use tonic::{Request, Response, Status};
 use crate::{
     auth::Authorizer,
     convert,
+    dry_run::{self, DryRunLog},
     gate::ProviderGate,
     lookups::InstanceLookups,
     metrics::{Metrics, RpcLabels},
@@ -26,6 +27,8 @@ pub struct GatewayService {
     metrics: Arc<Metrics>,
     limits: pb::ProviderLimits,
     authorizer: Authorizer,
+    /// Shadow mode: whether the gateway runs in dry-run, and every would so far.
+    dry_run: Arc<DryRunLog>,
     /// The provider's name as the header every answer carries; `None` if it is no valid
     /// header value.
     provider_header: Option<tonic::metadata::AsciiMetadataValue>,
@@ -42,6 +45,7 @@ impl GatewayService {
         metrics: Arc<Metrics>,
         limits: pb::ProviderLimits,
         authorizer: Authorizer,
+        dry_run: Arc<DryRunLog>,
     ) -> Arc<Self> {
         let provider_header = provider.name().parse().ok();
         Arc::new(Self {
@@ -52,6 +56,7 @@ impl GatewayService {
             metrics,
             limits,
             authorizer,
+            dry_run,
         })
     }
 
@@ -125,6 +130,7 @@ impl pb::identity_server::Identity for GatewayService {
                 load_balancers: self.provider.load_balancers().is_some(),
                 routes: self.provider.routes().is_some(),
                 limits: Some(self.limits),
+                dry_run: true,
             })
         })
         .await
@@ -241,6 +247,44 @@ impl GatewayService {
         self.with_provider_name(answered)
     }
 
+    /// [`GatewayService::handle`] for a write call: in dry-run (the gateway's `--dry-run`, or the
+    /// request's dry-run header) the work runs in a [`provider::dry_run::scope`], so the
+    /// provider records its writes instead of making them; the woulds are logged, counted and
+    /// kept, and the answer (success or error alike) carries the dry-run marker.
+    async fn handle_write<Req, Resp, Fut>(
+        &self,
+        method: &'static str,
+        request: Request<Req>,
+        work: impl FnOnce(String, Req) -> Fut,
+    ) -> RpcResult<Resp>
+    where
+        Fut: std::future::Future<Output = Result<Resp, GatewayError>>,
+    {
+        let dry = self.dry_run.gateway_dry_run() || dry_run::requested(request.metadata());
+        if !dry {
+            return self.handle(method, request, work).await;
+        }
+        // The caller, once authorized: a refused call did no work and gets no marker.
+        let caller = std::sync::Mutex::new(None::<String>);
+        let answered = provider::dry_run::scope(self.handle(method, request, |who, req| {
+            *caller.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(who.clone());
+            work(who, req)
+        }));
+        let (mut answer, woulds) = answered.await;
+        let caller = caller
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(caller) = caller {
+            self.dry_run.record(method, &caller, &woulds);
+            let metadata = match &mut answer {
+                Ok(response) => response.metadata_mut(),
+                Err(status) => status.metadata_mut(),
+            };
+            dry_run::mark(metadata, &woulds);
+        }
+        answer
+    }
+
     /// Every answer names the provider behind it ([`PROVIDER_HEADER`]).
     fn with_provider_name<T>(&self, mut answer: RpcResult<T>) -> RpcResult<T> {
         if let Some(name) = &self.provider_header {
@@ -306,7 +350,7 @@ impl pb::load_balancers_server::LoadBalancers for GatewayService {
         &self,
         request: Request<pb::EnsureLoadBalancerRequest>,
     ) -> RpcResult<pb::EnsureLoadBalancerResponse> {
-        self.handle("EnsureLoadBalancer", request, |caller, req| async move {
+        self.handle_write("EnsureLoadBalancer", request, |caller, req| async move {
             let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, req.service)?;
             let nodes = convert::lb_nodes(req.nodes)?;
             let status = self
@@ -326,7 +370,7 @@ impl pb::load_balancers_server::LoadBalancers for GatewayService {
         &self,
         request: Request<pb::UpdateLoadBalancerRequest>,
     ) -> RpcResult<pb::UpdateLoadBalancerResponse> {
-        self.handle("UpdateLoadBalancer", request, |caller, req| async move {
+        self.handle_write("UpdateLoadBalancer", request, |caller, req| async move {
             let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, req.service)?;
             let nodes = convert::lb_nodes(req.nodes)?;
             self.gate
@@ -343,7 +387,7 @@ impl pb::load_balancers_server::LoadBalancers for GatewayService {
         &self,
         request: Request<pb::EnsureLoadBalancerDeletedRequest>,
     ) -> RpcResult<pb::EnsureLoadBalancerDeletedResponse> {
-        self.handle("EnsureLoadBalancerDeleted", request, |caller, req| async move {
+        self.handle_write("EnsureLoadBalancerDeleted", request, |caller, req| async move {
             let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, req.service)?;
             let deleted = self
                 .gate
@@ -390,7 +434,7 @@ impl pb::routes_server::Routes for GatewayService {
         &self,
         request: Request<pb::CreateRouteRequest>,
     ) -> RpcResult<pb::CreateRouteResponse> {
-        self.handle("CreateRoute", request, |caller, req| async move {
+        self.handle_write("CreateRoute", request, |caller, req| async move {
             let routes = self.routes()?;
             let cluster = convert::cluster_name(&req.cluster_name)?;
             let route = convert::route(req.route, true)?;
@@ -413,7 +457,7 @@ impl pb::routes_server::Routes for GatewayService {
         &self,
         request: Request<pb::DeleteRouteRequest>,
     ) -> RpcResult<pb::DeleteRouteResponse> {
-        self.handle("DeleteRoute", request, |caller, req| async move {
+        self.handle_write("DeleteRoute", request, |caller, req| async move {
             let routes = self.routes()?;
             let cluster = convert::cluster_name(&req.cluster_name)?;
             let route = convert::route(req.route, false)?;
