@@ -46,6 +46,30 @@ trap 'rm -rf "$out"' EXIT
 "$tools/helm" template ccm charts/ccm -n kube-system --set dashboards.enabled=true \
   > "$out/dashboards.yaml"
 grep -q 'grafana_dashboard: "1"' "$out/dashboards.yaml" || { echo "dashboards.enabled rendered no dashboard" >&2; exit 1; }
+# cloud-provider-aws's cloud-config file: inline (a ConfigMap the chart renders), or the key of
+# an existing ConfigMap or Secret; each mounted into the gateway only and passed as --cloud-config.
+aws_cc=(--set gateway.provider=aws --set gateway.aws.region=eu-west-1)
+"$tools/helm" template ccm charts/ccm -n kube-system "${aws_cc[@]}" \
+  --set-string 'gateway.aws.cloudConfig=[Global]\nKubernetesClusterID = prod' > "$out/aws-cloud-config-inline.yaml"
+"$tools/helm" template ccm charts/ccm -n kube-system "${aws_cc[@]}" \
+  --set gateway.aws.cloudConfigFrom.configMap=aws-cloud-config > "$out/aws-cloud-config-configmap.yaml"
+"$tools/helm" template ccm charts/ccm -n kube-system "${aws_cc[@]}" \
+  --set gateway.aws.cloudConfigFrom.secret=aws-cloud-config --set gateway.aws.cloudConfigFrom.key=cloud.cfg \
+  > "$out/aws-cloud-config-secret.yaml"
+for f in "$out"/aws-cloud-config-*.yaml; do
+  [ "$(grep -c -- '--cloud-config=/etc/cloud-gateway/cloud-config/cloud.conf' "$f")" = 1 ] \
+    && [ "$(grep -c 'mountPath: /etc/cloud-gateway/cloud-config' "$f")" = 1 ] \
+    || { echo "$f: the gateway must get --cloud-config and its mount (once)" >&2; exit 1; }
+done
+grep -q 'name: ccm-cloud-gateway-cloud-config' "$out/aws-cloud-config-inline.yaml" \
+  && grep -q 'checksum/cloud-config' "$out/aws-cloud-config-inline.yaml" \
+  && grep -q 'name: aws-cloud-config' "$out/aws-cloud-config-configmap.yaml" \
+  && grep -q 'secretName: aws-cloud-config' "$out/aws-cloud-config-secret.yaml" \
+  && grep -q 'key: "cloud.cfg"' "$out/aws-cloud-config-secret.yaml" \
+  || { echo "gateway.aws.cloudConfig / cloudConfigFrom rendered the wrong volume" >&2; exit 1; }
+! grep -q -- '--cloud-config' "$out/aws.yaml" \
+  || { echo "no cloud config was asked for, yet --cloud-config is passed" >&2; exit 1; }
+echo "cloud config: inline, from a ConfigMap or a Secret, mounted into the gateway as --cloud-config"
 # Mutual TLS variants and the NetworkPolicy.
 "$tools/helm" template ccm charts/ccm -n kube-system > "$out/simulator-again.yaml"
 "$tools/helm" template ccm charts/ccm -n kube-system --set tls.certManager.enabled=true \
@@ -102,6 +126,9 @@ must_fail "/gateway/grpcPort" --set gateway.grpcPort=http
 must_fail "cannot go with tls.certManager.enabled" --set tls.insecurePlaintext=true --set tls.certManager.enabled=true
 must_fail "tls.existingSecrets.cloudNodeController" --set tls.existingSecrets.gateway=gw-tls
 must_fail "gateway.replicas > 1 needs a real cloud" --set gateway.replicas=2
+must_fail "set one of gateway.aws.cloudConfig" --set gateway.provider=aws \
+  --set gateway.aws.cloudConfig=x --set gateway.aws.cloudConfigFrom.secret=s
+must_fail "additional properties 'name' not allowed" --set gateway.aws.cloudConfigFrom.name=x
 echo "values.schema.json refuses misspelled values; contradictory TLS settings fail with a reason"
 "$tools/helm" install ccm charts/ccm -n kube-system --dry-run=client > "$out/install-default.txt"
 "$tools/helm" install ccm charts/ccm -n kube-system --dry-run=client --set tls.insecurePlaintext=true \

@@ -158,6 +158,13 @@ impl ProviderKind {
     command(next_help_heading = "AWS options (NOT IN THIS BUILD: need the cargo feature `aws`)")
 )]
 pub struct AwsArgs {
+    /// cloud-provider-aws's cloud-config file (gcfg INI: `[Global]`, `[ServiceOverride "n"]`), as
+    /// its `--cloud-config` reads it; see docs/aws.md. The `--aws-*` flags given explicitly
+    /// override the file's values (region, VPC, subnet, route table, cluster ID and legacy tag;
+    /// `--aws-endpoint-url` replaces its `[ServiceOverride]` endpoints). Needs `--provider aws`.
+    /// A malformed file stops the gateway, naming the line and key.
+    #[arg(long = "cloud-config", value_name = "PATH")]
+    pub cloud_config: Option<PathBuf>,
     /// Region; the standard chain's when unset.
     #[arg(long = "aws-region", env = "AWS_REGION")]
     pub region: Option<String>,
@@ -224,26 +231,53 @@ impl NodeIpFamily {
 
 #[cfg(feature = "aws")]
 impl AwsArgs {
-    fn config(&self) -> provider_aws::AwsConfig {
-        provider_aws::AwsConfig {
-            region: self.region.clone().unwrap_or_default(),
-            endpoint_url: self.endpoint_url.clone(),
-            route_table_id: self.route_table_id.clone(),
-            vpc_id: self.vpc_id.clone(),
-            subnet_ids: self.subnet_ids.clone(),
-            max_instance_batch: self.max_instance_batch,
-            max_attempts: self.max_attempts,
-            operation_timeout: self.operation_timeout,
-            verify_period: self.verify_period,
-            cluster_id: self.cluster_id.clone(),
-            legacy_cluster_tag: self.legacy_cluster_tag,
-            node_ip_families: if self.node_ip_families.is_empty() {
-                provider_aws::AwsConfig::default().node_ip_families
-            } else {
-                self.node_ip_families.iter().map(|f| f.family()).collect()
-            },
-            ..provider_aws::AwsConfig::default()
+    /// The provider settings: the cloud-config file's (if any) under the flags given, and what
+    /// the file has that has no effect (logged once by [`Args::provider`]).
+    pub fn config(&self) -> Result<(provider_aws::AwsConfig, Vec<String>), SetupError> {
+        let (mut config, mut notices) = match &self.cloud_config {
+            Some(path) => {
+                let file = provider_aws::cloud_config::read(path)?;
+                let config = file.to_aws_config().map_err(|mut e| {
+                    e.path = Some(path.display().to_string());
+                    e
+                })?;
+                (config, file.notices().iter().map(ToString::to_string).collect())
+            }
+            None => (provider_aws::AwsConfig::default(), Vec::new()),
+        };
+        if let Some(region) = &self.region {
+            config.region = region.clone();
         }
+        if let Some(url) = &self.endpoint_url {
+            if !config.service_endpoints.is_empty() {
+                notices.push(format!(
+                    "--aws-endpoint-url {url} replaces the file's [ServiceOverride] endpoints"
+                ));
+                config.service_endpoints.clear();
+            }
+            config.endpoint_url = Some(url.clone());
+        }
+        if self.route_table_id.is_some() {
+            config.route_table_id = self.route_table_id.clone();
+        }
+        if self.vpc_id.is_some() {
+            config.vpc_id = self.vpc_id.clone();
+        }
+        if !self.subnet_ids.is_empty() {
+            config.subnet_ids = self.subnet_ids.clone();
+        }
+        if self.cluster_id.is_some() {
+            config.cluster_id = self.cluster_id.clone();
+        }
+        config.legacy_cluster_tag |= self.legacy_cluster_tag;
+        config.max_instance_batch = self.max_instance_batch;
+        config.max_attempts = self.max_attempts;
+        config.operation_timeout = self.operation_timeout;
+        config.verify_period = self.verify_period;
+        if !self.node_ip_families.is_empty() {
+            config.node_ip_families = self.node_ip_families.iter().map(|f| f.family()).collect();
+        }
+        Ok((config, notices))
     }
 }
 
@@ -345,11 +379,25 @@ pub enum SetupError {
     #[cfg(feature = "aws")]
     #[error("cannot set up AWS: {0}")]
     Aws(#[from] provider_aws::AwsSetupError),
+    /// cloud-provider-aws's cloud-config file is unreadable, malformed or refused; the message
+    /// names the file, line and key.
+    #[cfg(feature = "aws")]
+    #[error("{0}")]
+    CloudConfig(#[from] provider_aws::cloud_config::CloudConfigError),
 }
 
 impl Args {
     /// The gateway settings, validated.
     pub fn gateway_config(&self) -> Result<GatewayConfig, SetupError> {
+        if self.provider != ProviderKind::Aws
+            && let Some(path) = &self.aws.cloud_config
+        {
+            return Err(SetupError::Config(format!(
+                "--cloud-config {} is cloud-provider-aws's configuration file: it needs --provider aws (the provider is {})",
+                path.display(),
+                self.provider.name()
+            )));
+        }
         let read_limit = Limit::new(self.read_rate, self.read_burst)
             .map_err(|e| SetupError::Config(format!("read limit: {e}")))?;
         let write_limit = Limit::new(self.write_rate, self.write_burst)
@@ -419,7 +467,19 @@ impl Args {
             }
             #[cfg(feature = "aws")]
             ProviderKind::Aws => {
-                let aws = provider_aws::AwsProvider::new(self.aws.config()).await?;
+                let (config, notices) = self.aws.config()?;
+                if !notices.is_empty() {
+                    tracing::warn!(
+                        "cloud config {}: settings without effect: {}",
+                        self.aws
+                            .cloud_config
+                            .as_deref()
+                            .unwrap_or(std::path::Path::new(""))
+                            .display(),
+                        notices.join("; ")
+                    );
+                }
+                let aws = provider_aws::AwsProvider::new(config).await?;
                 Ok((aws, None))
             }
             #[cfg(not(all(feature = "simulator", feature = "aws")))]
@@ -569,7 +629,7 @@ mod tests {
             "subnet-a,subnet-b",
         ]);
         assert_eq!(args.provider, ProviderKind::Aws);
-        let config = args.aws.config();
+        let (config, _) = args.aws.config().unwrap();
         assert_eq!(config.region, "eu-west-1");
         assert_eq!(config.subnet_ids, ["subnet-a", "subnet-b"]);
         assert_eq!(config.max_instance_batch, 500);
@@ -581,7 +641,7 @@ mod tests {
             "--aws-cluster-id=prod-1",
             "--aws-legacy-cluster-tag",
         ]);
-        let config = args.aws.config();
+        let (config, _) = args.aws.config().unwrap();
         assert_eq!(config.cluster_id.as_deref(), Some("prod-1"));
         assert!(config.legacy_cluster_tag);
         let err = Args::try_parse_from(["cloud-gateway", "--aws-legacy-cluster-tag"]).unwrap_err();
@@ -595,7 +655,7 @@ mod tests {
         let families = |flag: Option<&str>| {
             let mut argv = vec!["cloud-gateway", "--provider=aws"];
             argv.extend(flag);
-            Args::try_parse_from(argv).map(|a| a.aws.config().node_ip_families)
+            Args::try_parse_from(argv).map(|a| a.aws.config().unwrap().0.node_ip_families)
         };
         assert_eq!(families(None).unwrap(), [V4], "upstream's default");
         assert_eq!(families(Some("--aws-node-ip-families=ipv6")).unwrap(), [V6]);
@@ -609,6 +669,141 @@ mod tests {
         );
         let err = families(Some("--aws-node-ip-families=ipv4,inet6")).unwrap_err();
         assert!(err.to_string().contains("inet6"), "{err}");
+    }
+
+    #[test]
+    fn the_cloud_config_needs_provider_aws() {
+        let args = Args::parse_from([
+            "cloud-gateway",
+            "--insecure-plaintext",
+            "--cloud-config",
+            "/etc/kubernetes/cloud.conf",
+        ]);
+        let err = args.gateway_config().unwrap_err().to_string();
+        assert!(
+            err.contains("--cloud-config /etc/kubernetes/cloud.conf")
+                && err.contains("needs --provider aws")
+                && err.contains("the provider is simulator"),
+            "{err}"
+        );
+        let args = Args::parse_from([
+            "cloud-gateway",
+            "--insecure-plaintext",
+            "--provider=aws",
+            "--cloud-config=/etc/kubernetes/cloud.conf",
+        ]);
+        args.gateway_config().unwrap();
+    }
+
+    #[cfg(feature = "aws")]
+    fn cloud_config_file(text: &str) -> tempfile::NamedTempFile {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), text).unwrap();
+        file
+    }
+
+    #[cfg(feature = "aws")]
+    #[test]
+    fn the_cloud_config_is_read_and_explicit_flags_override_it() {
+        let file = cloud_config_file(
+            "[Global]\nRegion = eu-west-1\nVPC = vpc-file\nSubnetID = subnet-file\nKubernetesClusterTag = old\n\
+             ElbSecurityGroup = sg-shared\nNodeIPFamilies = ipv6\nUnknownKey = 1\n\
+             [ServiceOverride \"1\"]\nService = ec2\nRegion = eu-west-1\nURL = https://ec2.internal\nSigningRegion = eu-west-1\n",
+        );
+        let path = file.path().to_str().unwrap();
+        let args = Args::parse_from(["cloud-gateway", "--provider=aws", "--cloud-config", path]);
+        let (config, notices) = args.aws.config().unwrap();
+        assert_eq!(config.region, "eu-west-1");
+        assert_eq!(config.vpc_id.as_deref(), Some("vpc-file"));
+        assert_eq!(config.subnet_ids, ["subnet-file"]);
+        assert_eq!(
+            (config.cluster_id.as_deref(), config.legacy_cluster_tag),
+            (Some("old"), true)
+        );
+        assert_eq!(
+            config.load_balancers.elb_security_group.as_deref(),
+            Some("sg-shared")
+        );
+        assert_eq!(config.node_ip_families, [provider_aws::config::IpFamily::V6]);
+        assert_eq!(config.service_endpoints.len(), 1);
+        assert_eq!(config.max_instance_batch, 500);
+        assert_eq!(notices.len(), 1);
+        assert!(notices[0].contains("line 8: [Global] UnknownKey"), "{notices:?}");
+
+        let args = Args::parse_from([
+            "cloud-gateway",
+            "--provider=aws",
+            "--cloud-config",
+            path,
+            "--aws-region=us-east-2",
+            "--aws-vpc-id=vpc-flag",
+            "--aws-subnet-ids=subnet-a,subnet-b",
+            "--aws-cluster-id=new",
+            "--aws-endpoint-url=http://127.0.0.1:5000",
+            "--aws-max-instance-batch=100",
+        ]);
+        let (config, notices) = args.aws.config().unwrap();
+        assert_eq!(config.region, "us-east-2");
+        assert_eq!(config.vpc_id.as_deref(), Some("vpc-flag"));
+        assert_eq!(config.subnet_ids, ["subnet-a", "subnet-b"]);
+        // The flag's ID, still with the file's legacy tag.
+        assert_eq!(
+            (config.cluster_id.as_deref(), config.legacy_cluster_tag),
+            (Some("new"), true)
+        );
+        assert_eq!(config.endpoint_url.as_deref(), Some("http://127.0.0.1:5000"));
+        assert!(config.service_endpoints.is_empty());
+        assert!(
+            notices
+                .iter()
+                .any(|n| n.contains("replaces the file's [ServiceOverride]")),
+            "{notices:?}"
+        );
+        // Settings the file does not have keep the flags' defaults.
+        assert_eq!(config.max_instance_batch, 100);
+        assert_eq!(
+            config.load_balancers.elb_security_group.as_deref(),
+            Some("sg-shared")
+        );
+    }
+
+    #[cfg(feature = "aws")]
+    #[tokio::test]
+    async fn a_malformed_or_refused_cloud_config_stops_start_up_naming_file_line_and_key() {
+        for (text, needle) in [
+            (
+                "[Global]\nRegion = eu-west-1\nDisableSecurityGroupIngress = maybe\n",
+                "line 3, [Global] DisableSecurityGroupIngress",
+            ),
+            (
+                "[Global]\nRegion = eu-west-1\n\n\nNLBSecurityGroupMode = Managed\n",
+                "line 5, [Global] NLBSecurityGroupMode",
+            ),
+            ("[Global\n", "line 1"),
+        ] {
+            let file = cloud_config_file(text);
+            let path = file.path().to_str().unwrap();
+            let args = Args::parse_from([
+                "cloud-gateway",
+                "--provider=aws",
+                "--insecure-plaintext",
+                "--cloud-config",
+                path,
+            ]);
+            let err = args.provider().await.err().expect("refused").to_string();
+            assert!(err.contains(path) && err.contains(needle), "{err}");
+        }
+        let args = Args::parse_from([
+            "cloud-gateway",
+            "--provider=aws",
+            "--cloud-config",
+            "/nonexistent/cloud.conf",
+        ]);
+        let err = args.provider().await.err().expect("refused").to_string();
+        assert!(
+            err.contains("/nonexistent/cloud.conf") && err.contains("cannot read it"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -54,6 +54,108 @@ pub struct LbSettings {
     pub health_probe: HealthProbe,
 }
 
+/// An AWS service the provider calls (for per-service endpoints).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AwsService {
+    /// EC2: instances, subnets, security groups, route tables.
+    Ec2,
+    /// Elastic Load Balancing (Classic ELBs).
+    Elb,
+    /// Elastic Load Balancing v2 (NLBs).
+    Elbv2,
+}
+
+impl AwsService {
+    /// The services a cloud-config `[ServiceOverride]` `Service` names, compared without case:
+    /// the AWS SDK v2 service IDs upstream matches today (`EC2`, `Elastic Load Balancing`,
+    /// `Elastic Load Balancing v2`), the endpoint prefixes of the SDK v1 era (`ec2`,
+    /// `elasticloadbalancing`, which was both ELB APIs) and the short names `elb`, `elbv2`.
+    /// Empty for a service the provider never calls (`s3`, `kms`, `ec2imds`, ...).
+    pub fn from_override_name(name: &str) -> Vec<Self> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "ec2" => vec![Self::Ec2],
+            "elastic load balancing" | "elb" => vec![Self::Elb],
+            "elastic load balancing v2" | "elbv2" => vec![Self::Elbv2],
+            "elasticloadbalancing" => vec![Self::Elb, Self::Elbv2],
+            _ => Vec::new(),
+        }
+    }
+
+    /// A name for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Ec2 => "EC2",
+            Self::Elb => "Elastic Load Balancing",
+            Self::Elbv2 => "Elastic Load Balancing v2",
+        }
+    }
+
+    /// The SigV4 signing name AWS expects.
+    pub fn signing_name(self) -> &'static str {
+        match self {
+            Self::Ec2 => "ec2",
+            Self::Elb | Self::Elbv2 => "elasticloadbalancing",
+        }
+    }
+}
+
+/// The endpoint of one service in one region (cloud-config `[ServiceOverride]`): calls to
+/// `service` go to `url`, signed for `signing_region` (and `signing_name`), when the provider
+/// works in `region`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceEndpoint {
+    /// The service.
+    pub service: AwsService,
+    /// The provider's region this applies in.
+    pub region: String,
+    /// `http(s)://host[:port][/path]`.
+    pub url: String,
+    /// The region requests are signed for.
+    pub signing_region: String,
+    /// The SigV4 signing name; `None`: the service's own ([`AwsService::signing_name`]).
+    pub signing_name: Option<String>,
+}
+
+impl ServiceEndpoint {
+    /// Checks the URL; the message says what is wrong.
+    pub fn validate(&self) -> Result<(), String> {
+        check_url(&self.url)
+    }
+}
+
+fn check_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"));
+    match rest {
+        Some(r) if !r.is_empty() && !r.starts_with('/') && !r.contains(char::is_whitespace) => Ok(()),
+        _ => Err(format!("endpoint URL {url:?} must be http(s)://host[:port]")),
+    }
+}
+
+/// The account of an IAM role ARN (`arn:PARTITION:iam::ACCOUNT:role/NAME`), as upstream reads it
+/// for the `x-amz-source-account` header; the message says what is wrong.
+pub fn role_account(arn: &str) -> Result<&str, String> {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    match parts.as_slice() {
+        ["arn", partition, service, _region, account, resource]
+            if !partition.is_empty() && !service.is_empty() && !resource.is_empty() =>
+        {
+            Ok(account)
+        }
+        _ => Err(format!(
+            "{arn:?} is not an ARN (arn:PARTITION:SERVICE:REGION:ACCOUNT:RESOURCE, e.g. arn:aws:iam::123456789012:role/ccm)"
+        )),
+    }
+}
+
+/// Why `pattern` is not a valid regular expression, if it is not.
+pub fn topology_pattern_error(pattern: &str) -> Option<String> {
+    regex::Regex::new(pattern)
+        .err()
+        .map(|e| format!("{pattern:?} is not a valid regular expression: {e}"))
+}
+
 /// Settings of the AWS provider. Credentials are not among them: they come from the standard AWS
 /// chain (environment, shared config/SSO, web identity/IRSA, ECS/EKS Pod Identity, IMDS).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,6 +198,20 @@ pub struct AwsConfig {
     /// Service within it read only the load balancer and its tags; after it, one full read
     /// repairs what was changed behind the provider's back. Default 10 minutes.
     pub verify_period: Duration,
+    /// An IAM role to assume (STS AssumeRole) for every call, with the standard chain's
+    /// credentials (cloud-config `RoleARN`).
+    pub role_arn: Option<String>,
+    /// Sent as `x-amz-source-arn` on the AssumeRole call, for the role's trust policy
+    /// (`aws:SourceArn`, confused-deputy protection); cloud-config `SourceARN`. Needs
+    /// `role_arn`. The role's account always goes as `x-amz-source-account`, as upstream.
+    pub source_arn: Option<String>,
+    /// Endpoints of single services in given regions (cloud-config `[ServiceOverride]`). Those
+    /// of the provider's region win over `endpoint_url` for their service.
+    pub service_endpoints: Vec<ServiceEndpoint>,
+    /// Instance types whose topology the node controller may wait for (cloud-config
+    /// `SupportedTopologyInstanceTypePattern`), a regular expression. Stored and validated; the
+    /// provider does not read instance topology yet, so it has no effect.
+    pub supported_topology_instance_type_pattern: Option<String>,
 }
 
 impl Default for AwsConfig {
@@ -114,6 +230,10 @@ impl Default for AwsConfig {
             legacy_cluster_tag: false,
             node_ip_families: vec![IpFamily::V4],
             verify_period: DEFAULT_VERIFY_PERIOD,
+            role_arn: None,
+            source_arn: None,
+            service_endpoints: Vec::new(),
+            supported_topology_instance_type_pattern: None,
         }
     }
 }
@@ -137,12 +257,7 @@ impl AwsConfig {
     pub fn validate(&self) -> Result<(), AwsSetupError> {
         let invalid = |m: String| Err(AwsSetupError::InvalidSetting(m));
         if let Some(url) = &self.endpoint_url {
-            let rest = url
-                .strip_prefix("http://")
-                .or_else(|| url.strip_prefix("https://"));
-            if rest.is_none_or(|r| r.is_empty() || r.starts_with('/')) {
-                return invalid(format!("endpoint URL {url:?} must be http(s)://host[:port]"));
-            }
+            check_url(url).map_err(AwsSetupError::InvalidSetting)?;
         }
         if let Some(id) = &self.route_table_id
             && !id.starts_with("rtb-")
@@ -179,6 +294,31 @@ impl AwsConfig {
         }
         if self.node_ip_families.is_empty() {
             return invalid("node IP families must name ipv4, ipv6 or both".into());
+        }
+        if let Some(role) = &self.role_arn
+            && let Err(e) = role_account(role)
+        {
+            return invalid(format!("role ARN: {e}"));
+        }
+        if self.source_arn.is_some() && self.role_arn.is_none() {
+            return invalid("the source ARN is sent only when assuming a role: it needs a role ARN".into());
+        }
+        for e in &self.service_endpoints {
+            if let Err(m) = e.validate() {
+                return invalid(format!("{} endpoint in {}: {m}", e.service.name(), e.region));
+            }
+            if e.region.is_empty() || e.signing_region.is_empty() {
+                return invalid(format!(
+                    "{} endpoint {}: region and signing region must be set",
+                    e.service.name(),
+                    e.url
+                ));
+            }
+        }
+        if let Some(pattern) = &self.supported_topology_instance_type_pattern
+            && let Some(e) = topology_pattern_error(pattern)
+        {
+            return invalid(format!("supported topology instance type pattern: {e}"));
         }
         Ok(())
     }
@@ -225,7 +365,7 @@ mod tests {
     #[test]
     fn bad_settings_are_named() {
         type Mutation = fn(&mut AwsConfig);
-        let cases: [(&str, Mutation); 11] = [
+        let cases: [(&str, Mutation); 16] = [
             ("endpoint URL", |c| c.endpoint_url = Some("127.0.0.1:5000".into())),
             ("endpoint URL", |c| c.endpoint_url = Some("http://".into())),
             ("route table", |c| c.route_table_id = Some("table-1".into())),
@@ -239,6 +379,31 @@ mod tests {
             ("cluster ID", |c| c.cluster_id = Some(String::new())),
             ("legacy cluster tag", |c| c.legacy_cluster_tag = true),
             ("node IP families", |c| c.node_ip_families.clear()),
+            ("role ARN", |c| c.role_arn = Some("ccm-role".into())),
+            ("source ARN", |c| {
+                c.source_arn = Some("arn:aws:eks:eu-west-1:1:cluster/c".into())
+            }),
+            ("EC2 endpoint", |c| {
+                c.service_endpoints.push(ServiceEndpoint {
+                    service: AwsService::Ec2,
+                    region: "eu-west-1".into(),
+                    url: "ec2.example".into(),
+                    signing_region: "eu-west-1".into(),
+                    signing_name: None,
+                })
+            }),
+            ("signing region", |c| {
+                c.service_endpoints.push(ServiceEndpoint {
+                    service: AwsService::Elb,
+                    region: "eu-west-1".into(),
+                    url: "https://elb.example".into(),
+                    signing_region: String::new(),
+                    signing_name: None,
+                })
+            }),
+            ("topology", |c| {
+                c.supported_topology_instance_type_pattern = Some("^(p4d".into())
+            }),
         ];
         for (what, mutate) in cases {
             let mut c = AwsConfig::default();
@@ -251,5 +416,39 @@ mod tests {
             ..AwsConfig::default()
         };
         ok.validate().unwrap();
+    }
+
+    #[test]
+    fn role_accounts_and_override_names() {
+        assert_eq!(
+            role_account("arn:aws:iam::123456789012:role/ccm"),
+            Ok("123456789012")
+        );
+        assert_eq!(role_account("arn:aws-cn:iam::1:role/a/b:c"), Ok("1"));
+        for bad in [
+            "",
+            "role/ccm",
+            "arn:aws:iam::1",
+            "arn::iam::1:role/x",
+            "arn:aws:iam::1:",
+        ] {
+            assert!(role_account(bad).is_err(), "{bad}");
+        }
+        assert_eq!(AwsService::from_override_name("EC2"), [AwsService::Ec2]);
+        assert_eq!(AwsService::from_override_name(" ec2 "), [AwsService::Ec2]);
+        assert_eq!(
+            AwsService::from_override_name("Elastic Load Balancing"),
+            [AwsService::Elb]
+        );
+        assert_eq!(
+            AwsService::from_override_name("Elastic Load Balancing v2"),
+            [AwsService::Elbv2]
+        );
+        assert_eq!(
+            AwsService::from_override_name("elasticloadbalancing"),
+            [AwsService::Elb, AwsService::Elbv2]
+        );
+        assert!(AwsService::from_override_name("s3").is_empty());
+        assert!(AwsService::from_override_name("KMS").is_empty());
     }
 }

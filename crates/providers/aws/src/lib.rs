@@ -5,7 +5,9 @@
 //! # Layout
 //! Split by AWS service; each has a pure planner (what AWS has + what the Service asks → the
 //! calls to make), table-tested, and a thin executor over the SDK.
-//! - [`config`]: [`AwsConfig`], validated once, and the SDK configuration built from it.
+//! - [`config`]: [`AwsConfig`], validated once, and the SDK configuration built from it;
+//!   [`cloud_config`]: upstream's `--cloud-config` file read into it; [`sdk_overrides`]: its
+//!   assumed role and per-service endpoints in the SDK clients.
 //! - [`naming`], [`tags`]: provider IDs and upstream's names; the cluster's tags and ownership.
 //! - [`errors`]: AWS error codes → [`provider::ProviderError`]; the retry classifier that leaves
 //!   throttling to the gateway.
@@ -23,6 +25,7 @@
 
 pub mod annotations;
 pub mod classic;
+pub mod cloud_config;
 pub mod config;
 pub mod converged;
 pub mod errors;
@@ -31,6 +34,7 @@ pub mod load_balancers;
 pub mod naming;
 pub mod nlb;
 pub mod routes;
+pub mod sdk_overrides;
 pub mod security_groups;
 pub mod spec;
 pub mod subnets;
@@ -103,15 +107,39 @@ impl AwsProvider {
         if sdk.credentials_provider().is_none() {
             return Err(AwsSetupError::NoCredentials);
         }
-        let ec2 = aws_sdk_ec2::config::Builder::from(sdk)
-            .retry_classifier(NeverRetryThrottling)
-            .build();
-        let elb = aws_sdk_elasticloadbalancingv2::config::Builder::from(sdk)
-            .retry_classifier(NeverRetryThrottling)
-            .build();
-        let classic = aws_sdk_elasticloadbalancing::config::Builder::from(sdk)
-            .retry_classifier(NeverRetryThrottling)
-            .build();
+        // cloud-config RoleARN: every client calls with the assumed role's credentials, got
+        // with the chain's (upstream: STS in the provider's region, the same for all clients).
+        let assumed = match &config.role_arn {
+            Some(role) => Some(
+                sdk_overrides::AssumeRole::new(sdk, &region, role, config.source_arn.as_deref())
+                    .map_err(AwsSetupError::InvalidSetting)?
+                    .shared(),
+            ),
+            None => None,
+        };
+        // cloud-config [ServiceOverride]: a fixed endpoint for a service in this region.
+        let endpoint =
+            |service| sdk_overrides::endpoint_resolver(&config.service_endpoints, service, &region);
+        let mut ec2 = aws_sdk_ec2::config::Builder::from(sdk).retry_classifier(NeverRetryThrottling);
+        let mut elb =
+            aws_sdk_elasticloadbalancingv2::config::Builder::from(sdk).retry_classifier(NeverRetryThrottling);
+        let mut classic =
+            aws_sdk_elasticloadbalancing::config::Builder::from(sdk).retry_classifier(NeverRetryThrottling);
+        if let Some(creds) = &assumed {
+            ec2.set_credentials_provider(Some(creds.clone()));
+            elb.set_credentials_provider(Some(creds.clone()));
+            classic.set_credentials_provider(Some(creds.clone()));
+        }
+        if let Some(resolver) = endpoint(config::AwsService::Ec2) {
+            ec2.set_endpoint_resolver(Some(resolver));
+        }
+        if let Some(resolver) = endpoint(config::AwsService::Elbv2) {
+            elb.set_endpoint_resolver(Some(resolver));
+        }
+        if let Some(resolver) = endpoint(config::AwsService::Elb) {
+            classic.set_endpoint_resolver(Some(resolver));
+        }
+        let (ec2, elb, classic) = (ec2.build(), elb.build(), classic.build());
         Ok(Arc::new(Self {
             verified: converged::Verified::new(config.verify_period),
             config,
