@@ -107,9 +107,23 @@ pub async fn serve(
     metrics: MetricsRegistry,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<tokio::task::JoinHandle<std::io::Result<()>>> {
+    serve_with(addr, readiness, metrics, Router::new(), shutdown).await
+}
+
+/// [`serve`], with `extra` routes beside the side port's own (e.g. `/dry-run`).
+///
+/// # Errors
+/// The address cannot be bound.
+pub async fn serve_with(
+    addr: SocketAddr,
+    readiness: Readiness,
+    metrics: MetricsRegistry,
+    extra: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<tokio::task::JoinHandle<std::io::Result<()>>> {
     let listener = TcpListener::bind(addr).await?;
     tracing::info!(addr = %listener.local_addr()?, "serving /healthz, /readyz and /metrics");
-    let app = router(readiness, metrics);
+    let app = router(readiness, metrics).merge(extra);
     Ok(tokio::spawn(async move {
         axum::serve(listener, app).with_graceful_shutdown(shutdown).await
     }))

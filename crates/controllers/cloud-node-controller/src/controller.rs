@@ -49,8 +49,8 @@ pub async fn run(runtime: Runtime, config: Config) {
         Context::new(
             nodes.clone(),
             Arc::new(lookups),
-            Writer::new(CLOUD_NODE, runtime.leadership.clone()),
-            Events::new(runtime.client.clone(), CLOUD_NODE, None),
+            Writer::new(CLOUD_NODE, runtime.leadership.clone()).with_dry_run(runtime.dry_run.clone()),
+            Events::new(runtime.client.clone(), CLOUD_NODE, None).with_dry_run(runtime.dry_run.clone()),
             Metrics::register(&runtime.metrics),
         )
         .with_queue(queue.clone()),

@@ -25,8 +25,8 @@ pub async fn run(runtime: Runtime, config: Config) {
     let ctx = Context::new(
         nodes.clone(),
         Arc::new(runtime.gateway.clone()),
-        Writer::new(CLOUD_NODE_LIFECYCLE, runtime.leadership.clone()),
-        Events::new(runtime.client.clone(), CLOUD_NODE_LIFECYCLE, None),
+        Writer::new(CLOUD_NODE_LIFECYCLE, runtime.leadership.clone()).with_dry_run(runtime.dry_run.clone()),
+        Events::new(runtime.client.clone(), CLOUD_NODE_LIFECYCLE, None).with_dry_run(runtime.dry_run.clone()),
         Metrics::register(&runtime.metrics),
     );
     let (store, writer) = reflector::store();

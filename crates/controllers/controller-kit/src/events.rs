@@ -27,6 +27,8 @@ use kube::{
 };
 use serde_json::json;
 
+use crate::dry_run::DryRun;
+
 /// How long a repeated event counts as the same series (client-go: 6 minutes).
 pub const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 
@@ -40,6 +42,7 @@ pub struct Events {
     controller: String,
     instance: String,
     series: Arc<Mutex<Series>>,
+    dry_run: DryRun,
 }
 
 /// The events written recently, by what makes them the same event.
@@ -74,7 +77,16 @@ impl Events {
             controller: controller.to_owned(),
             instance: instance.unwrap_or_else(|| controller.to_owned()),
             series: Arc::default(),
+            dry_run: DryRun::off(),
         }
+    }
+
+    /// In dry-run, events are not written: an event only restates a change (which is planned
+    /// where it is made), so it is logged at debug and not counted as a planned change.
+    #[must_use]
+    pub fn with_dry_run(mut self, dry_run: DryRun) -> Self {
+        self.dry_run = dry_run;
+        self
     }
 
     /// A `Normal` event.
@@ -96,6 +108,17 @@ impl Events {
         note: String,
     ) {
         let note = truncate(note, 1024);
+        if self.dry_run.enabled() {
+            tracing::debug!(
+                reason,
+                action,
+                type_,
+                note,
+                regarding = regarding.name.as_deref().unwrap_or_default(),
+                "dry-run: would record an event"
+            );
+            return;
+        }
         let key = SeriesKey {
             regarding: format!(
                 "{}/{}/{}/{}",

@@ -9,6 +9,7 @@ use std::{collections::BTreeMap, path::PathBuf, time::Duration};
 
 pub use crate::gateway_batching::BatchingLookups;
 use crate::{
+    dry_run::DryRun,
     gateway_balance::Balanced,
     gateway_provider::{ObserveProvider, ProviderWatch},
     gateway_tls::{self, ReloadingTlsConnector},
@@ -24,7 +25,9 @@ use gateway_api::{
 };
 use k8s_openapi::api::core::v1::NodeAddress;
 use tls_files::{ClientFiles, ReloadingClient};
-use tonic::{Request, Status, service::interceptor::InterceptedService, transport::Endpoint};
+use tonic::{
+    Request, Status, metadata::MetadataValue, service::interceptor::InterceptedService, transport::Endpoint,
+};
 use tracing::{Instrument as _, field::Empty};
 
 /// Most nodes sent in one BatchLookupInstances call (the gateway accepts up to 10 000).
@@ -115,6 +118,8 @@ pub struct Capabilities {
     pub load_balancers: bool,
     /// Routes.
     pub routes: bool,
+    /// The gateway honours the dry-run header on write calls.
+    pub dry_run: bool,
 }
 
 /// How a Node is named to the cloud.
@@ -187,6 +192,7 @@ pub struct GatewayClient {
     timeout: Duration,
     retries: u32,
     provider: ProviderWatch,
+    dry_run: DryRun,
 }
 
 /// The gateway settings are unusable.
@@ -258,7 +264,127 @@ impl GatewayClient {
             timeout: args.timeout,
             retries: args.retries.max(1),
             provider,
+            dry_run: DryRun::off(),
         })
+    }
+
+    /// In dry-run, write calls are sent with the dry-run header, and only to a gateway that
+    /// honours it; what they would change is planned ([`GatewayClient::write_call`]).
+    #[must_use]
+    pub fn with_dry_run(mut self, dry_run: DryRun) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// Whether this client is in dry-run.
+    pub fn dry_run(&self) -> &DryRun {
+        &self.dry_run
+    }
+
+    /// A write call's request: with the deadline, and with the dry-run header in dry-run.
+    pub(crate) fn write_request<T>(&self, message: T, timeout: Duration) -> Request<T> {
+        let mut request = with_timeout(message, timeout);
+        if self.dry_run.enabled() {
+            request
+                .metadata_mut()
+                .insert(gateway_api::DRY_RUN_HEADER, MetadataValue::from_static("true"));
+        }
+        request
+    }
+
+    /// A write call (`what`) on `object`, made as [`GatewayClient::with_retries`] does, its
+    /// request built with [`GatewayClient::write_request`]. Not in dry-run: the answer.
+    ///
+    /// In dry-run: when the gateway does not honour the dry-run header (its capabilities say
+    /// so), the call is not sent at all: the change is planned (`kind`, `object`, `summary`,
+    /// reason "gateway cannot dry-run") and the answer is `Ok(None)`. Otherwise the call is
+    /// sent dry, and when the answer (success or error) says the provider would have written,
+    /// ONE change of `kind` is planned for `object`, carrying the woulds; an answer of 0 woulds
+    /// plans nothing.
+    ///
+    /// # Errors
+    /// The call's error, as [`GatewayClient::with_retries`].
+    pub(crate) async fn write_call<T, F, Fut>(
+        &self,
+        what: &'static str,
+        kind: &str,
+        object: &str,
+        summary: impl FnOnce() -> serde_json::Value,
+        mut call: F,
+    ) -> Result<Option<T>, GatewayError>
+    where
+        F: FnMut(Duration) -> Fut,
+        Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        if !self.dry_run.enabled() {
+            return self.with_retries(what, call).await.map(|r| Some(r.into_inner()));
+        }
+        if !self.capabilities().await?.dry_run {
+            tracing::warn!(
+                call = what,
+                object,
+                "dry-run: the gateway cannot dry-run; the call is not sent"
+            );
+            self.dry_run.plan(
+                kind,
+                object,
+                serde_json::json!({
+                    "call": what,
+                    "request": summary(),
+                    "reason": "gateway cannot dry-run",
+                }),
+            );
+            return Ok(None);
+        }
+        let marker = std::sync::Mutex::new(None::<Option<(u64, serde_json::Value)>>);
+        let answer = self
+            .with_retries(what, |timeout| {
+                let sent = call(timeout);
+                let marker = &marker;
+                async move {
+                    let answer = sent.await;
+                    let metadata = match &answer {
+                        Ok(response) => response.metadata(),
+                        Err(status) => status.metadata(),
+                    };
+                    *marker.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+                        Some(dry_run_marker(metadata));
+                    answer
+                }
+            })
+            .await;
+        match marker
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
+            Some(Some((0, _))) => {}
+            Some(Some((_, woulds))) => {
+                self.dry_run.plan(
+                    kind,
+                    object,
+                    serde_json::json!({ "call": what, "woulds": woulds }),
+                );
+            }
+            // Answered without the marker: a gateway that ignored the header may have written.
+            Some(None) => {
+                tracing::error!(
+                    call = what,
+                    object,
+                    "dry-run: the gateway answered without the dry-run marker; it may have made the write"
+                );
+                self.dry_run.plan(
+                    kind,
+                    object,
+                    serde_json::json!({
+                        "call": what,
+                        "request": summary(),
+                        "reason": "the gateway answered without the dry-run marker",
+                    }),
+                );
+            }
+            None => {}
+        }
+        answer.map(|r| Some(r.into_inner()))
     }
 
     /// Runs `call` with a deadline, retrying transient failures with exponential backoff.
@@ -342,6 +468,7 @@ impl GatewayClient {
             instances: caps.instances,
             load_balancers: caps.load_balancers,
             routes: caps.routes,
+            dry_run: caps.dry_run,
         })
     }
 }
@@ -430,6 +557,24 @@ fn gateway_endpoint(uri: String) -> Result<Endpoint, tonic::transport::Error> {
         .keep_alive_timeout(Duration::from_secs(10))
         .keep_alive_while_idle(true)
         .tcp_nodelay(true))
+}
+
+/// A dry-run answer's marker: the number of woulds and the woulds (a JSON array; as text when
+/// it does not parse); `None` when the answer carries no marker.
+fn dry_run_marker(metadata: &tonic::metadata::MetadataMap) -> Option<(u64, serde_json::Value)> {
+    let count = metadata
+        .get(gateway_api::DRY_RUN_HEADER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let woulds = metadata
+        .get(gateway_api::DRY_RUN_WOULDS_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(|text| serde_json::from_str(text).unwrap_or_else(|_| serde_json::Value::String(text.to_owned())))
+        .unwrap_or(serde_json::Value::Null);
+    Some((count, woulds))
 }
 
 /// Whether the call never reached a gateway (nothing answered: no typed detail, no provider

@@ -28,6 +28,8 @@ use kube::{
 use token_bucket::{Limit, TokenBucket};
 use tower::{Layer, Service};
 
+use crate::dry_run::{DryRun, GuardLayer};
+
 /// Flags for the Kubernetes API connection.
 #[derive(Debug, Clone, clap::Args)]
 pub struct KubeArgs {
@@ -115,6 +117,12 @@ pub struct Clients {
 
 /// Builds both clients.
 pub async fn clients(args: &KubeArgs) -> Result<Clients, KubeSetupError> {
+    clients_for(args, &DryRun::off()).await
+}
+
+/// Builds both clients; in dry-run both refuse every request that writes, but for the
+/// dry-run Leases ([`crate::dry_run::GuardLayer`]).
+pub async fn clients_for(args: &KubeArgs, dry_run: &DryRun) -> Result<Clients, KubeSetupError> {
     install_crypto_provider();
     let config = match &args.kubeconfig {
         Some(path) => {
@@ -131,15 +139,19 @@ pub async fn clients(args: &KubeArgs) -> Result<Clients, KubeSetupError> {
         }
         None => Config::infer().await?,
     };
+    let guard = GuardLayer::new(dry_run.clone());
     let limited = match args.rate_limit()? {
-        RateLimit::Off => ClientBuilder::try_from(config.clone())?.build(),
+        RateLimit::Off => ClientBuilder::try_from(config.clone())?
+            .with_layer(&guard)
+            .build(),
         limit => ClientBuilder::try_from(config.clone())?
+            .with_layer(&guard)
             .with_layer(&QpsLayer::new(limit))
             .build(),
     };
     Ok(Clients {
         limited,
-        elector: ClientBuilder::try_from(config)?.build(),
+        elector: ClientBuilder::try_from(config)?.with_layer(&guard).build(),
     })
 }
 

@@ -11,6 +11,7 @@
 //! - [`load_balancers`]: the cloud's load balancers behind a trait, Services in, statuses out.
 //! - [`routes`]: the cloud's pod-CIDR routes behind a trait.
 //! - [`metrics`]: metric helpers (the side port and its registry are the `side-port` crate).
+//! - [`dry_run`]: shadow mode: every write planned, reported and not made.
 //! - [`events`]: best-effort Kubernetes events.
 //! - [`node`]: reading Nodes: readiness, taints, provider references.
 //! - [`patch`]: resourceVersion-guarded merge patches, fenced by leadership, retried on conflict.
@@ -22,6 +23,7 @@
 //! - [`watch_backoff`]: how a failing watch waits: a few seconds at most.
 //! - [`workqueue`]: upstream's `workqueue_*` metrics for a kube-runtime controller's queue.
 
+pub mod dry_run;
 pub mod events;
 pub mod gateway;
 pub mod gateway_balance;

@@ -105,13 +105,25 @@ impl CloudLoadBalancers for GatewayClient {
             nodes: nodes.iter().map(node_to_pb).collect(),
         };
         let answer = self
-            .with_retries("EnsureLoadBalancer", |timeout| {
-                let mut c = self.load_balancers.clone();
-                let request = with_timeout(request.clone(), timeout);
-                async move { c.ensure_load_balancer(request).await }
-            })
-            .await?
-            .into_inner();
+            .write_call(
+                "EnsureLoadBalancer",
+                KIND,
+                &service_object(service),
+                || summary(service, Some(nodes)),
+                |timeout| {
+                    let mut c = self.load_balancers.clone();
+                    let request = self.write_request(request.clone(), timeout);
+                    async move { c.ensure_load_balancer(request).await }
+                },
+            )
+            .await?;
+        // Dry-run with a gateway that cannot dry-run: not sent; the load balancer as it is.
+        let Some(answer) = answer else {
+            return Ok(self
+                .get_load_balancer(cluster, service)
+                .await?
+                .unwrap_or_default());
+        };
         // Upstream refuses a nil status ("service status returned by EnsureLoadBalancer is nil").
         let status = answer.status.ok_or_else(|| {
             GatewayError::Internal("the gateway answered EnsureLoadBalancer without a status".into())
@@ -130,11 +142,17 @@ impl CloudLoadBalancers for GatewayClient {
             service: Some(service_to_pb(service)?),
             nodes: nodes.iter().map(node_to_pb).collect(),
         };
-        self.with_retries("UpdateLoadBalancer", |timeout| {
-            let mut c = self.load_balancers.clone();
-            let request = with_timeout(request.clone(), timeout);
-            async move { c.update_load_balancer(request).await }
-        })
+        self.write_call(
+            "UpdateLoadBalancer",
+            KIND,
+            &service_object(service),
+            || summary(service, Some(nodes)),
+            |timeout| {
+                let mut c = self.load_balancers.clone();
+                let request = self.write_request(request.clone(), timeout);
+                async move { c.update_load_balancer(request).await }
+            },
+        )
         .await?;
         Ok(())
     }
@@ -148,11 +166,17 @@ impl CloudLoadBalancers for GatewayClient {
             cluster_name: cluster.to_owned(),
             service: Some(service_to_pb(service)?),
         };
-        self.with_retries("EnsureLoadBalancerDeleted", |timeout| {
-            let mut c = self.load_balancers.clone();
-            let request = with_timeout(request.clone(), timeout);
-            async move { c.ensure_load_balancer_deleted(request).await }
-        })
+        self.write_call(
+            "EnsureLoadBalancerDeleted",
+            KIND,
+            &service_object(service),
+            || summary(service, None),
+            |timeout| {
+                let mut c = self.load_balancers.clone();
+                let request = self.write_request(request.clone(), timeout);
+                async move { c.ensure_load_balancer_deleted(request).await }
+            },
+        )
         .await?;
         Ok(())
     }
@@ -164,6 +188,44 @@ impl CloudLoadBalancers for GatewayClient {
         }
         Ok(Some(name).filter(|n| !n.is_empty()))
     }
+}
+
+/// The planned-change kind of every load-balancer write call in dry-run.
+const KIND: &str = "load_balancer";
+
+/// How a planned change names a Service.
+fn service_object(service: &Service) -> String {
+    crate::dry_run::object_name(
+        "Service",
+        service.metadata.namespace.as_deref(),
+        service.metadata.name.as_deref().unwrap_or_default(),
+    )
+}
+
+/// A load-balancer write call's request as a planned change shows it when the call is not sent
+/// (deterministic: the same request reads the same).
+fn summary(service: &Service, nodes: Option<&[BackendNode]>) -> serde_json::Value {
+    let spec = service.spec.clone().unwrap_or_default();
+    let ports: Vec<serde_json::Value> = spec
+        .ports
+        .unwrap_or_default()
+        .iter()
+        .map(|p| {
+            serde_json::json!({
+                "name": p.name, "protocol": p.protocol, "port": p.port, "nodePort": p.node_port,
+            })
+        })
+        .collect();
+    let mut nodes: Option<Vec<&str>> = nodes.map(|n| n.iter().map(|n| n.name.as_str()).collect());
+    if let Some(nodes) = &mut nodes {
+        nodes.sort_unstable();
+    }
+    serde_json::json!({
+        "uid": service.metadata.uid,
+        "ports": ports,
+        "annotations": service.metadata.annotations,
+        "nodes": nodes,
+    })
 }
 
 /// The parts of a Service a load balancer is built from.

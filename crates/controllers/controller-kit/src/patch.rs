@@ -4,6 +4,10 @@
 //! the change planned anew, like client-go's `RetryOnConflict`. Only the fields a controller owns
 //! are in a patch, so it never clobbers what others own (kubelet's conditions, other labels).
 //! Every write and delete checks the replica's leadership right before it goes out.
+//!
+//! In dry-run ([`Writer::with_dry_run`]) nothing is written: each patch or delete is a planned
+//! change ([`crate::dry_run`]), and the write answers the object as the patch would have made
+//! it (applied here, in memory), so the sync goes on as after a real write.
 
 use std::time::Duration;
 
@@ -14,7 +18,10 @@ use kube::{
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::leader::Leadership;
+use crate::{
+    dry_run::{DryRun, object_name},
+    leader::Leadership,
+};
 
 /// Attempts before giving up on a conflicting object (client-go's `UpdateNodeSpecBackoff`).
 const CONFLICT_ATTEMPTS: u32 = 20;
@@ -96,6 +103,7 @@ impl<E> WriteError<E> {
 pub struct Writer {
     field_manager: String,
     leadership: Leadership,
+    dry_run: DryRun,
 }
 
 impl Writer {
@@ -104,7 +112,16 @@ impl Writer {
         Self {
             field_manager: field_manager.to_owned(),
             leadership,
+            dry_run: DryRun::off(),
         }
+    }
+
+    /// Plans instead of writing when `dry_run` is on: every patch and delete becomes a planned
+    /// change, and answers as if it had been made.
+    #[must_use]
+    pub fn with_dry_run(mut self, dry_run: DryRun) -> Self {
+        self.dry_run = dry_run;
+        self
     }
 
     /// The leadership the writes are fenced by.
@@ -131,7 +148,7 @@ impl Writer {
         mut plan: F,
     ) -> Result<Option<K>, WriteError<E>>
     where
-        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
         F: FnMut(&K) -> Result<Patches, E>,
     {
         self.write_planned(api, name, None, |k| plan(k).map(Patches::into_steps))
@@ -151,7 +168,7 @@ impl Writer {
         mut plan: F,
     ) -> Result<Option<K>, WriteError<E>>
     where
-        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
         F: FnMut(&K) -> Result<Patches, E>,
     {
         let name = known.meta().name.clone().unwrap_or_default();
@@ -171,7 +188,7 @@ impl Writer {
         mut plan: F,
     ) -> Result<Option<K>, WriteError<E>>
     where
-        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
         F: FnMut(&K) -> Result<Vec<Step>, E>,
     {
         let mut attempt = 1;
@@ -205,7 +222,7 @@ impl Writer {
         steps: Vec<Step>,
     ) -> Result<K, WriteError<E>>
     where
-        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
     {
         let params = PatchParams {
             field_manager: Some(self.field_manager.clone()),
@@ -222,6 +239,10 @@ impl Writer {
             };
             if !self.leadership.may_act() {
                 return Err(WriteError::NotLeading);
+            }
+            if self.dry_run.enabled() {
+                object = self.plan_patch(object, target, body);
+                continue;
             }
             with_resource_version(&mut body, &version);
             object = match target {
@@ -258,7 +279,7 @@ impl Writer {
         mut plan: F,
     ) -> Result<Option<K>, WriteError<E>>
     where
-        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
         F: FnMut(&K) -> Result<Option<Value>, E>,
     {
         let name = known.meta().name.clone().unwrap_or_default();
@@ -269,6 +290,35 @@ impl Writer {
                 .collect())
         })
         .await
+    }
+
+    /// In dry-run: `body` planned as a change of `object` instead of written, and `object` as
+    /// the write would have returned it.
+    fn plan_patch<K>(&self, object: K, target: Target, body: Value) -> K
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + serde::Serialize,
+    {
+        let kind = K::kind(&()).to_lowercase();
+        let touches_finalizers = body.pointer("/metadata/finalizers").is_some();
+        let (change_kind, subresource) = match target {
+            Target::Main if touches_finalizers => ("finalizer".to_owned(), ""),
+            Target::Main => (format!("{kind}_patch"), ""),
+            Target::Status | Target::StatusStrategic => (format!("{kind}_status"), "status"),
+        };
+        let meta = object.meta();
+        let name = object_name(
+            &K::kind(&()),
+            meta.namespace.as_deref(),
+            meta.name.as_deref().unwrap_or_default(),
+        );
+        let strategic = target == Target::StatusStrategic;
+        let change = json!({
+            "subresource": subresource,
+            "patch_type": if strategic { "strategic" } else { "merge" },
+            "patch": body,
+        });
+        self.dry_run.plan(&change_kind, &name, change);
+        apply_locally(object, &body, strategic)
     }
 
     /// Runs a request only while this replica may act: a request still waiting (at the
@@ -292,10 +342,17 @@ impl Writer {
     /// [`WriteError::NotLeading`], or the API's error (409 when the uid no longer matches).
     pub async fn delete<K>(&self, api: &Api<K>, name: &str, uid: Option<String>) -> Result<bool, WriteError>
     where
-        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
     {
         if !self.leadership.may_act() {
             return Err(WriteError::NotLeading);
+        }
+        if self.dry_run.enabled() {
+            let kind = K::kind(&()).to_lowercase();
+            let object = object_name(&K::kind(&()), api.namespace(), name);
+            self.dry_run
+                .plan(&format!("{kind}_delete"), &object, json!({ "uid": uid }));
+            return Ok(true);
         }
         let params = DeleteParams {
             preconditions: Some(Preconditions {
@@ -338,6 +395,54 @@ fn with_resource_version(body: &mut Value, version: &str) {
     }
 }
 
+/// `object` with `patch` applied as the API server would: a JSON merge patch (RFC 7386), or for
+/// a strategic merge patch, the same with list items under `conditions` merged by their `type`
+/// (the only strategic lists written here: a Node's conditions). An object the result no longer
+/// reads as is returned unchanged.
+fn apply_locally<K: DeserializeOwned + serde::Serialize>(object: K, patch: &Value, strategic: bool) -> K {
+    let Ok(mut value) = serde_json::to_value(&object) else {
+        return object;
+    };
+    merge(&mut value, patch, strategic);
+    serde_json::from_value(value).unwrap_or(object)
+}
+
+fn merge(target: &mut Value, patch: &Value, strategic: bool) {
+    let Value::Object(fields) = patch else {
+        *target = patch.clone();
+        return;
+    };
+    if !target.is_object() {
+        *target = json!({});
+    }
+    let Value::Object(into) = target else { return };
+    for (key, value) in fields {
+        match (value, into.get_mut(key)) {
+            (Value::Null, _) => {
+                into.remove(key);
+            }
+            (Value::Array(items), Some(Value::Array(existing))) if strategic && key == "conditions" => {
+                for item in items {
+                    let kind = item.get("type");
+                    match existing
+                        .iter_mut()
+                        .find(|e| kind.is_some() && e.get("type") == kind)
+                    {
+                        Some(found) => merge(found, item, strategic),
+                        None => existing.push(item.clone()),
+                    }
+                }
+            }
+            (_, Some(existing)) => merge(existing, value, strategic),
+            (_, None) => {
+                let mut fresh = Value::Null;
+                merge(&mut fresh, value, strategic);
+                into.insert(key.clone(), fresh);
+            }
+        }
+    }
+}
+
 /// 50 ms with full jitter, as client-go's backoff.
 fn conflict_backoff() -> Duration {
     Duration::from_millis(50).mul_f64(1.0 + rand::random::<f64>())
@@ -351,6 +456,35 @@ pub fn is_not_found(err: &kube::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_planned_patch_is_applied_as_the_server_would() {
+        let mut node = json!({
+            "metadata": {"name": "n1", "labels": {"a": "1", "b": "2"}},
+            "status": {"conditions": [
+                {"type": "Ready", "status": "True"},
+                {"type": "NetworkUnavailable", "status": "True", "reason": "NoRouteCreated"}
+            ]}
+        });
+        merge(
+            &mut node,
+            &json!({"metadata": {"labels": {"a": null, "c": "3"}}}),
+            false,
+        );
+        assert_eq!(node["metadata"]["labels"], json!({"b": "2", "c": "3"}));
+        let condition = json!({"status": {"conditions": [
+            {"type": "NetworkUnavailable", "status": "False", "reason": "RouteCreated"}
+        ]}});
+        let mut strategic = node.clone();
+        merge(&mut strategic, &condition, true);
+        let conditions = strategic["status"]["conditions"].as_array().unwrap();
+        assert_eq!(conditions.len(), 2, "merged by type: {conditions:?}");
+        assert_eq!(conditions[1]["reason"], "RouteCreated");
+        assert_eq!(conditions[0]["type"], "Ready");
+        // A merge patch replaces the list whole.
+        merge(&mut node, &condition, false);
+        assert_eq!(node["status"]["conditions"].as_array().unwrap().len(), 1);
+    }
 
     #[test]
     fn the_precondition_joins_the_patch_metadata() {

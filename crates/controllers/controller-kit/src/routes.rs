@@ -70,9 +70,11 @@ impl CloudRoutes for GatewayClient {
             name_hint: name_hint.to_owned(),
             route: Some(route_to_pb(route)),
         };
-        self.with_retries("CreateRoute", |timeout| {
+        let object = crate::dry_run::object_name("Route", None, &route.destination_cidr);
+        let summary = || serde_json::json!({ "name_hint": name_hint, "target_node": route.target_node });
+        self.write_call("CreateRoute", "route_create", &object, summary, |timeout| {
             let mut c = self.routes.clone();
-            let request = with_timeout(request.clone(), timeout);
+            let request = self.write_request(request.clone(), timeout);
             async move { c.create_route(request).await }
         })
         .await?;
@@ -84,9 +86,11 @@ impl CloudRoutes for GatewayClient {
             cluster_name: cluster.to_owned(),
             route: Some(route_to_pb(route)),
         };
-        self.with_retries("DeleteRoute", |timeout| {
+        let object = crate::dry_run::object_name("Route", None, &route.destination_cidr);
+        let summary = || serde_json::json!({ "target_node": route.target_node });
+        self.write_call("DeleteRoute", "route_delete", &object, summary, |timeout| {
             let mut c = self.routes.clone();
-            let request = with_timeout(request.clone(), timeout);
+            let request = self.write_request(request.clone(), timeout);
             async move { c.delete_route(request).await }
         })
         .await?;

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use side_port::{MetricsRegistry, Readiness};
 
 use crate::{
+    dry_run::DryRun,
     gateway::{Capabilities, GatewayArgs, GatewayClient},
     kube_client::{self, KubeArgs},
     leader::{self, LeaderElectionArgs, Leadership},
@@ -33,6 +34,12 @@ pub struct CommonArgs {
     /// Cluster name passed to load-balancer and route calls.
     #[arg(long = "cluster-name", default_value = "kubernetes")]
     pub cluster_name: String,
+    /// Shadow mode: make no write to the Kubernetes API (no patch, delete, event or finalizer)
+    /// and only dry-run write calls to the gateway; report each change it would make as a log
+    /// line, in ccm_dry_run_planned_changes_total and at /dry-run on the HTTP port. Its leases
+    /// are its own (the usual names plus `-dry-run`), so it runs beside the real controllers.
+    #[arg(long = "dry-run", env = "CCM_DRY_RUN")]
+    pub dry_run: bool,
     /// Log format.
     #[arg(long = "log-format", value_enum, default_value = "text")]
     pub log_format: LogFormat,
@@ -100,6 +107,11 @@ pub struct Runtime {
     pub lease_client: kube::Client,
     /// The leader-election flags (durations, namespace, identity), which shard leases use too.
     pub leader_args: LeaderElectionArgs,
+    /// Shadow mode: off, or what this controller planned instead of writing. The clients above
+    /// are already in it (the gateway client's write calls are dry, the Kubernetes clients
+    /// refuse writes); the controller hands it to its writers and events, and names its shard
+    /// leases with [`DryRun::lease_name`].
+    pub dry_run: DryRun,
 }
 
 /// Why a controller stopped with an error.
@@ -243,18 +255,34 @@ where
 {
     let name = binary.name;
     args.leader.validate().map_err(RunError::Config)?;
-    let clients = kube_client::clients(&args.kube)
+    let metrics = MetricsRegistry::new();
+    let dry_run = if args.dry_run {
+        tracing::warn!(
+            controller = name,
+            "dry-run: no write to the Kubernetes API, dry-run calls to the gateway; planned changes are logged, counted (ccm_dry_run_planned_changes_total) and listed at /dry-run"
+        );
+        DryRun::on(name, &metrics)
+    } else {
+        DryRun::off()
+    };
+    let clients = kube_client::clients_for(&args.kube, &dry_run)
         .await
         .map_err(|e| RunError::Config(e.to_string()))?;
-    let gateway =
-        GatewayClient::new(&args.gateway, binary.caller).map_err(|e| RunError::Config(e.to_string()))?;
+    let gateway = GatewayClient::new(&args.gateway, binary.caller)
+        .map_err(|e| RunError::Config(e.to_string()))?
+        .with_dry_run(dry_run.clone());
+    // The leader lease of a dry-run replica is its own.
+    let mut leader_args = args.leader.clone();
+    if dry_run.enabled() {
+        let lease = leader_args.resource_name.as_deref().unwrap_or(name);
+        leader_args.resource_name = Some(dry_run.lease_name(lease));
+    }
     let leader_elected = binary.replicas == Replicas::LeaderElected && args.leader.enabled;
     let leadership = if leader_elected {
         Leadership::elected()
     } else {
         Leadership::unconditional()
     };
-    let metrics = MetricsRegistry::new();
     if binary.replicas == Replicas::LeaderElected {
         metrics.register(
             "leader_election_master_status",
@@ -263,10 +291,11 @@ where
         );
     }
     let readiness = Readiness::new();
-    let health = side_port::serve(
+    let health = side_port::serve_with(
         args.http_listen,
         readiness.clone(),
         metrics.clone(),
+        dry_run.router(),
         shutdown.clone().cancelled_owned(),
     )
     .await
@@ -292,12 +321,13 @@ where
                 metrics,
                 lease_client: clients.elector.clone(),
                 leader_args: args.leader.clone(),
+                dry_run: dry_run.clone(),
             };
             let work = work(runtime);
             match binary.replicas {
                 Replicas::LeaderElected => {
                     let shutdown = shutdown.clone().cancelled_owned();
-                    leader::run_as_leader(clients.elector, &args.leader, name, &leadership, work, shutdown)
+                    leader::run_as_leader(clients.elector, &leader_args, name, &leadership, work, shutdown)
                         .await
                         .map_err(RunError::from)
                 }

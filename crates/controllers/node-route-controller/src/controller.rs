@@ -51,8 +51,8 @@ pub async fn run(runtime: Runtime, config: Config) {
         Arc::new(runtime.gateway.clone()),
         runtime.cluster_name.clone(),
         cluster_cidrs,
-        Writer::new(NODE_ROUTE, runtime.leadership.clone()),
-        Events::new(runtime.client.clone(), ROUTE_CONTROLLER, instance),
+        Writer::new(NODE_ROUTE, runtime.leadership.clone()).with_dry_run(runtime.dry_run.clone()),
+        Events::new(runtime.client.clone(), ROUTE_CONTROLLER, instance).with_dry_run(runtime.dry_run.clone()),
         Metrics::register(&runtime.metrics),
         usize::from(config.concurrent_route_operations),
     );

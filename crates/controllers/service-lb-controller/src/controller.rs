@@ -46,7 +46,10 @@ pub async fn run(runtime: Runtime, config: Config) {
     };
     let release = CancellationToken::new();
     let leases = args.enabled.then(|| {
-        let group = config.shard_group(SERVICE_LB, args.resource_name.as_deref());
+        // A dry-run replica's shard and member leases are its own.
+        let group = runtime
+            .dry_run
+            .lease_name(&config.shard_group(SERVICE_LB, args.resource_name.as_deref()));
         let (shards, client, args, release) = (
             shards.clone(),
             runtime.lease_client.clone(),
@@ -68,13 +71,15 @@ pub async fn run(runtime: Runtime, config: Config) {
             runtime.cluster_name.clone(),
             config.load_balancer_class.clone(),
             shards.clone(),
-            Events::new(runtime.client.clone(), SERVICE_CONTROLLER, instance),
+            Events::new(runtime.client.clone(), SERVICE_CONTROLLER, instance)
+                .with_dry_run(runtime.dry_run.clone()),
             Metrics::register(&runtime.metrics, &shards),
             nodes.clone(),
             retry,
         )
         .with_provider(runtime.gateway.provider().clone())
-        .with_queue(queue.clone()),
+        .with_queue(queue.clone())
+        .with_dry_run(runtime.dry_run.clone()),
     );
 
     // No Service is synced before the node set is known: its load balancer would get no backends.

@@ -9,6 +9,7 @@ use std::{
 };
 
 use controller_kit::{
+    dry_run::DryRun,
     events::Events,
     gateway::GatewayError,
     gateway_provider::ProviderWatch,
@@ -70,6 +71,8 @@ pub struct Context {
     reported: Mutex<HashMap<String, FormerProviderLabels>>,
     /// The work queue's metrics (upstream's `service` queue), when the controller runs one.
     queue: Option<WorkQueue>,
+    /// Shadow mode: the Service writes are planned, not made.
+    dry_run: DryRun,
 }
 
 /// A failed sync, retried at `retry_at`: until then the same sync of the same Service is not
@@ -129,7 +132,15 @@ impl Context {
             provider: ProviderWatch::default(),
             reported: Mutex::default(),
             queue: None,
+            dry_run: DryRun::off(),
         }
+    }
+
+    /// In dry-run, every write of a Service (finalizer, status) is planned, not made.
+    #[must_use]
+    pub fn with_dry_run(mut self, dry_run: DryRun) -> Self {
+        self.dry_run = dry_run;
+        self
     }
 
     /// Reports to `queue` when a worker takes a Service, and each retry.
@@ -152,7 +163,7 @@ impl Context {
     }
 
     fn writer(&self, shard: u32) -> Writer {
-        Writer::new(SERVICE_LB, self.shards.fence(shard).clone())
+        Writer::new(SERVICE_LB, self.shards.fence(shard).clone()).with_dry_run(self.dry_run.clone())
     }
 
     fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
