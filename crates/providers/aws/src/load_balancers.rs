@@ -892,13 +892,12 @@ impl AwsProvider {
             for m in &n.mappings {
                 for g in self.target_groups(None, Some(&m.target_group_name)).await? {
                     let tags = self.elb_tags(std::slice::from_ref(&g.arn)).await?;
-                    if tags.get(&g.arn).is_some_and(|t| tagging.has_cluster_tag(t)) {
-                        if self
+                    if tags.get(&g.arn).is_some_and(|t| tagging.has_cluster_tag(t))
+                        && self
                             .before_write(&mut w, "DeleteTargetGroup", &g.arn, String::new)
                             .await?
-                        {
-                            self.delete_target_group(&g.arn).await?;
-                        }
+                    {
+                        self.delete_target_group(&g.arn).await?;
                     }
                 }
             }
