@@ -70,6 +70,15 @@ grep -q 'name: ccm-cloud-gateway-cloud-config' "$out/aws-cloud-config-inline.yam
 ! grep -q -- '--cloud-config' "$out/aws.yaml" \
   || { echo "no cloud config was asked for, yet --cloud-config is passed" >&2; exit 1; }
 echo "cloud config: inline, from a ConfigMap or a Secret, mounted into the gateway as --cloud-config"
+# Shadow mode: dryRun passes --dry-run to the gateway and to every controller, and only then.
+"$tools/helm" template ccm charts/ccm -n kube-system --set dryRun=true --set nodeRouteController.enabled=true \
+  --set nodeRouteController.clusterCIDR=10.244.0.0/16 \
+  > "$out/dry-run.yaml"
+[ "$(grep -c -- '- --dry-run$' "$out/dry-run.yaml")" = 5 ] \
+  || { echo "dryRun=true must pass --dry-run to the gateway and the 4 controllers" >&2; exit 1; }
+! grep -q -- '--dry-run' "$out/node-route.yaml" \
+  || { echo "dryRun is off by default, yet --dry-run is passed" >&2; exit 1; }
+echo "dryRun: --dry-run on the gateway and the 4 controllers, off by default"
 # Mutual TLS variants and the NetworkPolicy.
 "$tools/helm" template ccm charts/ccm -n kube-system > "$out/simulator-again.yaml"
 "$tools/helm" template ccm charts/ccm -n kube-system --set tls.certManager.enabled=true \
