@@ -1,0 +1,345 @@
+//! End-to-end shadow mode: on a cluster the real controllers converged, the gateway and every
+//! controller in `--dry-run` make zero writes to the API server (their own `-dry-run` Leases
+//! aside; the real Leases untouched) and plan zero changes; one Service edited (a port changed)
+//! is exactly one planned change, of that Service's load balancer, and the cloud is unchanged.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use e2e::{Cluster, ClusterSpec, binary, counter, http_get, ingress_ips, wait_for};
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
+use kube::{
+    Api, ResourceExt,
+    api::{ListParams, Patch, PatchParams},
+};
+use serde_json::{Value, json};
+
+const CLUSTER_CIDR: &str = "10.244.0.0/16";
+const NODES: [(&str, &str); 2] = [("node-a", "10.244.1.0/24"), ("node-b", "10.244.2.0/24")];
+const LEASE_NAMESPACE: &str = "kube-system";
+
+/// The four controllers with the flags of this test (short periods, so a dry-run replica's
+/// first passes come soon), labelled `<binary><suffix>`.
+fn start_controllers(cluster: &mut Cluster, suffix: &str, extra: &[&str]) -> Vec<usize> {
+    let with =
+        |own: &[&'static str]| -> Vec<String> { own.iter().chain(extra).map(|s| (*s).to_owned()).collect() };
+    let controllers: [(&str, Vec<String>); 4] = [
+        (
+            "cloud-node-controller",
+            with(&["--node-status-update-frequency", "2s"]),
+        ),
+        (
+            "cloud-node-lifecycle-controller",
+            with(&["--node-monitor-period", "1s"]),
+        ),
+        ("service-lb-controller", with(&[])),
+        (
+            "node-route-controller",
+            with(&[
+                "--cluster-cidr",
+                CLUSTER_CIDR,
+                "--route-reconciliation-period",
+                "2s",
+            ]),
+        ),
+    ];
+    controllers
+        .iter()
+        .map(|(name, args)| {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            cluster.start_controller(name, &format!("{name}{suffix}"), &args)
+        })
+        .collect()
+}
+
+/// Requests that write, by resource, as the API server counted them.
+async fn writes(cluster: &Cluster) -> BTreeMap<String, u64> {
+    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = cluster
+        .client
+        .request_text(request)
+        .await
+        .expect("apiserver metrics");
+    let mut out = BTreeMap::new();
+    for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
+        let label = |name: &str| {
+            let start = line.find(&format!("{name}=\""))? + name.len() + 2;
+            let end = line[start..].find('"')? + start;
+            Some(line[start..end].to_owned())
+        };
+        let verb = label("verb").unwrap_or_default();
+        if ["POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION"].contains(&verb.as_str()) {
+            let count: u64 = line.rsplit(' ').next().unwrap_or("0").parse().unwrap_or(0);
+            *out.entry(label("resource").unwrap_or_default()).or_default() += count;
+        }
+    }
+    out
+}
+
+/// What was written since `before`, but for Leases (checked by name on their own).
+fn written_since(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .filter(|(resource, _)| *resource != "leases")
+        .filter_map(|(resource, n)| {
+            let d = n - before.get(resource).copied().unwrap_or(0);
+            (d > 0).then(|| (resource.clone(), d))
+        })
+        .collect()
+}
+
+async fn json_of(addr: std::net::SocketAddr, path: &str) -> Option<Value> {
+    let (status, body) = http_get(addr, path).await?;
+    (status == 200)
+        .then(|| serde_json::from_str(&body).ok())
+        .flatten()
+}
+
+/// Every Lease, name → resourceVersion.
+async fn leases(cluster: &Cluster) -> BTreeMap<String, String> {
+    let api: Api<Lease> = Api::namespaced(cluster.client.clone(), LEASE_NAMESPACE);
+    api.list(&ListParams::default())
+        .await
+        .expect("leases")
+        .items
+        .into_iter()
+        .map(|l| (l.name_any(), l.resource_version().unwrap_or_default()))
+        .collect()
+}
+
+fn converged(node: &Node) -> bool {
+    let spec = node.spec.clone().unwrap_or_default();
+    let initialized = spec.provider_id.is_some()
+        && !spec
+            .taints
+            .unwrap_or_default()
+            .iter()
+            .any(|t| t.key == "node.cloudprovider.kubernetes.io/uninitialized");
+    let routed = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| {
+            c.iter()
+                .any(|c| c.type_ == "NetworkUnavailable" && c.status == "False")
+        });
+    initialized && routed
+}
+
+#[tokio::test]
+async fn beside_a_converged_cluster_dry_run_writes_nothing_and_plans_exactly_the_edit() {
+    let names: Vec<&str> = NODES.iter().map(|(n, _)| *n).collect();
+    let mut cluster = Cluster::start(ClusterSpec::with_instances(&names).with_gateway_limits(100)).await;
+    for (name, cidr) in NODES {
+        cluster.register_node(name, true).await;
+        let patch = json!({"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}});
+        cluster
+            .nodes()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("pod CIDR");
+    }
+    cluster.create_lb_service("default", "web", json!({})).await;
+
+    // The real controllers converge the cluster, then stop (releasing their leases).
+    let real = start_controllers(&mut cluster, "", &[]);
+    let services = cluster.services("default");
+    wait_for(
+        "the real controllers to converge",
+        Duration::from_secs(90),
+        || {
+            let (nodes, services) = (cluster.nodes(), services.clone());
+            async move {
+                let all = nodes.list(&ListParams::default()).await.ok()?;
+                let web = services.get_opt("web").await.ok()??;
+                (all.items.len() == NODES.len()
+                    && all.items.iter().all(converged)
+                    && !ingress_ips(&web).is_empty()
+                    && web.finalizers().len() == 1)
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    let routes = cluster.sim(&["routes", "list"]).await;
+    assert_eq!(routes.as_array().map(Vec::len), Some(NODES.len()), "{routes}");
+    for index in real {
+        cluster.procs[index].stop(Duration::from_secs(10)).await;
+    }
+    let lbs_before = cluster.load_balancers().await;
+
+    // The gateway in dry-run too, on the same cloud.
+    let state = cluster.dir.path().join("cloud-state.json").display().to_string();
+    let inventory = cluster.dir.path().join("inventory.yaml").display().to_string();
+    let gateway_args: Vec<String> = [
+        "--simulator-inventory",
+        &inventory,
+        "--simulator-state",
+        &state,
+        "--simulator-no-fsync",
+        "--insecure-plaintext",
+        "--instance-cache-ttl",
+        "0s",
+        "--dry-run",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    cluster
+        .swap_gateway(&binary("cloud-gateway"), &gateway_args, &[])
+        .await;
+    let real_leases = leases(&cluster).await;
+    assert!(
+        real_leases.keys().all(|name| !name.contains("-dry-run")),
+        "{real_leases:?}"
+    );
+    let before = writes(&cluster).await;
+
+    let shadow = start_controllers(&mut cluster, "-dry-run", &["--dry-run"]);
+    let side_ports: Vec<(String, std::net::SocketAddr)> = shadow
+        .iter()
+        .map(|&i| {
+            (
+                cluster.procs[i].name.clone(),
+                cluster.procs[i].http.expect("side port"),
+            )
+        })
+        .collect();
+    // Each has been through the cluster: its leader (or shard) leases are held, and the gateway
+    // saw the calls of its first passes (every write call answered in dry-run).
+    let gateway_http = cluster.gateway_http;
+    wait_for(
+        "the dry-run controllers' first passes",
+        Duration::from_secs(60),
+        || {
+            let cluster = &cluster;
+            async move {
+                let names = leases(cluster).await;
+                let held = [
+                    "cloud-node-controller-dry-run",
+                    "cloud-node-lifecycle-controller-dry-run",
+                    "node-route-controller-dry-run",
+                ]
+                .iter()
+                .all(|l| names.contains_key(*l))
+                    && names
+                        .keys()
+                        .any(|n| n.starts_with("service-lb-controller-dry-run-shard-"));
+                let (_, metrics) = http_get(gateway_http, "/metrics").await?;
+                let calls =
+                    |method: &str| counter(&metrics, "cloudgateway_grpc_calls_total", &[("method", method)]);
+                let gateway = json_of(gateway_http, "/dry-run").await?;
+                (held
+                    && gateway["calls"].as_u64() >= Some(1)
+                    && calls("ListRoutes") >= 1
+                    && calls("BatchLookupInstances") >= 1)
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    // A route controller resync and a node address refresh more after that: still nothing.
+    let passes = |metrics: &str| {
+        (
+            counter(
+                metrics,
+                "cloudgateway_grpc_calls_total",
+                &[("method", "ListRoutes")],
+            ),
+            counter(
+                metrics,
+                "cloudgateway_grpc_calls_total",
+                &[("method", "BatchLookupInstances")],
+            ),
+        )
+    };
+    let (_, metrics) = http_get(gateway_http, "/metrics").await.expect("gateway metrics");
+    let (routes_seen, lookups_seen) = passes(&metrics);
+    wait_for(
+        "another resync of routes and addresses",
+        Duration::from_secs(30),
+        || async move {
+            let (_, metrics) = http_get(gateway_http, "/metrics").await?;
+            let (routes, lookups) = passes(&metrics);
+            (routes > routes_seen && lookups > lookups_seen).then_some(())
+        },
+    )
+    .await;
+
+    for (name, port) in &side_ports {
+        let listed = json_of(*port, "/dry-run").await.expect("/dry-run");
+        assert_eq!(listed["dry_run"], true, "{name}");
+        assert_eq!(
+            listed["total"], 0,
+            "{name} planned changes on a converged cluster: {listed}"
+        );
+        let (_, metrics) = http_get(*port, "/metrics").await.expect("metrics");
+        assert_eq!(
+            counter(&metrics, "ccm_dry_run_planned_changes_total", &[]),
+            0,
+            "{name}"
+        );
+    }
+    let gateway = json_of(gateway_http, "/dry-run").await.expect("gateway /dry-run");
+    assert_eq!(gateway["total"], 0, "the gateway would write nothing: {gateway}");
+    assert_eq!(written_since(&before, &writes(&cluster).await), BTreeMap::new());
+    let now = leases(&cluster).await;
+    for (name, version) in &real_leases {
+        assert_eq!(now.get(name), Some(version), "the real lease {name} was written");
+    }
+    assert!(
+        now.keys()
+            .filter(|n| !real_leases.contains_key(*n))
+            .all(|n| n.contains("-dry-run")),
+        "{now:?}"
+    );
+
+    // One Service edited: its port.
+    let edit =
+        json!({"spec": {"ports": [{"name": "http", "port": 8081, "targetPort": 8080, "protocol": "TCP"}]}});
+    services
+        .patch("web", &PatchParams::default(), &Patch::Merge(&edit))
+        .await
+        .expect("edit the Service");
+    let before = writes(&cluster).await;
+    let service_lb = side_ports
+        .iter()
+        .find(|(name, _)| name == "service-lb-controller-dry-run")
+        .map(|(_, port)| *port)
+        .expect("service-lb-controller");
+    let planned = wait_for("the edit to be planned", Duration::from_secs(60), || async move {
+        let listed = json_of(service_lb, "/dry-run").await?;
+        (listed["total"].as_u64() >= Some(1)).then_some(listed)
+    })
+    .await;
+    assert_eq!(planned["total"], 1, "{planned}");
+    let change = &planned["planned"][0];
+    assert_eq!(change["kind"], "load_balancer");
+    assert_eq!(change["object"], "Service/default/web");
+    let woulds = change["change"]["woulds"].as_array().expect("the woulds");
+    assert_eq!(woulds.len(), 1, "{change}");
+    assert_eq!(woulds[0]["call"], "ensure_load_balancer");
+    assert!(
+        woulds[0]["request"].as_str().unwrap_or_default().contains("8081"),
+        "{change}"
+    );
+    let (_, metrics) = http_get(service_lb, "/metrics").await.expect("metrics");
+    assert_eq!(
+        counter(
+            &metrics,
+            "ccm_dry_run_planned_changes_total",
+            &[("controller", "service-lb-controller"), ("kind", "load_balancer")]
+        ),
+        1
+    );
+    for (name, port) in side_ports.iter().filter(|(_, port)| *port != service_lb) {
+        let listed = json_of(*port, "/dry-run").await.expect("/dry-run");
+        assert_eq!(listed["total"], 0, "{name}: {listed}");
+    }
+    assert_eq!(written_since(&before, &writes(&cluster).await), BTreeMap::new());
+    assert_eq!(
+        cluster.load_balancers().await,
+        lbs_before,
+        "the cloud is unchanged"
+    );
+    cluster.stop().await;
+}
