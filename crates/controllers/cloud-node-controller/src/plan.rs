@@ -567,7 +567,14 @@ mod tests {
         let ipv6_only = v6.to_vec();
         let v4_first = [&v4[..], &v6[..]].concat();
         let v6_first = [&v6[..], &v4[..]].concat();
-        let cases: Vec<(&str, Vec<NodeAddress>, Option<&str>, Result<Vec<NodeAddress>, ()>)> = vec![
+        // What, the cloud's addresses, kubelet's --node-ip, the addresses written (Err: kept tainted).
+        type Case<'a> = (
+            &'a str,
+            Vec<NodeAddress>,
+            Option<&'a str>,
+            Result<Vec<NodeAddress>, ()>,
+        );
+        let cases: Vec<Case> = vec![
             ("IPv6 only", ipv6_only.clone(), None, Ok(ipv6_only.clone())),
             (
                 "IPv6 only, --node-ip the second",
