@@ -104,6 +104,7 @@ pub struct Writer {
     field_manager: String,
     leadership: Leadership,
     dry_run: DryRun,
+    bookkeeping: &'static [&'static str],
 }
 
 impl Writer {
@@ -113,7 +114,35 @@ impl Writer {
             field_manager: field_manager.to_owned(),
             leadership,
             dry_run: DryRun::off(),
+            bookkeeping: &[],
         }
+    }
+
+    /// Annotations that only record what the controller knows (e.g. which provider holds a
+    /// Service's load balancer): in dry-run, a patch setting nothing but these is logged and
+    /// not planned, since it changes nothing the cluster or the cloud does. The real run
+    /// writes them.
+    #[must_use]
+    pub fn with_bookkeeping_annotations(mut self, keys: &'static [&'static str]) -> Self {
+        self.bookkeeping = keys;
+        self
+    }
+
+    /// Whether `body` sets nothing but bookkeeping annotations.
+    fn only_bookkeeping(&self, body: &Value) -> bool {
+        let Some(top) = body.as_object() else {
+            return false;
+        };
+        let Some(metadata) = top.get("metadata").and_then(Value::as_object) else {
+            return false;
+        };
+        let Some(annotations) = metadata.get("annotations").and_then(Value::as_object) else {
+            return false;
+        };
+        top.len() == 1
+            && metadata.len() == 1
+            && !annotations.is_empty()
+            && annotations.keys().all(|k| self.bookkeeping.contains(&k.as_str()))
     }
 
     /// Plans instead of writing when `dry_run` is on: every patch and delete becomes a planned
@@ -299,6 +328,14 @@ impl Writer {
         K: Resource<DynamicType = ()> + DeserializeOwned + serde::Serialize,
     {
         let kind = K::kind(&()).to_lowercase();
+        if target == Target::Main && self.only_bookkeeping(&body) {
+            tracing::info!(
+                object = ?object.meta().name,
+                patch = %body,
+                "dry-run: would record bookkeeping annotations (not a planned change)"
+            );
+            return apply_locally(object, &body, false);
+        }
         let touches_finalizers = body.pointer("/metadata/finalizers").is_some();
         let (change_kind, subresource) = match target {
             Target::Main if touches_finalizers => ("finalizer".to_owned(), ""),
@@ -484,6 +521,33 @@ mod tests {
         // A merge patch replaces the list whole.
         merge(&mut node, &condition, false);
         assert_eq!(node["status"]["conditions"].as_array().unwrap().len(), 1);
+    }
+
+    #[test]
+    fn only_a_patch_of_nothing_but_bookkeeping_annotations_is_bookkeeping() {
+        let writer =
+            Writer::new("c", Leadership::unconditional()).with_bookkeeping_annotations(&["example.io/record"]);
+        let rows = [
+            (json!({"metadata": {"annotations": {"example.io/record": "aws"}}}), true),
+            (json!({"metadata": {"annotations": {"example.io/record": "aws", "user": "x"}}}), false),
+            (json!({"metadata": {"annotations": {}}}), false),
+            (
+                json!({"metadata": {"annotations": {"example.io/record": "aws"}, "finalizers": ["f"]}}),
+                false,
+            ),
+            (
+                json!({"metadata": {"annotations": {"example.io/record": "aws"}}, "spec": {}}),
+                false,
+            ),
+            (json!({"metadata": {"labels": {"example.io/record": "aws"}}}), false),
+            (json!([]), false),
+        ];
+        for (body, bookkeeping) in rows {
+            assert_eq!(writer.only_bookkeeping(&body), bookkeeping, "{body}");
+        }
+        // Without bookkeeping keys, nothing is bookkeeping.
+        let record = json!({"metadata": {"annotations": {"example.io/record": "aws"}}});
+        assert!(!Writer::new("c", Leadership::unconditional()).only_bookkeeping(&record));
     }
 
     #[test]

@@ -163,7 +163,9 @@ impl Context {
     }
 
     fn writer(&self, shard: u32) -> Writer {
-        Writer::new(SERVICE_LB, self.shards.fence(shard).clone()).with_dry_run(self.dry_run.clone())
+        Writer::new(SERVICE_LB, self.shards.fence(shard).clone())
+            .with_dry_run(self.dry_run.clone())
+            .with_bookkeeping_annotations(&[crate::plan::ANNOTATION_PROVIDER])
     }
 
     fn lock_for(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
