@@ -895,5 +895,9 @@ fn a_route_is_its_nodes_by_provider_id_whatever_the_names() {
     assert_eq!(target_names(&nodes, &routes), ["node-a"]);
     let routes = [route("r", "ip-10-0-0-1.ec2.internal", "10.120.1.0/24", &[])];
     let p = plan(&cluster, &nodes[..1], &routes, false);
-    assert_eq!(p.creates.len(), 1, "without a provider ID the name decides: {p:?}");
+    assert_eq!(
+        p.creates.len(),
+        1,
+        "without a provider ID the name decides: {p:?}"
+    );
 }
