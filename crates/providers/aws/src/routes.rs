@@ -297,7 +297,14 @@ impl Routes for AwsProvider {
             )));
         }
         // Pod traffic is addressed to pod IPs, not the instance's: EC2 must not drop it.
-        if instance.source_dest_check != Some(false) {
+        if instance.source_dest_check != Some(false)
+            && provider::dry_run::intercept(
+                crate::naming::PROVIDER_NAME,
+                "ModifyInstanceAttribute",
+                &instance.id,
+                || "SourceDestCheck=false".to_owned(),
+            )
+        {
             self.ec2
                 .modify_instance_attribute()
                 .instance_id(&instance.id)
@@ -315,12 +322,18 @@ impl Routes for AwsProvider {
                     .filter(|r| r.instance_id.as_ref() != Some(&instance.id)),
             )
             .await?;
-        match route_action(
-            &self.tagging(cluster)?,
-            table.route_to(cidr),
-            &instance.id,
-            &instances,
-        )? {
+        let action = route_action(&self.tagging(cluster)?, table.route_to(cidr), &instance.id, &instances)?;
+        let call = match action {
+            RouteAction::Nothing => return Ok(()),
+            RouteAction::Create => "CreateRoute",
+            RouteAction::Replace => "ReplaceRoute",
+        };
+        if !provider::dry_run::intercept(crate::naming::PROVIDER_NAME, call, &table.id, || {
+            format!("{cidr} -> {}", instance.id)
+        }) {
+            return Ok(());
+        }
+        match action {
             RouteAction::Nothing => Ok(()),
             RouteAction::Create => {
                 let mut request = self
@@ -388,6 +401,9 @@ impl Routes for AwsProvider {
                     .or(current.other_target.as_deref())
                     .unwrap_or("unknown target")
             )));
+        }
+        if !provider::dry_run::intercept(crate::naming::PROVIDER_NAME, "DeleteRoute", &table.id, || cidr.clone()) {
+            return Ok(());
         }
         let mut request = self.ec2.delete_route().route_table_id(&table.id);
         request = if is_v6(cidr) {

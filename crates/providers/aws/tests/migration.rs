@@ -7,7 +7,7 @@
 mod support;
 
 use aws_fixture::upstream::{self, Identity, Port};
-use provider::{LoadBalancerNode, LoadBalancers, Protocol, ServicePort, ServiceSpec};
+use provider::{LoadBalancerNode, LoadBalancers, Protocol, Routes, ServicePort, ServiceSpec};
 use provider_aws::annotations as a;
 use support::{Harness, Instance};
 
@@ -348,4 +348,39 @@ async fn a_dry_run_makes_no_write_and_lists_every_write_the_real_call_would_make
 
     assert_eq!(h.proxy.writes(), Vec::<String>::new());
     assert_eq!(h.cloud.census(&h.network).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_of_routes_lists_the_route_calls_and_changes_no_table() {
+    let h = Harness::start("dry-run-routes", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let target = h.cloud.run_instance(&h.network, 0).await;
+    let route = provider::Route {
+        target_node: target.node_name.clone(),
+        target_provider_id: target.provider_id.clone(),
+        destination_cidr: "100.96.9.0/24".into(),
+        ..provider::Route::default()
+    };
+    let (created, woulds) = provider::dry_run::scope(h.provider.create_route(&cluster, "uid", &route)).await;
+    created.expect("dry-run create");
+    assert_eq!(calls_of(&woulds), ["ModifyInstanceAttribute", "CreateRoute"]);
+    assert!(woulds[1].request.contains(&target.id), "{woulds:?}");
+    assert!(h.provider.list_routes(&cluster).await.expect("list").is_empty());
+
+    h.provider
+        .create_route(&cluster, "uid", &route)
+        .await
+        .expect("create");
+    let (again, woulds) = provider::dry_run::scope(h.provider.create_route(&cluster, "uid", &route)).await;
+    again.expect("dry-run of a route that exists");
+    assert_eq!(woulds, [], "nothing to change");
+    let (deleted, woulds) = provider::dry_run::scope(h.provider.delete_route(&cluster, &route)).await;
+    deleted.expect("dry-run delete");
+    assert_eq!(calls_of(&woulds), ["DeleteRoute"]);
+    assert_eq!(h.provider.list_routes(&cluster).await.expect("list").len(), 1);
+    assert_eq!(
+        h.proxy.writes(),
+        ["ModifyInstanceAttribute", "CreateRoute"],
+        "only the real create reached AWS"
+    );
 }
