@@ -9,6 +9,7 @@ pub mod chaos;
 pub mod measure;
 pub mod routes_bench;
 pub mod services_bench;
+pub mod shadow;
 
 use std::{
     future::Future,

@@ -5,17 +5,20 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use e2e::{Cluster, ClusterSpec, binary, counter, http_get, ingress_ips, wait_for};
-use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
+use e2e::{
+    Cluster, ClusterSpec, binary, counter, http_get, ingress_ips,
+    shadow::{json_of, leases, writes, written_since},
+    wait_for,
+};
+use k8s_openapi::api::core::v1::Node;
 use kube::{
-    Api, ResourceExt,
+    ResourceExt,
     api::{ListParams, Patch, PatchParams},
 };
-use serde_json::{Value, json};
+use serde_json::json;
 
 const CLUSTER_CIDR: &str = "10.244.0.0/16";
 const NODES: [(&str, &str); 2] = [("node-a", "10.244.1.0/24"), ("node-b", "10.244.2.0/24")];
-const LEASE_NAMESPACE: &str = "kube-system";
 
 /// The four controllers with the flags of this test (short periods, so a dry-run replica's
 /// first passes come soon), labelled `<binary><suffix>`.
@@ -48,61 +51,6 @@ fn start_controllers(cluster: &mut Cluster, suffix: &str, extra: &[&str]) -> Vec
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             cluster.start_controller(name, &format!("{name}{suffix}"), &args)
         })
-        .collect()
-}
-
-/// Requests that write, by resource, as the API server counted them.
-async fn writes(cluster: &Cluster) -> BTreeMap<String, u64> {
-    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let text = cluster
-        .client
-        .request_text(request)
-        .await
-        .expect("apiserver metrics");
-    let mut out = BTreeMap::new();
-    for line in text.lines().filter(|l| l.starts_with("apiserver_request_total{")) {
-        let label = |name: &str| {
-            let start = line.find(&format!("{name}=\""))? + name.len() + 2;
-            let end = line[start..].find('"')? + start;
-            Some(line[start..end].to_owned())
-        };
-        let verb = label("verb").unwrap_or_default();
-        if ["POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION"].contains(&verb.as_str()) {
-            let count: u64 = line.rsplit(' ').next().unwrap_or("0").parse().unwrap_or(0);
-            *out.entry(label("resource").unwrap_or_default()).or_default() += count;
-        }
-    }
-    out
-}
-
-/// What was written since `before`, but for Leases (checked by name on their own).
-fn written_since(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
-    after
-        .iter()
-        .filter(|(resource, _)| *resource != "leases")
-        .filter_map(|(resource, n)| {
-            let d = n - before.get(resource).copied().unwrap_or(0);
-            (d > 0).then(|| (resource.clone(), d))
-        })
-        .collect()
-}
-
-async fn json_of(addr: std::net::SocketAddr, path: &str) -> Option<Value> {
-    let (status, body) = http_get(addr, path).await?;
-    (status == 200)
-        .then(|| serde_json::from_str(&body).ok())
-        .flatten()
-}
-
-/// Every Lease, name → resourceVersion.
-async fn leases(cluster: &Cluster) -> BTreeMap<String, String> {
-    let api: Api<Lease> = Api::namespaced(cluster.client.clone(), LEASE_NAMESPACE);
-    api.list(&ListParams::default())
-        .await
-        .expect("leases")
-        .items
-        .into_iter()
-        .map(|l| (l.name_any(), l.resource_version().unwrap_or_default()))
         .collect()
 }
 
