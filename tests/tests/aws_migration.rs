@@ -5,20 +5,26 @@
 //! finalizer, its ingress hostnames). Every AWS call of the gateway goes through a recording
 //! proxy.
 //!
-//! The gateway and the service controller then take over: **no** AWS write while converging,
-//! every hostname unchanged; a port change is made in place; a deletion removes what upstream
-//! had made for that Service and nothing else.
+//! First the shadow run: the gateway and the four controllers in `--dry-run` make no write to
+//! AWS or to the API server and plan no change; one Service edited is exactly one planned change.
+//! Then the gateway and the service controller take over for real: **no** AWS write while
+//! converging, every hostname unchanged; a port change is made in place; a deletion removes what
+//! upstream had made for that Service and nothing else.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use aws_fixture::{
     Census, Cloud, FaultProxy, Network,
     upstream::{self, Built, Identity, Port},
 };
-use e2e::{Cluster, ClusterSpec, binary, counter, http_get, start_moto, wait_for};
+use e2e::{
+    Cluster, ClusterSpec, binary, counter, http_get,
+    shadow::{json_of, leases, writes, written_since},
+    start_moto, wait_for,
+};
 use k8s_openapi::api::core::v1::Service;
 use kube::{
-    ResourceExt,
+    Api, ResourceExt,
     api::{DeleteParams, Patch, PatchParams},
 };
 use serde_json::json;
@@ -104,6 +110,125 @@ async fn ensured(cluster: &Cluster, at_least: u64) {
     .await;
 }
 
+/// `api`'s first port number set to `port`.
+async fn set_first_port(services: &Api<Service>, api: &Service, port: i32) {
+    let mut ports = api.spec.as_ref().and_then(|s| s.ports.clone()).expect("ports");
+    ports[0].port = port;
+    services
+        .patch(
+            "api",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "ports": ports } })),
+        )
+        .await
+        .expect("port change");
+}
+
+/// The shadow run beside the state upstream left: the gateway (on AWS through `proxy`) and the
+/// four controllers in `--dry-run` write nothing to AWS or the API server (their own `-dry-run`
+/// Leases aside) and plan nothing; `api`'s port edited is exactly one planned change, of its
+/// load balancer, with the AWS calls it would make. The edit is undone before returning, and the
+/// dry-run controllers are stopped.
+async fn shadow_run(
+    cluster: &mut Cluster,
+    args: &[String],
+    env: &[(&str, &str)],
+    proxy: &FaultProxy,
+    services: &Api<Service>,
+    api: &Service,
+) {
+    let mut dry = args.to_vec();
+    dry.push("--dry-run".into());
+    cluster.swap_gateway(&binary("cloud-gateway"), &dry, env).await;
+    proxy.reset_counts();
+    let real_leases = leases(cluster).await;
+    let before = writes(cluster).await;
+    let shadow: Vec<usize> = [
+        ("cloud-node-controller", vec!["--node-status-update-frequency", "2s"]),
+        ("cloud-node-lifecycle-controller", vec!["--node-monitor-period", "1s"]),
+        ("service-lb-controller", vec![]),
+        ("node-route-controller", vec!["--cluster-cidr", "100.96.0.0/16"]),
+    ]
+    .into_iter()
+    .map(|(name, mut flags)| {
+        flags.push("--dry-run");
+        cluster.start_controller(name, &format!("{name}-dry-run"), &flags)
+    })
+    .collect();
+    let ports: Vec<(String, std::net::SocketAddr)> = shadow
+        .iter()
+        .map(|&i| (cluster.procs[i].name.clone(), cluster.procs[i].http.expect("side port")))
+        .collect();
+    let gateway = cluster.gateway_http;
+    wait_for("the shadow's first passes", Duration::from_secs(60), || async {
+        let names = leases(cluster).await;
+        let held = ["cloud-node-controller", "cloud-node-lifecycle-controller", "node-route-controller"]
+            .iter()
+            .all(|c| names.contains_key(&format!("{c}-dry-run")));
+        let (_, metrics) = http_get(gateway, "/metrics").await?;
+        let calls = |method: &str| counter(&metrics, "cloudgateway_grpc_calls_total", &[("method", method)]);
+        (held && calls("EnsureLoadBalancer") >= 3 && calls("ListRoutes") >= 1 && calls("BatchLookupInstances") >= 1)
+            .then_some(())
+    })
+    .await;
+    for (name, port) in &ports {
+        let listed = json_of(*port, "/dry-run").await.expect("/dry-run");
+        assert_eq!(listed["total"], 0, "{name} planned changes beside upstream: {listed}");
+    }
+    let woulds = json_of(gateway, "/dry-run").await.expect("gateway /dry-run");
+    assert_eq!(woulds["total"], 0, "the gateway would write: {woulds}");
+    assert_eq!(proxy.writes(), Vec::<String>::new(), "{:?}", proxy.bodies());
+    assert_eq!(written_since(&before, &writes(cluster).await), BTreeMap::new());
+
+    // One Service edited: exactly that change is planned, with the AWS calls it would make.
+    set_first_port(services, api, 8080).await;
+    let service_lb = ports
+        .iter()
+        .find(|(name, _)| name == "service-lb-controller-dry-run")
+        .map(|(_, port)| *port)
+        .expect("service-lb-controller");
+    let planned = wait_for("the edit planned", Duration::from_secs(60), || async move {
+        let listed = json_of(service_lb, "/dry-run").await?;
+        (listed["total"].as_u64() >= Some(1)).then_some(listed)
+    })
+    .await;
+    assert_eq!(planned["total"], 1, "{planned}");
+    let change = &planned["planned"][0];
+    assert_eq!(change["kind"], "load_balancer", "{change}");
+    assert_eq!(change["object"], "Service/default/api", "{change}");
+    let calls: Vec<&str> = change["change"]["woulds"]
+        .as_array()
+        .expect("the woulds")
+        .iter()
+        .filter_map(|w| w["call"].as_str())
+        .collect();
+    assert!(
+        calls.contains(&"CreateListener") || calls.contains(&"ModifyListener"),
+        "{calls:?}"
+    );
+    for (name, port) in ports.iter().filter(|(name, _)| name != "service-lb-controller-dry-run") {
+        let listed = json_of(*port, "/dry-run").await.expect("/dry-run");
+        assert_eq!(listed["total"], 0, "{name}: {listed}");
+    }
+    assert_eq!(proxy.writes(), Vec::<String>::new(), "{:?}", proxy.bodies());
+    let mut allowed = BTreeMap::new();
+    allowed.insert("services".to_owned(), 1);
+    assert_eq!(
+        written_since(&before, &writes(cluster).await),
+        allowed,
+        "only the test's own edit"
+    );
+    let now = leases(cluster).await;
+    for (name, version) in &real_leases {
+        assert_eq!(now.get(name), Some(version), "the real lease {name} was written");
+    }
+
+    set_first_port(services, api, 80).await;
+    for i in shadow {
+        cluster.procs[i].stop(Duration::from_secs(10)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn load_balancers_of_cloud_provider_aws_are_taken_over_without_a_write() {
     let moto_dir = tempfile::tempdir().unwrap();
@@ -141,7 +266,7 @@ async fn load_balancers_of_cloud_provider_aws_are_taken_over_without_a_write() {
         ("AWS_EC2_METADATA_DISABLED", "true"),
     ];
     cluster.swap_gateway(&binary("cloud-gateway"), &args, &env).await;
-    cluster.start_controller("cloud-node-controller", "cloud-node-controller", &[]);
+    let node_controller = cluster.start_controller("cloud-node-controller", "cloud-node-controller", &[]);
     for i in [&a, &b] {
         cluster.register_node(&i.node_name, true).await;
     }
@@ -221,14 +346,22 @@ async fn load_balancers_of_cloud_provider_aws_are_taken_over_without_a_write() {
             .patch_status(
                 name,
                 &PatchParams::default(),
-                &Patch::Merge(json!({ "status": { "loadBalancer": { "ingress": [{ "hostname": built.dns_name }] } } })),
+                &Patch::Merge(
+                    json!({ "status": { "loadBalancer": { "ingress": [{ "hostname": built.dns_name }] } } }),
+                ),
             )
             .await
             .expect("upstream's ingress");
     }
     let before = cloud.census(&network).await;
+    cluster.procs[node_controller].stop(Duration::from_secs(10)).await;
+
+    // First the shadow run: the gateway and every controller in --dry-run.
+    shadow_run(&mut cluster, &args, &env, &proxy, &services, &api).await;
+    assert_eq!(cloud.census(&network).await, before, "the shadow run changed nothing");
 
     // The service controller takes over: every load balancer ensured, not one AWS write.
+    cluster.swap_gateway(&binary("cloud-gateway"), &args, &env).await;
     proxy.reset_counts();
     cluster.start_controller("service-lb-controller", "service-lb-controller", &[]);
     ensured(&cluster, 3).await;
@@ -241,16 +374,7 @@ async fn load_balancers_of_cloud_provider_aws_are_taken_over_without_a_write() {
     }
 
     // api's port 80 becomes 8080: the same NLB changes in place, its hostname stays.
-    let mut ports = api.spec.as_ref().and_then(|s| s.ports.clone()).expect("ports");
-    ports[0].port = 8080;
-    services
-        .patch(
-            "api",
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": { "ports": ports } })),
-        )
-        .await
-        .expect("port change");
+    set_first_port(&services, &api, 8080).await;
     let arn = api_built.arn.clone().expect("ARN");
     let listener_ports = || {
         let cloud = cloud.clone();
@@ -276,7 +400,10 @@ async fn load_balancers_of_cloud_provider_aws_are_taken_over_without_a_write() {
     assert_eq!(hostname(&s).as_deref(), Some(api_built.dns_name.as_str()));
     let census = cloud.census(&network).await;
     assert_eq!(census.nlbs, before.nlbs, "the same NLBs");
-    assert_eq!(census.target_groups, before.target_groups, "the node ports did not change");
+    assert_eq!(
+        census.target_groups, before.target_groups,
+        "the node ports did not change"
+    );
 
     // web is deleted: its ELB, group and node rule go, nothing else; the Service goes.
     let before = cloud.census(&network).await;
@@ -303,11 +430,18 @@ async fn load_balancers_of_cloud_provider_aws_are_taken_over_without_a_write() {
     let writes: Vec<String> = proxy
         .bodies()
         .into_iter()
-        .filter(|b| !["Action=Describe", "Action=Get", "Action=List"].iter().any(|r| b.starts_with(r)))
+        .filter(|b| {
+            !["Action=Describe", "Action=Get", "Action=List"]
+                .iter()
+                .any(|r| b.starts_with(r))
+        })
         .collect();
     assert!(!writes.is_empty());
     for w in &writes {
-        assert!(w.contains(&web_built.name) || w.contains(group), "a write beyond web: {w}");
+        assert!(
+            w.contains(&web_built.name) || w.contains(group),
+            "a write beyond web: {w}"
+        );
     }
     cluster.stop().await;
 }
