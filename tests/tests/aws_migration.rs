@@ -144,8 +144,14 @@ async fn shadow_run(
     let real_leases = leases(cluster).await;
     let before = writes(cluster).await;
     let shadow: Vec<usize> = [
-        ("cloud-node-controller", vec!["--node-status-update-frequency", "2s"]),
-        ("cloud-node-lifecycle-controller", vec!["--node-monitor-period", "1s"]),
+        (
+            "cloud-node-controller",
+            vec!["--node-status-update-frequency", "2s"],
+        ),
+        (
+            "cloud-node-lifecycle-controller",
+            vec!["--node-monitor-period", "1s"],
+        ),
         ("service-lb-controller", vec![]),
         ("node-route-controller", vec!["--cluster-cidr", "100.96.0.0/16"]),
     ]
@@ -157,23 +163,38 @@ async fn shadow_run(
     .collect();
     let ports: Vec<(String, std::net::SocketAddr)> = shadow
         .iter()
-        .map(|&i| (cluster.procs[i].name.clone(), cluster.procs[i].http.expect("side port")))
+        .map(|&i| {
+            (
+                cluster.procs[i].name.clone(),
+                cluster.procs[i].http.expect("side port"),
+            )
+        })
         .collect();
     let gateway = cluster.gateway_http;
     wait_for("the shadow's first passes", Duration::from_secs(60), || async {
         let names = leases(cluster).await;
-        let held = ["cloud-node-controller", "cloud-node-lifecycle-controller", "node-route-controller"]
-            .iter()
-            .all(|c| names.contains_key(&format!("{c}-dry-run")));
+        let held = [
+            "cloud-node-controller",
+            "cloud-node-lifecycle-controller",
+            "node-route-controller",
+        ]
+        .iter()
+        .all(|c| names.contains_key(&format!("{c}-dry-run")));
         let (_, metrics) = http_get(gateway, "/metrics").await?;
         let calls = |method: &str| counter(&metrics, "cloudgateway_grpc_calls_total", &[("method", method)]);
-        (held && calls("EnsureLoadBalancer") >= 3 && calls("ListRoutes") >= 1 && calls("BatchLookupInstances") >= 1)
+        (held
+            && calls("EnsureLoadBalancer") >= 3
+            && calls("ListRoutes") >= 1
+            && calls("BatchLookupInstances") >= 1)
             .then_some(())
     })
     .await;
     for (name, port) in &ports {
         let listed = json_of(*port, "/dry-run").await.expect("/dry-run");
-        assert_eq!(listed["total"], 0, "{name} planned changes beside upstream: {listed}");
+        assert_eq!(
+            listed["total"], 0,
+            "{name} planned changes beside upstream: {listed}"
+        );
     }
     let woulds = json_of(gateway, "/dry-run").await.expect("gateway /dry-run");
     assert_eq!(woulds["total"], 0, "the gateway would write: {woulds}");
@@ -206,7 +227,10 @@ async fn shadow_run(
         calls.contains(&"CreateListener") || calls.contains(&"ModifyListener"),
         "{calls:?}"
     );
-    for (name, port) in ports.iter().filter(|(name, _)| name != "service-lb-controller-dry-run") {
+    for (name, port) in ports
+        .iter()
+        .filter(|(name, _)| name != "service-lb-controller-dry-run")
+    {
         let listed = json_of(*port, "/dry-run").await.expect("/dry-run");
         assert_eq!(listed["total"], 0, "{name}: {listed}");
     }
@@ -238,7 +262,9 @@ async fn load_balancers_of_cloud_provider_aws_are_taken_over_without_a_write() {
     let a = cloud.run_instance(&network, 0).await;
     let b = cloud.run_instance(&network, 1).await;
     // One node tagged the legacy way only, as in clusters older than kubernetes.io/cluster/.
-    cloud.tag_legacy_only(&[a.id.clone()], CLUSTER_ID).await;
+    cloud
+        .tag_legacy_only(std::slice::from_ref(&a.id), CLUSTER_ID)
+        .await;
     let proxy = FaultProxy::start(&format!("http://{moto}")).await;
 
     let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
@@ -358,7 +384,11 @@ async fn load_balancers_of_cloud_provider_aws_are_taken_over_without_a_write() {
 
     // First the shadow run: the gateway and every controller in --dry-run.
     shadow_run(&mut cluster, &args, &env, &proxy, &services, &api).await;
-    assert_eq!(cloud.census(&network).await, before, "the shadow run changed nothing");
+    assert_eq!(
+        cloud.census(&network).await,
+        before,
+        "the shadow run changed nothing"
+    );
 
     // The service controller takes over: every load balancer ensured, not one AWS write.
     cluster.swap_gateway(&binary("cloud-gateway"), &args, &env).await;

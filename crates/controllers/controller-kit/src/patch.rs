@@ -525,11 +525,17 @@ mod tests {
 
     #[test]
     fn only_a_patch_of_nothing_but_bookkeeping_annotations_is_bookkeeping() {
-        let writer =
-            Writer::new("c", Leadership::unconditional()).with_bookkeeping_annotations(&["example.io/record"]);
+        let writer = Writer::new("c", Leadership::unconditional())
+            .with_bookkeeping_annotations(&["example.io/record"]);
         let rows = [
-            (json!({"metadata": {"annotations": {"example.io/record": "aws"}}}), true),
-            (json!({"metadata": {"annotations": {"example.io/record": "aws", "user": "x"}}}), false),
+            (
+                json!({"metadata": {"annotations": {"example.io/record": "aws"}}}),
+                true,
+            ),
+            (
+                json!({"metadata": {"annotations": {"example.io/record": "aws", "user": "x"}}}),
+                false,
+            ),
             (json!({"metadata": {"annotations": {}}}), false),
             (
                 json!({"metadata": {"annotations": {"example.io/record": "aws"}, "finalizers": ["f"]}}),
@@ -539,7 +545,10 @@ mod tests {
                 json!({"metadata": {"annotations": {"example.io/record": "aws"}}, "spec": {}}),
                 false,
             ),
-            (json!({"metadata": {"labels": {"example.io/record": "aws"}}}), false),
+            (
+                json!({"metadata": {"labels": {"example.io/record": "aws"}}}),
+                false,
+            ),
             (json!([]), false),
         ];
         for (body, bookkeeping) in rows {

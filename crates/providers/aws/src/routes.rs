@@ -322,7 +322,12 @@ impl Routes for AwsProvider {
                     .filter(|r| r.instance_id.as_ref() != Some(&instance.id)),
             )
             .await?;
-        let action = route_action(&self.tagging(cluster)?, table.route_to(cidr), &instance.id, &instances)?;
+        let action = route_action(
+            &self.tagging(cluster)?,
+            table.route_to(cidr),
+            &instance.id,
+            &instances,
+        )?;
         let call = match action {
             RouteAction::Nothing => return Ok(()),
             RouteAction::Create => "CreateRoute",
@@ -402,7 +407,9 @@ impl Routes for AwsProvider {
                     .unwrap_or("unknown target")
             )));
         }
-        if !provider::dry_run::intercept(crate::naming::PROVIDER_NAME, "DeleteRoute", &table.id, || cidr.clone()) {
+        if !provider::dry_run::intercept(crate::naming::PROVIDER_NAME, "DeleteRoute", &table.id, || {
+            cidr.clone()
+        }) {
             return Ok(());
         }
         let mut request = self.ec2.delete_route().route_table_id(&table.id);

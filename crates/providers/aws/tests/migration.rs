@@ -127,7 +127,13 @@ async fn a_classic_elb_and_nlbs_built_by_upstream_are_adopted_without_a_write() 
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", svc.name));
         assert_eq!(status.ingress[0].hostname, b.dns_name, "{}", svc.name);
-        assert_eq!(h.proxy.writes(), Vec::<String>::new(), "{}: {:?}", svc.name, h.proxy.bodies());
+        assert_eq!(
+            h.proxy.writes(),
+            Vec::<String>::new(),
+            "{}: {:?}",
+            svc.name,
+            h.proxy.bodies()
+        );
     }
     assert_eq!(h.cloud.census(&h.network).await, before);
 }
@@ -209,8 +215,14 @@ async fn after_adoption_a_port_change_is_made_in_place_and_a_deletion_removes_wh
     assert_eq!(ports, [80, 8081]);
     // The node rules follow the node ports: 31299 in, 31281 out.
     let rules = h.cloud.census(&h.network).await.node_rules;
-    assert!(rules.iter().any(|r| r.starts_with("tcp 31299-31299 0.0.0.0/0")), "{rules:?}");
-    assert!(!rules.iter().any(|r| r.starts_with("tcp 31281-31281")), "{rules:?}");
+    assert!(
+        rules.iter().any(|r| r.starts_with("tcp 31299-31299 0.0.0.0/0")),
+        "{rules:?}"
+    );
+    assert!(
+        !rules.iter().any(|r| r.starts_with("tcp 31281-31281")),
+        "{rules:?}"
+    );
 
     // The Classic ELB's Service goes: its ELB, group and node rule go, nothing else.
     let before = h.cloud.census(&h.network).await;
@@ -218,7 +230,10 @@ async fn after_adoption_a_port_change_is_made_in_place_and_a_deletion_removes_wh
         .ensure_load_balancer_deleted(&cluster, &clb)
         .await
         .expect("deleted");
-    assert_eq!(h.cloud.census(&h.network).await, without_classic(&before, &clb_built));
+    assert_eq!(
+        h.cloud.census(&h.network).await,
+        without_classic(&before, &clb_built)
+    );
 }
 
 /// A cluster set up before `kubernetes.io/cluster/<id>`: its nodes and their group carry only
@@ -269,14 +284,24 @@ async fn a_legacy_tagged_cluster_is_adopted_by_its_cluster_id_and_cleaned_up() {
         .ensure_load_balancer_deleted("kubernetes", &clb)
         .await
         .expect("deleted");
-    assert_eq!(h.cloud.census(&h.network).await, without_classic(&before, &clb_built));
+    assert_eq!(
+        h.cloud.census(&h.network).await,
+        without_classic(&before, &clb_built)
+    );
     provider
         .ensure_load_balancer_deleted("kubernetes", &nlb)
         .await
         .expect("deleted");
     let after = h.cloud.census(&h.network).await;
-    assert!(after.classic.is_empty() && after.nlbs.is_empty() && after.target_groups.is_empty(), "{after:?}");
-    assert_eq!(after.node_rules, Vec::<String>::new(), "upstream's NLB rules revoked");
+    assert!(
+        after.classic.is_empty() && after.nlbs.is_empty() && after.target_groups.is_empty(),
+        "{after:?}"
+    );
+    assert_eq!(
+        after.node_rules,
+        Vec::<String>::new(),
+        "upstream's NLB rules revoked"
+    );
 }
 
 /// The calls of a dry run's woulds.
@@ -307,29 +332,47 @@ async fn a_dry_run_makes_no_write_and_lists_every_write_the_real_call_would_make
     // Adopted as it stands: nothing would change.
     for svc in [&clb, &nlb] {
         let (status, woulds) =
-            provider::dry_run::scope(h.provider.ensure_load_balancer(&cluster, svc, &nodes(&instances))).await;
+            provider::dry_run::scope(h.provider.ensure_load_balancer(&cluster, svc, &nodes(&instances)))
+                .await;
         assert!(!status.expect("ensure").ingress.is_empty());
         assert_eq!(woulds, [], "{}", svc.name);
     }
 
     // A port change: what would change, and nothing changed.
     nlb.ports[0].node_port = 31481;
-    let (status, woulds) =
-        provider::dry_run::scope(h.provider.ensure_load_balancer(&cluster, &nlb, &nodes(&instances))).await;
+    let (status, woulds) = provider::dry_run::scope(h.provider.ensure_load_balancer(
+        &cluster,
+        &nlb,
+        &nodes(&instances),
+    ))
+    .await;
     status.expect("dry-run ensure");
     let calls = calls_of(&woulds);
-    for call in ["CreateTargetGroup", "RegisterTargets", "ModifyListener", "AuthorizeSecurityGroupIngress"] {
+    for call in [
+        "CreateTargetGroup",
+        "RegisterTargets",
+        "ModifyListener",
+        "AuthorizeSecurityGroupIngress",
+    ] {
         assert!(calls.contains(&call), "{call} in {calls:?}");
     }
     assert!(woulds.iter().all(|w| w.provider == "aws"));
 
     // A new Service: its creation, down to the rules on its group-to-be.
     let (_, new) = service(33, &[port(443, 31580)], false);
-    let (status, woulds) =
-        provider::dry_run::scope(h.provider.ensure_load_balancer(&cluster, &new, &nodes(&instances))).await;
+    let (status, woulds) = provider::dry_run::scope(h.provider.ensure_load_balancer(
+        &cluster,
+        &new,
+        &nodes(&instances),
+    ))
+    .await;
     assert_eq!(status.expect("dry-run creation"), Default::default());
     let calls = calls_of(&woulds);
-    assert_eq!(&calls[..2], ["CreateSecurityGroup", "AuthorizeSecurityGroupIngress"], "{calls:?}");
+    assert_eq!(
+        &calls[..2],
+        ["CreateSecurityGroup", "AuthorizeSecurityGroupIngress"],
+        "{calls:?}"
+    );
     assert!(calls.contains(&"CreateLoadBalancer"), "{calls:?}");
     assert!(
         woulds
@@ -339,10 +382,15 @@ async fn a_dry_run_makes_no_write_and_lists_every_write_the_real_call_would_make
     );
 
     // A deletion: what would go, and nothing went.
-    let (done, woulds) = provider::dry_run::scope(h.provider.ensure_load_balancer_deleted(&cluster, &clb)).await;
+    let (done, woulds) =
+        provider::dry_run::scope(h.provider.ensure_load_balancer_deleted(&cluster, &clb)).await;
     done.expect("dry-run deletion");
     let calls = calls_of(&woulds);
-    for call in ["RevokeSecurityGroupIngress", "DeleteLoadBalancer", "DeleteSecurityGroup"] {
+    for call in [
+        "RevokeSecurityGroupIngress",
+        "DeleteLoadBalancer",
+        "DeleteSecurityGroup",
+    ] {
         assert!(calls.contains(&call), "{call} in {calls:?}");
     }
 

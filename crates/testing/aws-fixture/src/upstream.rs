@@ -8,12 +8,12 @@
 
 use aws_sdk_ec2::types::{IpPermission, IpRange, UserIdGroupPair};
 use aws_sdk_elasticloadbalancing::types::{
-    AccessLog, ConnectionDraining, ConnectionSettings, CrossZoneLoadBalancing, HealthCheck, Instance as ElbInstance,
-    Listener as ClassicListener, LoadBalancerAttributes, Tag as ClassicTag,
+    AccessLog, ConnectionDraining, ConnectionSettings, CrossZoneLoadBalancing, HealthCheck,
+    Instance as ElbInstance, Listener as ClassicListener, LoadBalancerAttributes, Tag as ClassicTag,
 };
 use aws_sdk_elasticloadbalancingv2::types::{
-    Action, ActionTypeEnum, Certificate, LoadBalancerTypeEnum, ProtocolEnum, SubnetMapping, Tag as NetworkTag,
-    TargetDescription, TargetTypeEnum,
+    Action, ActionTypeEnum, Certificate, LoadBalancerTypeEnum, ProtocolEnum, SubnetMapping,
+    Tag as NetworkTag, TargetDescription, TargetTypeEnum,
 };
 use sha1::{Digest, Sha1};
 
@@ -32,7 +32,10 @@ impl Identity {
     /// Upstream's `buildTags(owned, extra)`.
     fn owned_tags(&self, extra: &[(String, String)]) -> Vec<(String, String)> {
         let mut tags = extra.to_vec();
-        tags.push((format!("kubernetes.io/cluster/{}", self.cluster_id), "owned".into()));
+        tags.push((
+            format!("kubernetes.io/cluster/{}", self.cluster_id),
+            "owned".into(),
+        ));
         if self.legacy {
             tags.push(("KubernetesCluster".into(), self.cluster_id.clone()));
         }
@@ -129,7 +132,8 @@ pub fn target_group_name(
         .as_bytes(),
     );
     let hash: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    let clean = |s: &str, n: usize| -> String { s.chars().filter(|c| c.is_ascii_alphanumeric()).take(n).collect() };
+    let clean =
+        |s: &str, n: usize| -> String { s.chars().filter(|c| c.is_ascii_alphanumeric()).take(n).collect() };
     format!(
         "k8s-{}-{}-{}",
         clean(&svc.namespace, 8),
@@ -266,22 +270,14 @@ impl Cloud {
             .load_balancer_attributes(
                 LoadBalancerAttributes::builder()
                     .access_log(AccessLog::builder().enabled(false).build())
-                    .connection_draining(
-                        ConnectionDraining::builder()
-                            .enabled(false)
-                            .build(),
-                    )
+                    .connection_draining(ConnectionDraining::builder().enabled(false).build())
                     .connection_settings(
                         ConnectionSettings::builder()
                             .idle_timeout(60)
                             .build()
                             .expect("settings"),
                     )
-                    .cross_zone_load_balancing(
-                        CrossZoneLoadBalancing::builder()
-                            .enabled(false)
-                            .build(),
-                    )
+                    .cross_zone_load_balancing(CrossZoneLoadBalancing::builder().enabled(false).build())
                     .build(),
             )
             .send()
@@ -336,7 +332,13 @@ impl Cloud {
 
     /// An NLB as upstream's `ensureLoadBalancerv2` makes it for `svc` on `instances`, in the
     /// public subnets, and its node rules in the network's node group.
-    pub async fn nlb_as_upstream(&self, network: &Network, id: &Identity, svc: &Service, instances: &[Instance]) -> Built {
+    pub async fn nlb_as_upstream(
+        &self,
+        network: &Network,
+        id: &Identity,
+        svc: &Service,
+        instances: &[Instance],
+    ) -> Built {
         let name = svc.load_balancer_name();
         let tags: Vec<NetworkTag> = id
             .load_balancer_tags(svc)
@@ -425,7 +427,12 @@ impl Cloud {
                         .ip_protocol("tcp")
                         .from_port(i32::from(p.node_port))
                         .to_port(i32::from(p.node_port))
-                        .ip_ranges(IpRange::builder().cidr_ip(c).description(described("client")).build())
+                        .ip_ranges(
+                            IpRange::builder()
+                                .cidr_ip(c)
+                                .description(described("client"))
+                                .build(),
+                        )
                         .build(),
                 );
             }
@@ -438,7 +445,12 @@ impl Cloud {
                             .ip_protocol("tcp")
                             .from_port(i32::from(p.node_port))
                             .to_port(i32::from(p.node_port))
-                            .ip_ranges(IpRange::builder().cidr_ip(c).description(described("health")).build())
+                            .ip_ranges(
+                                IpRange::builder()
+                                    .cidr_ip(c)
+                                    .description(described("health"))
+                                    .build(),
+                            )
                             .build(),
                     );
                 }

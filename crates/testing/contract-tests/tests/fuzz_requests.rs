@@ -237,14 +237,18 @@ fn route() -> impl Strategy<Value = pb::Route> {
         text(),
         any::<bool>(),
         proptest::collection::vec(address(), 0..2),
+        text(),
     )
         .prop_map(
-            |(name, target_node, destination_cidr, blackhole, target_node_addresses)| pb::Route {
-                name,
-                target_node,
-                destination_cidr,
-                blackhole,
-                target_node_addresses,
+            |(name, target_node, destination_cidr, blackhole, target_node_addresses, target_provider_id)| {
+                pb::Route {
+                    name,
+                    target_node,
+                    destination_cidr,
+                    blackhole,
+                    target_node_addresses,
+                    target_provider_id,
+                }
             },
         )
 }

@@ -455,7 +455,10 @@ impl AwsProvider {
 
     /// Deletes the ELB (gone already: fine).
     pub(crate) async fn delete_classic(&self, w: &mut Writes, name: &str) -> Result<()> {
-        if !self.before_write(w, "DeleteLoadBalancer", name, String::new).await? {
+        if !self
+            .before_write(w, "DeleteLoadBalancer", name, String::new)
+            .await?
+        {
             return Ok(());
         }
         match self

@@ -413,7 +413,10 @@ impl AwsProvider {
         };
         for action in actions {
             let op = op(action);
-            if !self.before_write(w, op, &lb.arn, || format!("{action:?}")).await? {
+            if !self
+                .before_write(w, op, &lb.arn, || format!("{action:?}"))
+                .await?
+            {
                 if let NlbAction::CreateTargetGroup { name, .. } = action {
                     created.insert(name.clone(), format!("(new target group {name})"));
                 }
@@ -654,7 +657,10 @@ impl AwsProvider {
 
     /// Deletes the NLB (gone already: fine).
     pub(crate) async fn delete_nlb(&self, w: &mut Writes, arn: &str) -> Result<()> {
-        if !self.before_write(w, "DeleteLoadBalancer", arn, String::new).await? {
+        if !self
+            .before_write(w, "DeleteLoadBalancer", arn, String::new)
+            .await?
+        {
             return Ok(());
         }
         match self

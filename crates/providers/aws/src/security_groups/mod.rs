@@ -229,7 +229,10 @@ impl AwsProvider {
 
     /// Adds tags to a group.
     pub(crate) async fn tag_group(&self, w: &mut Writes, id: &str, tags: &Tags) -> Result<()> {
-        if !self.before_write(w, "CreateTags", id, || format!("{tags:?}")).await? {
+        if !self
+            .before_write(w, "CreateTags", id, || format!("{tags:?}"))
+            .await?
+        {
             return Ok(());
         }
         self.ec2
@@ -336,7 +339,10 @@ impl AwsProvider {
     /// `RetryAfter`, so the Service keeps its finalizer and the deletion is tried again on the
     /// next sync, instead of a worker blocked for up to 10 minutes as upstream's is.
     pub(crate) async fn delete_group(&self, w: &mut Writes, id: &str) -> Result<()> {
-        if !self.before_write(w, "DeleteSecurityGroup", id, String::new).await? {
+        if !self
+            .before_write(w, "DeleteSecurityGroup", id, String::new)
+            .await?
+        {
             return Ok(());
         }
         match self.ec2.delete_security_group().group_id(id).send().await {
