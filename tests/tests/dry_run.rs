@@ -291,3 +291,86 @@ async fn beside_a_converged_cluster_dry_run_writes_nothing_and_plans_exactly_the
     );
     cluster.stop().await;
 }
+
+/// A real controller answered from a plan (a `--dry-run` gateway still serving, as while a
+/// rollout switches a shadow install to the real one) must not act on it: a Service deleted
+/// meanwhile keeps its finalizer and its load balancer until a gateway that writes answers.
+#[tokio::test]
+async fn a_real_controller_never_acts_on_an_answer_from_a_dry_run_gateway() {
+    let mut cluster = Cluster::start(ClusterSpec::with_instances(&["node-a"]).with_gateway_limits(100)).await;
+    cluster.register_node("node-a", true).await;
+    cluster.start_controller("cloud-node-controller", "cloud-node-controller", &[]);
+    cluster.start_controller("service-lb-controller", "service-lb-controller", &[]);
+    cluster.create_lb_service("default", "web", json!({})).await;
+    let services = cluster.services("default");
+    wait_for("web provisioned", Duration::from_secs(60), || {
+        let services = services.clone();
+        async move {
+            let web = services.get_opt("web").await.ok()??;
+            (!ingress_ips(&web).is_empty()).then_some(())
+        }
+    })
+    .await;
+    let lbs = cluster.load_balancers().await;
+    assert_eq!(lbs.len(), 1, "{lbs:?}");
+
+    // The gateway restarts in --dry-run on the same cloud; the Service is deleted.
+    let state = cluster.dir.path().join("cloud-state.json").display().to_string();
+    let inventory = cluster.dir.path().join("inventory.yaml").display().to_string();
+    let args = |dry: bool| -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--simulator-inventory",
+            &inventory,
+            "--simulator-state",
+            &state,
+            "--simulator-no-fsync",
+            "--insecure-plaintext",
+            "--instance-cache-ttl",
+            "0s",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        if dry {
+            args.push("--dry-run".into());
+        }
+        args
+    };
+    cluster
+        .swap_gateway(&binary("cloud-gateway"), &args(true), &[])
+        .await;
+    services.delete("web", &Default::default()).await.expect("delete");
+    let gateway = cluster.gateway_http;
+    wait_for(
+        "the deletion answered from a plan, twice",
+        Duration::from_secs(60),
+        || async move {
+            let listed = json_of(gateway, "/dry-run").await?;
+            let deletions = listed["woulds"]
+                .as_array()?
+                .iter()
+                .filter(|w| w["call"] == "delete_load_balancer")
+                .count();
+            (deletions >= 2).then_some(())
+        },
+    )
+    .await;
+    let web = services
+        .get_opt("web")
+        .await
+        .expect("get")
+        .expect("web still there");
+    assert_eq!(web.finalizers(), ["service.kubernetes.io/load-balancer-cleanup"]);
+
+    // A gateway that writes: the deletion goes through.
+    cluster
+        .swap_gateway(&binary("cloud-gateway"), &args(false), &[])
+        .await;
+    wait_for("web gone", Duration::from_secs(60), || {
+        let services = services.clone();
+        async move { matches!(services.get_opt("web").await, Ok(None)).then_some(()) }
+    })
+    .await;
+    assert_eq!(cluster.load_balancers().await, Vec::<serde_json::Value>::new());
+    cluster.stop().await;
+}

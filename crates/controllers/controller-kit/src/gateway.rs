@@ -317,7 +317,24 @@ impl GatewayClient {
         Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
     {
         if !self.dry_run.enabled() {
-            return self.with_retries(what, call).await.map(|r| Some(r.into_inner()));
+            // A real write answered from a plan (a `--dry-run` gateway still serving, e.g. while
+            // a rollout switches the shadow to the real install) did not happen: acting on it
+            // would drop a finalizer over a load balancer that still exists. Retried.
+            return self
+                .with_retries(what, |timeout| {
+                    let sent = call(timeout);
+                    async move {
+                        let response = sent.await?;
+                        if dry_run_marker(response.metadata()).is_some() {
+                            return Err(Status::unavailable(
+                                "the gateway answered this write from a dry run; retrying until a gateway that writes answers",
+                            ));
+                        }
+                        Ok(response)
+                    }
+                })
+                .await
+                .map(|r| Some(r.into_inner()));
         }
         if !self.capabilities().await?.dry_run {
             tracing::warn!(
@@ -347,8 +364,13 @@ impl GatewayClient {
                         Ok(response) => response.metadata(),
                         Err(status) => status.metadata(),
                     };
-                    *marker.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-                        Some(dry_run_marker(metadata));
+                    // An error without the marker never reached a provider in a dry-run scope
+                    // (transport, deadline, refusal): nothing is known to be written or planned.
+                    let seen = match (&answer, dry_run_marker(metadata)) {
+                        (Err(_), None) => None,
+                        (_, marker) => Some(marker),
+                    };
+                    *marker.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = seen;
                     answer
                 }
             })
@@ -365,7 +387,8 @@ impl GatewayClient {
                     serde_json::json!({ "call": what, "woulds": woulds }),
                 );
             }
-            // Answered without the marker: a gateway that ignored the header may have written.
+            // Answered success without the marker: a gateway that ignored the header may have
+            // written.
             Some(None) => {
                 tracing::error!(
                     call = what,
