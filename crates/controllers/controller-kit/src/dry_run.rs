@@ -135,7 +135,7 @@ impl DryRun {
         let Some(inner) = &self.0 else {
             return false;
         };
-        let key = format!("{kind}\u{0}{object}\u{0}{change}");
+        let key = format!("{kind}\u{0}{object}\u{0}{}", without_times(&change));
         let mut log = inner
             .log
             .lock()
@@ -218,6 +218,29 @@ impl DryRun {
                 async move { axum::Json(body) }
             }),
         )
+    }
+}
+
+/// Condition times a planned patch stamps with "now" (`lastHeartbeatTime`, ...): left out of
+/// what makes two planned changes the same, or every pass would plan its patch anew.
+const TIME_FIELDS: [&str; 4] = [
+    "lastHeartbeatTime",
+    "lastTransitionTime",
+    "lastProbeTime",
+    "lastUpdateTime",
+];
+
+/// `change` without [`TIME_FIELDS`], at any depth.
+fn without_times(change: &Value) -> Value {
+    match change {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, _)| !TIME_FIELDS.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), without_times(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_times).collect()),
+        other => other.clone(),
     }
 }
 
@@ -445,6 +468,28 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("kind=\"service_status\"} 1"), "{text}");
+    }
+
+    #[test]
+    fn a_patch_planned_again_with_new_condition_times_is_the_same_change() {
+        let dry = DryRun::on("node-route-controller", &MetricsRegistry::new());
+        let at = |t: &str| {
+            json!({"patch": {"status": {"conditions": [{
+                "type": "NetworkUnavailable", "status": "False", "reason": "RouteCreated",
+                "lastHeartbeatTime": t, "lastTransitionTime": t
+            }]}}})
+        };
+        assert!(dry.plan("node_status", "Node/n1", at("2026-11-24T21:00:00Z")));
+        assert!(!dry.plan("node_status", "Node/n1", at("2026-11-24T21:00:10Z")));
+        let mut other = at("2026-11-24T21:00:20Z");
+        other["patch"]["status"]["conditions"][0]["status"] = json!("True");
+        assert!(
+            dry.plan("node_status", "Node/n1", other),
+            "another status is another change"
+        );
+        let listed = dry.to_json();
+        assert_eq!(listed["total"], 2, "{listed}");
+        assert_eq!(listed["planned"][0]["times_planned"], 2, "{listed}");
     }
 
     #[test]
