@@ -720,7 +720,21 @@ impl CloudConfig {
             config.region = region.value.clone();
         }
 
-        config.vpc_id = set(&g.vpc).map(|s| s.value.clone());
+        // `VPC` counts only in upstream's cross-account or off-AWS mode: with `SubnetID` or
+        // `RoleARN`, and a cluster ID. Elsewhere upstream takes its own instance's VPC and
+        // ignores the line, so a stale one must not move where load balancers are looked for.
+        let cluster_id_set =
+            set(&g.kubernetes_cluster_tag).is_some() || set(&g.kubernetes_cluster_id).is_some();
+        let cross_account = (set(&g.subnet_id).is_some() || set(&g.role_arn).is_some()) && cluster_id_set;
+        match set(&g.vpc) {
+            Some(vpc) if cross_account => config.vpc_id = Some(vpc.value.clone()),
+            Some(vpc) => tracing::warn!(
+                line = vpc.line,
+                vpc = %vpc.value,
+                "[Global] VPC is ignored, as cloud-provider-aws ignores it without SubnetID or RoleARN and a cluster ID; the cluster's VPC is the load balancers' and the nodes' own (or set --aws-vpc-id)"
+            ),
+            None => {}
+        }
         config.subnet_ids = set(&g.subnet_id).map(|s| s.value.clone()).into_iter().collect();
         config.route_table_id = set(&g.route_table_id).map(|s| s.value.clone());
 
@@ -1092,6 +1106,26 @@ NLBSecurityGroupMode =
     }
 
     #[test]
+    fn the_vpc_counts_only_in_cross_account_or_off_aws_mode() {
+        let vpc = |extra: &str| config(&format!("[Global]\nVPC = vpc-9\n{extra}")).vpc_id;
+        assert_eq!(vpc(""), None);
+        assert_eq!(vpc("SubnetID = subnet-1"), None, "no cluster ID");
+        assert_eq!(
+            vpc("KubernetesClusterID = c"),
+            None,
+            "neither SubnetID nor RoleARN"
+        );
+        assert_eq!(
+            vpc("SubnetID = subnet-1\nKubernetesClusterID = c").as_deref(),
+            Some("vpc-9")
+        );
+        assert_eq!(
+            vpc("RoleARN = arn:aws:iam::123456789012:role/r\nKubernetesClusterTag = c").as_deref(),
+            Some("vpc-9")
+        );
+    }
+
+    #[test]
     fn an_empty_file_keeps_every_default() {
         assert_eq!(config(""), AwsConfig::default());
         assert_eq!(config("; nothing\n[Global]\n# at all\n"), AwsConfig::default());
@@ -1109,7 +1143,8 @@ NLBSecurityGroupMode =
              [SERVICEOVERRIDE \"a\"]\nservice = ec2\nregion = us-east-2\nurl = https://ec2.internal\nsigningregion = us-east-2\n",
         );
         assert_eq!(c.region, "us-east-2");
-        assert_eq!(c.vpc_id.as_deref(), Some("vpc-1"));
+        // VPC without SubnetID or RoleARN: ignored, as upstream ignores it.
+        assert_eq!(c.vpc_id, None);
         assert_eq!(
             (c.cluster_id.as_deref(), c.legacy_cluster_tag),
             (Some("old"), true)
@@ -1156,7 +1191,9 @@ NLBSecurityGroupMode =
             "us-west-1"
         );
         // The last of a repeated key wins; repeated sections merge.
-        let c = config("[Global]\nRegion=a-1\n[Global]\nVPC=vpc-3\nRegion=b-2\n");
+        let c = config(
+            "[Global]\nRegion=a-1\nSubnetID=subnet-1\n[Global]\nVPC=vpc-3\nRegion=b-2\nKubernetesClusterID=c\n",
+        );
         assert_eq!((c.region.as_str(), c.vpc_id.as_deref()), ("b-2", Some("vpc-3")));
     }
 
@@ -1686,7 +1723,7 @@ NLBSecurityGroupMode =
             .unwrap()
             .to_aws_config()
             .unwrap();
-        assert_eq!(c.vpc_id.as_deref(), Some("vpc-abc1234567"));
+        assert_eq!(c.vpc_id, None, "no cross-account mode: upstream ignores VPC");
         assert_eq!(c.service_endpoints[0].region, "sregion2");
 
         let parsed = read(&fixture("active-overrides.conf")).unwrap();
