@@ -130,7 +130,7 @@ impl pb::identity_server::Identity for GatewayService {
                 load_balancers: self.provider.load_balancers().is_some(),
                 routes: self.provider.routes().is_some(),
                 limits: Some(self.limits),
-                dry_run: true,
+                dry_run: self.provider.dry_run(),
             })
         })
         .await
@@ -263,6 +263,13 @@ impl GatewayService {
         let dry = self.dry_run.gateway_dry_run() || dry_run::requested(request.metadata());
         if !dry {
             return self.handle(method, request, work).await;
+        }
+        if !self.provider.dry_run() {
+            // Its writes would go through the scope unrecorded: refused, not made.
+            return self.with_provider_name(Err(Status::failed_precondition(format!(
+                "{method} in dry-run: provider {} cannot dry-run, so the write is not made",
+                self.provider.name()
+            ))));
         }
         // The caller, once authorized: a refused call did no work and gets no marker.
         let caller = std::sync::Mutex::new(None::<String>);

@@ -39,6 +39,12 @@ pub trait Provider: Send + Sync + 'static {
     fn load_balancers(&self) -> Option<&dyn LoadBalancers>;
     /// Routes, if implemented.
     fn routes(&self) -> Option<&dyn Routes>;
+    /// Whether the provider calls [`dry_run::intercept`] before every write it makes, so a
+    /// dry-run scope records its writes instead of letting them through. A provider that does
+    /// not (the default) gets no write call in dry-run: the gateway refuses it.
+    fn dry_run(&self) -> bool {
+        false
+    }
 }
 
 /// Limits the provider imposes on its callers.

@@ -184,6 +184,10 @@ impl Provider for AwsProvider {
     fn routes(&self) -> Option<&dyn Routes> {
         Some(self)
     }
+
+    fn dry_run(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

@@ -641,6 +641,10 @@ impl Provider for Simulator {
     fn routes(&self) -> Option<&dyn Routes> {
         (!self.disabled.routes).then_some(self as &dyn Routes)
     }
+
+    fn dry_run(&self) -> bool {
+        true
+    }
 }
 /// Now, on tokio's clock: the system's outside tests; a test with paused time drives the
 /// simulated cloud's rate limit, latency and recorded admission times together with the

@@ -244,3 +244,59 @@ async fn a_normal_gateway_honours_the_header_per_call_and_writes_without_it() {
     assert_eq!(listed["calls"], 4, "four calls were answered in dry-run");
     assert_eq!(listed["total"], 3, "with three woulds");
 }
+
+/// A provider that never heard of dry-run: the simulator's capabilities, without saying it
+/// intercepts its writes.
+struct UnawareVendor(Arc<Simulator>);
+
+impl provider::Provider for UnawareVendor {
+    fn name(&self) -> &str {
+        "unaware"
+    }
+    fn limits(&self) -> provider::ProviderLimits {
+        provider::Provider::limits(&*self.0)
+    }
+    fn instances(&self) -> Option<&dyn provider::Instances> {
+        provider::Provider::instances(&*self.0)
+    }
+    fn load_balancers(&self) -> Option<&dyn provider::LoadBalancers> {
+        provider::Provider::load_balancers(&*self.0)
+    }
+    fn routes(&self) -> Option<&dyn provider::Routes> {
+        provider::Provider::routes(&*self.0)
+    }
+}
+
+#[tokio::test]
+async fn a_provider_that_cannot_dry_run_gets_no_write_in_dry_run() {
+    let sim = sim();
+    let gateway = RunningGateway::start(
+        GatewayConfig::default(),
+        Arc::new(UnawareVendor(sim.clone())),
+        None,
+    )
+    .await;
+    let mut clients = gateway.clients("service-controller").await;
+    let caps = clients
+        .identity
+        .get_capabilities(pb::GetCapabilitiesRequest {})
+        .await
+        .expect("capabilities")
+        .into_inner();
+    assert!(!caps.dry_run, "it does not say it honours the header");
+    let refused = clients
+        .load_balancers
+        .ensure_load_balancer(ensure(80, true))
+        .await
+        .expect_err("a dry write to a provider that cannot dry-run");
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused:?}");
+    assert!(refused.message().contains("cannot dry-run"), "{refused:?}");
+    assert!(sim.load_balancers().is_empty(), "nothing was created");
+    // Without the header it writes as usual.
+    clients
+        .load_balancers
+        .ensure_load_balancer(ensure(80, false))
+        .await
+        .expect("a real write");
+    assert_eq!(sim.load_balancers().len(), 1);
+}
