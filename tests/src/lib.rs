@@ -698,6 +698,63 @@ impl Cluster {
     }
 }
 
+/// The environment of a gateway on moto: static test credentials, no instance metadata.
+pub const MOTO_ENV: [(&str, &str); 3] = [
+    ("AWS_ACCESS_KEY_ID", "testing"),
+    ("AWS_SECRET_ACCESS_KEY", "testing"),
+    ("AWS_EC2_METADATA_DISABLED", "true"),
+];
+
+/// The flags of `cloud-gateway --provider aws` on the AWS API at `endpoint` (moto, or a proxy in
+/// front of it) in VPC `vpc`, failing fast (one attempt per call), plus `extra`; start it with
+/// [`Cluster::swap_gateway`] and [`MOTO_ENV`].
+pub fn aws_gateway_args(endpoint: &str, vpc: &str, extra: &[&str]) -> Vec<String> {
+    [
+        "--insecure-plaintext",
+        "--provider",
+        "aws",
+        "--aws-region",
+        "us-east-1",
+        "--aws-endpoint-url",
+        endpoint,
+        "--aws-vpc-id",
+        vpc,
+        "--aws-max-attempts",
+        "1",
+    ]
+    .iter()
+    .chain(extra)
+    .map(|s| (*s).to_owned())
+    .collect()
+}
+
+impl Cluster {
+    /// Waits until there are `count` Nodes, each with a providerID starting with `scheme`
+    /// (`aws://`): initialized from that cloud.
+    pub async fn nodes_initialized(&self, count: usize, scheme: &str) {
+        let nodes = self.nodes();
+        wait_for(
+            &format!("{count} nodes initialized from {scheme}"),
+            Duration::from_secs(60),
+            || {
+                let nodes = nodes.clone();
+                async move {
+                    let list = nodes.list(&Default::default()).await.ok()?;
+                    (list.items.len() == count
+                        && list.items.iter().all(|n| {
+                            n.spec
+                                .as_ref()
+                                .and_then(|s| s.provider_id.as_deref())
+                                .is_some_and(|p| p.starts_with(scheme))
+                        }))
+                    .then_some(())
+                }
+            },
+        )
+        .await;
+    }
+}
+
 /// The ingress IPs of a Service's status.
 pub fn ingress_ips(service: &Service) -> Vec<String> {
     service

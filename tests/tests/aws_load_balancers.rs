@@ -8,7 +8,7 @@
 use std::{sync::Arc, time::Duration};
 
 use aws_fixture::{Census, Cloud, Network};
-use e2e::{Cluster, ClusterSpec, binary, start_moto, wait_for};
+use e2e::{Cluster, ClusterSpec, MOTO_ENV, aws_gateway_args, binary, start_moto, wait_for};
 use k8s_openapi::api::core::v1::Service;
 use kube::{Api, ResourceExt, api::DeleteParams};
 use serde_json::json;
@@ -53,48 +53,16 @@ async fn classic_and_network_load_balancers_come_and_go_with_their_services() {
     let b = cloud.run_instance(&network, 1).await;
 
     let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
-    let args: Vec<String> = [
-        "--insecure-plaintext",
-        "--provider",
-        "aws",
-        "--aws-region",
-        "us-east-1",
-        "--aws-endpoint-url",
-        &format!("http://{moto}"),
-        "--aws-vpc-id",
-        &network.vpc_id,
-        "--aws-max-attempts",
-        "1",
-    ]
-    .map(str::to_owned)
-    .to_vec();
-    let env = [
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_EC2_METADATA_DISABLED", "true"),
-    ];
-    cluster.swap_gateway(&binary("cloud-gateway"), &args, &env).await;
+    let args = aws_gateway_args(&format!("http://{moto}"), &network.vpc_id, &[]);
+    cluster
+        .swap_gateway(&binary("cloud-gateway"), &args, &MOTO_ENV)
+        .await;
     cluster.start_controller("cloud-node-controller", "cloud-node-controller", &[]);
     cluster.start_controller("service-lb-controller", "service-lb-controller", &[]);
     for i in [&a, &b] {
         cluster.register_node(&i.node_name, true).await;
     }
-    let nodes = cluster.nodes();
-    wait_for("the nodes initialized from AWS", Duration::from_secs(60), || {
-        let nodes = nodes.clone();
-        async move {
-            let list = nodes.list(&Default::default()).await.ok()?;
-            (list.items.len() == 2
-                && list.items.iter().all(|n| {
-                    n.spec
-                        .as_ref()
-                        .and_then(|s| s.provider_id.as_deref())
-                        .is_some_and(|p| p.starts_with("aws://"))
-                }))
-            .then_some(())
-        }
-    })
-    .await;
+    cluster.nodes_initialized(2, "aws://").await;
 
     // A Service without annotations: a Classic ELB, its own group, the nodes' rule from it.
     let services = cluster.services("default");

@@ -18,7 +18,7 @@ use aws_fixture::{
     upstream::{self, Built, Identity, Port},
 };
 use e2e::{
-    Cluster, ClusterSpec, binary, counter, http_get,
+    Cluster, ClusterSpec, MOTO_ENV, aws_gateway_args, binary, counter, http_get,
     shadow::{json_of, leases, writes, written_since},
     start_moto, wait_for,
 };
@@ -268,50 +268,19 @@ async fn load_balancers_of_cloud_provider_aws_are_taken_over_without_a_write() {
     let proxy = FaultProxy::start(&format!("http://{moto}")).await;
 
     let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
-    let args: Vec<String> = [
-        "--insecure-plaintext",
-        "--provider",
-        "aws",
-        "--aws-region",
-        "us-east-1",
-        "--aws-endpoint-url",
+    let args = aws_gateway_args(
         &proxy.endpoint,
-        "--aws-vpc-id",
         &network.vpc_id,
-        "--aws-max-attempts",
-        "1",
-        "--aws-cluster-id",
-        CLUSTER_ID,
-        "--aws-legacy-cluster-tag",
-    ]
-    .map(str::to_owned)
-    .to_vec();
-    let env = [
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_EC2_METADATA_DISABLED", "true"),
-    ];
-    cluster.swap_gateway(&binary("cloud-gateway"), &args, &env).await;
+        &["--aws-cluster-id", CLUSTER_ID, "--aws-legacy-cluster-tag"],
+    );
+    cluster
+        .swap_gateway(&binary("cloud-gateway"), &args, &MOTO_ENV)
+        .await;
     let node_controller = cluster.start_controller("cloud-node-controller", "cloud-node-controller", &[]);
     for i in [&a, &b] {
         cluster.register_node(&i.node_name, true).await;
     }
-    let nodes = cluster.nodes();
-    wait_for("the nodes initialized from AWS", Duration::from_secs(60), || {
-        let nodes = nodes.clone();
-        async move {
-            let list = nodes.list(&Default::default()).await.ok()?;
-            (list.items.len() == 2
-                && list.items.iter().all(|n| {
-                    n.spec
-                        .as_ref()
-                        .and_then(|s| s.provider_id.as_deref())
-                        .is_some_and(|p| p.starts_with("aws://"))
-                }))
-            .then_some(())
-        }
-    })
-    .await;
+    cluster.nodes_initialized(2, "aws://").await;
 
     // The Services as cloud-provider-aws served them: a Classic ELB, a TLS NLB, a plain NLB.
     let services = cluster.services("default");
@@ -383,7 +352,7 @@ async fn load_balancers_of_cloud_provider_aws_are_taken_over_without_a_write() {
     cluster.procs[node_controller].stop(Duration::from_secs(10)).await;
 
     // First the shadow run: the gateway and every controller in --dry-run.
-    shadow_run(&mut cluster, &args, &env, &proxy, &services, &api).await;
+    shadow_run(&mut cluster, &args, &MOTO_ENV, &proxy, &services, &api).await;
     assert_eq!(
         cloud.census(&network).await,
         before,
@@ -391,7 +360,9 @@ async fn load_balancers_of_cloud_provider_aws_are_taken_over_without_a_write() {
     );
 
     // The service controller takes over: every load balancer ensured, not one AWS write.
-    cluster.swap_gateway(&binary("cloud-gateway"), &args, &env).await;
+    cluster
+        .swap_gateway(&binary("cloud-gateway"), &args, &MOTO_ENV)
+        .await;
     proxy.reset_counts();
     cluster.start_controller("service-lb-controller", "service-lb-controller", &[]);
     ensured(&cluster, 3).await;

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use aws_fixture::{Cloud, FaultProxy, INSTANCE_TYPE};
-use e2e::{Cluster, ClusterSpec, binary, start_moto, wait_for};
+use e2e::{Cluster, ClusterSpec, MOTO_ENV, aws_gateway_args, binary, start_moto, wait_for};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -106,31 +106,19 @@ async fn a_dual_stack_node_named_otherwise_initializes_and_keeps_its_route_witho
     let proxy = FaultProxy::start(&format!("http://{moto}")).await;
 
     let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
-    let args: Vec<String> = [
-        "--insecure-plaintext",
-        "--provider",
-        "aws",
-        "--aws-region",
-        "us-east-1",
-        "--aws-endpoint-url",
+    let args = aws_gateway_args(
         &proxy.endpoint,
-        "--aws-vpc-id",
         &network.vpc_id,
-        "--aws-route-table-id",
-        &network.route_table_id,
-        "--aws-node-ip-families",
-        "ipv6,ipv4",
-        "--aws-max-attempts",
-        "1",
-    ]
-    .map(str::to_owned)
-    .to_vec();
-    let env = [
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_EC2_METADATA_DISABLED", "true"),
-    ];
-    cluster.swap_gateway(&binary("cloud-gateway"), &args, &env).await;
+        &[
+            "--aws-route-table-id",
+            &network.route_table_id,
+            "--aws-node-ip-families",
+            "ipv6,ipv4",
+        ],
+    );
+    cluster
+        .swap_gateway(&binary("cloud-gateway"), &args, &MOTO_ENV)
+        .await;
 
     // kubelet --cloud-provider=external --hostname-override=node-a --provider-id=aws:///…
     let provider_id = format!("aws:///{zone}/{id}");

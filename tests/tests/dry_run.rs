@@ -95,15 +95,25 @@ async fn beside_a_converged_cluster_dry_run_writes_nothing_and_plans_exactly_the
         "the real controllers to converge",
         Duration::from_secs(90),
         || {
-            let (nodes, services) = (cluster.nodes(), services.clone());
+            let (nodes, services, cluster) = (cluster.nodes(), services.clone(), &cluster);
             async move {
                 let all = nodes.list(&ListParams::default()).await.ok()?;
                 let web = services.get_opt("web").await.ok()??;
+                // The load balancer serves every node by its providerID: the host sync after
+                // the nodes initialized has landed too.
+                let lbs = cluster.try_sim(&["load-balancers", "list"]).await?;
+                let lbs = lbs.get("load_balancers").cloned().unwrap_or(lbs);
+                let backends = lbs.as_array()?.first()?.get("backends")?.as_array()?.clone();
+                let backends = backends
+                    .iter()
+                    .filter(|b| b["provider_id"].as_str().is_some_and(|p| !p.is_empty()))
+                    .count();
                 (all.items.len() == NODES.len()
                     && all.items.iter().all(converged)
                     && !ingress_ips(&web).is_empty()
-                    && web.finalizers().len() == 1)
-                    .then_some(())
+                    && web.finalizers().len() == 1
+                    && backends == NODES.len())
+                .then_some(())
             }
         },
     )
@@ -218,7 +228,7 @@ async fn beside_a_converged_cluster_dry_run_writes_nothing_and_plans_exactly_the
         assert_eq!(listed["dry_run"], true, "{name}");
         assert_eq!(
             listed["total"], 0,
-            "{name} planned changes on a converged cluster: {listed}"
+            "{name} planned changes on a converged cluster: {listed}; before: {lbs_before:?}"
         );
         let (_, metrics) = http_get(*port, "/metrics").await.expect("metrics");
         assert_eq!(
