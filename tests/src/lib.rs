@@ -251,6 +251,43 @@ impl ClusterSpec {
     }
 }
 
+/// Starts the gateway with `args` on two free loopback ports (gRPC, HTTP). A port another test
+/// took between [`free_port`] and the gateway's bind makes it exit at once: then it starts again
+/// on other ports. Answers the process, its addresses and its whole flags.
+async fn start_gateway_on_free_ports(
+    dir: &Path,
+    args: &[String],
+) -> (Proc, SocketAddr, SocketAddr, Vec<String>) {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let grpc: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let http: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+        let mut all = vec![
+            "--grpc-listen".to_owned(),
+            grpc.to_string(),
+            "--http-listen".to_owned(),
+            http.to_string(),
+        ];
+        all.extend(args.iter().cloned());
+        let mut gateway = spawn(dir, "cloud-gateway", &binary("cloud-gateway"), &all);
+        // Up or gone: whichever comes first.
+        let up = wait_for("the gateway to listen or exit", Duration::from_secs(30), || {
+            let exited = gateway.exited().is_some();
+            async move {
+                if exited {
+                    return Some(false);
+                }
+                matches!(http_get(http, "/healthz").await, Some((200, _))).then_some(true)
+            }
+        })
+        .await;
+        if up || attempt == 3 || !gateway.log().contains("Address already in use") {
+            return (gateway, grpc, http, all);
+        }
+    }
+}
+
 /// fake-apiserver + cloud-gateway on the simulator, plus controllers started on demand.
 pub struct Cluster {
     /// Every process started, in order. First so that it drops first: its logs are printed
@@ -337,13 +374,7 @@ impl Cluster {
         );
         let inventory = dir.path().join("inventory.yaml");
         std::fs::write(&inventory, &spec.inventory).expect("inventory");
-        let gateway_grpc: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-        let gateway_http: SocketAddr = ([127, 0, 0, 1], free_port()).into();
         let mut args = vec![
-            "--grpc-listen".into(),
-            gateway_grpc.to_string(),
-            "--http-listen".into(),
-            gateway_http.to_string(),
             "--simulator-inventory".into(),
             inventory.display().to_string(),
             "--simulator-state".into(),
@@ -363,17 +394,20 @@ impl Cluster {
             args.extend(["--instance-cache-ttl".into(), "0s".into()]);
         }
         args.extend(spec.gateway_args.iter().cloned());
-        let gateway = spawn(dir.path(), "cloud-gateway", &binary("cloud-gateway"), &args);
-        let gateway_args = args;
-        let procs = Procs(vec![apiserver, gateway]);
-        let kc = wait_for("the fake-apiserver kubeconfig", Duration::from_secs(20), || {
+        let mut procs = Procs(vec![apiserver]);
+        let (gateway, gateway_grpc, gateway_http, gateway_args) =
+            start_gateway_on_free_ports(dir.path(), &args).await;
+        procs.push(gateway);
+        let config = wait_for("the fake-apiserver kubeconfig", Duration::from_secs(20), || {
             let path = kubeconfig.clone();
-            async move { Kubeconfig::read_from(&path).ok() }
+            async move {
+                let kc = Kubeconfig::read_from(&path).ok()?;
+                kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                    .await
+                    .ok()
+            }
         })
         .await;
-        let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-            .await
-            .expect("kubeconfig");
         let client = Client::try_from(config).expect("client");
         let cluster = Self {
             kubeconfig,

@@ -179,7 +179,13 @@ impl RunningServer {
     }
 
     pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> std::io::Result<()> {
-        std::fs::write(path, self.kubeconfig_yaml())
+        // Written aside and renamed into place: a reader polling for the file never sees half
+        // of it (a kubeconfig cut before its current-context still parses).
+        let path = path.as_ref();
+        let mut partial = path.as_os_str().to_owned();
+        partial.push(".partial");
+        std::fs::write(&partial, self.kubeconfig_yaml())?;
+        std::fs::rename(&partial, path)
     }
 
     /// Stops accepting, then ends open connections (watches included) after a short grace.
