@@ -687,9 +687,12 @@ impl Cluster {
 
     /// The simulator's load balancers (of every cluster), as its admin API lists them.
     pub async fn load_balancers(&self) -> Vec<Value> {
-        let list = self.sim(&["load-balancers", "list"]).await;
-        let list = list.get("load_balancers").cloned().unwrap_or(list);
-        list.as_array().cloned().unwrap_or_default()
+        lb_list(self.sim(&["load-balancers", "list"]).await)
+    }
+
+    /// [`Cluster::load_balancers`], `None` when the gateway does not answer.
+    pub async fn try_load_balancers(&self) -> Option<Vec<Value>> {
+        Some(lb_list(self.try_sim(&["load-balancers", "list"]).await?))
     }
 
     /// The Services API of `namespace`.
@@ -787,6 +790,26 @@ impl Cluster {
         )
         .await;
     }
+}
+
+/// The load balancers of `cloud-sim load-balancers list` output.
+fn lb_list(list: Value) -> Vec<Value> {
+    let list = list.get("load_balancers").cloned().unwrap_or(list);
+    list.as_array().cloned().unwrap_or_default()
+}
+
+/// The first ingress hostname of a Service's status (AWS load balancers answer DNS names).
+pub fn ingress_hostname(service: &Service) -> Option<String> {
+    service
+        .status
+        .as_ref()?
+        .load_balancer
+        .as_ref()?
+        .ingress
+        .as_ref()?
+        .first()?
+        .hostname
+        .clone()
 }
 
 /// The ingress IPs of a Service's status.

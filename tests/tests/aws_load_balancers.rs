@@ -8,7 +8,7 @@
 use std::{sync::Arc, time::Duration};
 
 use aws_fixture::{Census, Cloud, Network};
-use e2e::{Cluster, ClusterSpec, MOTO_ENV, aws_gateway_args, binary, start_moto, wait_for};
+use e2e::{Cluster, ClusterSpec, MOTO_ENV, aws_gateway_args, binary, ingress_hostname, start_moto, wait_for};
 use k8s_openapi::api::core::v1::Service;
 use kube::{Api, ResourceExt, api::DeleteParams};
 use serde_json::json;
@@ -18,25 +18,13 @@ const CLUSTER: &str = "kubernetes";
 /// An IAM server certificate (moto checks ACM certificates exist, not IAM ones).
 const CERT: &str = "arn:aws:iam::123456789012:server-certificate/web";
 
-fn hostname(s: &Service) -> Option<String> {
-    s.status
-        .as_ref()?
-        .load_balancer
-        .as_ref()?
-        .ingress
-        .as_ref()?
-        .first()?
-        .hostname
-        .clone()
-}
-
 async fn provisioned(services: &Api<Service>, name: &str) -> (Service, String) {
     wait_for(
         &format!("{name} to get an ingress hostname"),
         Duration::from_secs(60),
         || async move {
             let s = services.get_opt(name).await.ok().flatten()?;
-            let h = hostname(&s)?;
+            let h = ingress_hostname(&s)?;
             Some((s, h))
         },
     )

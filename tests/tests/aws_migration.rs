@@ -14,11 +14,11 @@
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use aws_fixture::{
-    Census, Cloud, FaultProxy, Network,
-    upstream::{self, Built, Identity, Port},
+    Cloud, FaultProxy, Network,
+    upstream::{self, Identity, Port},
 };
 use e2e::{
-    Cluster, ClusterSpec, MOTO_ENV, aws_gateway_args, binary, counter, http_get,
+    Cluster, ClusterSpec, MOTO_ENV, aws_gateway_args, binary, counter, http_get, ingress_hostname,
     shadow::{json_of, leases, writes, written_since},
     start_moto, wait_for,
 };
@@ -36,18 +36,6 @@ const CLUSTER_ID: &str = "prod-east";
 const CERT: &str = "arn:aws:iam::123456789012:server-certificate/web";
 /// Upstream's service-controller finalizer.
 const FINALIZER: &str = "service.kubernetes.io/load-balancer-cleanup";
-
-fn hostname(s: &Service) -> Option<String> {
-    s.status
-        .as_ref()?
-        .load_balancer
-        .as_ref()?
-        .ingress
-        .as_ref()?
-        .first()?
-        .hostname
-        .clone()
-}
 
 /// Upstream's view of a Service the API server holds.
 fn as_upstream(s: &Service) -> upstream::Service {
@@ -78,17 +66,6 @@ fn as_upstream(s: &Service) -> upstream::Service {
             .get("service.beta.kubernetes.io/aws-load-balancer-ssl-cert")
             .cloned(),
     }
-}
-
-/// The census without what one Service's Classic ELB made: the ELB, its group and the node
-/// rule from it.
-fn without_classic(c: &Census, b: &Built) -> Census {
-    let group = b.security_group.as_deref().expect("the ELB's group");
-    let mut c = c.clone();
-    c.classic.retain(|n| *n != b.name);
-    c.security_groups.retain(|g| !g.starts_with(group));
-    c.node_rules.retain(|r| !r.ends_with(group));
-    c
 }
 
 /// Waits until the gateway has answered `at_least` successful ensures.
@@ -370,7 +347,11 @@ async fn load_balancers_of_cloud_provider_aws_are_taken_over_without_a_write() {
     assert_eq!(cloud.census(&network).await, before);
     for (name, built) in [("web", &web_built), ("api", &api_built), ("cache", &cache_built)] {
         let s = services.get(name).await.expect("service");
-        assert_eq!(hostname(&s).as_deref(), Some(built.dns_name.as_str()), "{name}");
+        assert_eq!(
+            ingress_hostname(&s).as_deref(),
+            Some(built.dns_name.as_str()),
+            "{name}"
+        );
         assert_eq!(s.finalizers(), [FINALIZER], "{name}");
     }
 
@@ -398,7 +379,7 @@ async fn load_balancers_of_cloud_provider_aws_are_taken_over_without_a_write() {
     })
     .await;
     let s = services.get("api").await.expect("api");
-    assert_eq!(hostname(&s).as_deref(), Some(api_built.dns_name.as_str()));
+    assert_eq!(ingress_hostname(&s).as_deref(), Some(api_built.dns_name.as_str()));
     let census = cloud.census(&network).await;
     assert_eq!(census.nlbs, before.nlbs, "the same NLBs");
     assert_eq!(
@@ -413,7 +394,7 @@ async fn load_balancers_of_cloud_provider_aws_are_taken_over_without_a_write() {
         .delete("web", &DeleteParams::default())
         .await
         .expect("delete");
-    let want = without_classic(&before, &web_built);
+    let want = before.without_classic(&web_built);
     wait_for("web's ELB and its group gone", Duration::from_secs(60), || {
         let cloud = cloud.clone();
         let network = network.clone();

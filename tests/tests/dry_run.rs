@@ -101,9 +101,8 @@ async fn beside_a_converged_cluster_dry_run_writes_nothing_and_plans_exactly_the
                 let web = services.get_opt("web").await.ok()??;
                 // The load balancer serves every node by its providerID: the host sync after
                 // the nodes initialized has landed too.
-                let lbs = cluster.try_sim(&["load-balancers", "list"]).await?;
-                let lbs = lbs.get("load_balancers").cloned().unwrap_or(lbs);
-                let backends = lbs.as_array()?.first()?.get("backends")?.as_array()?.clone();
+                let lbs = cluster.try_load_balancers().await?;
+                let backends = lbs.first()?.get("backends")?.as_array()?.clone();
                 let backends = backends
                     .iter()
                     .filter(|b| b["provider_id"].as_str().is_some_and(|p| !p.is_empty()))

@@ -138,17 +138,6 @@ async fn a_classic_elb_and_nlbs_built_by_upstream_are_adopted_without_a_write() 
     assert_eq!(h.cloud.census(&h.network).await, before);
 }
 
-/// The census without what one Service's Classic ELB made: the ELB, its group and the node
-/// rule from it.
-fn without_classic(c: &aws_fixture::Census, b: &upstream::Built) -> aws_fixture::Census {
-    let group = b.security_group.as_deref().expect("the ELB's group");
-    let mut c = c.clone();
-    c.classic.retain(|n| *n != b.name);
-    c.security_groups.retain(|g| !g.starts_with(group));
-    c.node_rules.retain(|r| !r.ends_with(group));
-    c
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_adoption_a_port_change_is_made_in_place_and_a_deletion_removes_what_upstream_made() {
     let h = Harness::start("adopt-edit", |_| {}).await;
@@ -232,7 +221,7 @@ async fn after_adoption_a_port_change_is_made_in_place_and_a_deletion_removes_wh
         .expect("deleted");
     assert_eq!(
         h.cloud.census(&h.network).await,
-        without_classic(&before, &clb_built)
+        before.without_classic(&clb_built)
     );
 }
 
@@ -286,7 +275,7 @@ async fn a_legacy_tagged_cluster_is_adopted_by_its_cluster_id_and_cleaned_up() {
         .expect("deleted");
     assert_eq!(
         h.cloud.census(&h.network).await,
-        without_classic(&before, &clb_built)
+        before.without_classic(&clb_built)
     );
     provider
         .ensure_load_balancer_deleted("kubernetes", &nlb)

@@ -17,7 +17,7 @@ use aws_sdk_elasticloadbalancingv2::types::{
 };
 use sha1::{Digest, Sha1};
 
-use crate::{Cloud, Instance, Network};
+use crate::{Census, Cloud, Instance, Network};
 
 /// Who the cluster is in upstream's tags.
 #[derive(Debug, Clone)]
@@ -110,6 +110,19 @@ pub struct Built {
     pub arn: Option<String>,
     /// The NLB's target groups, by ARN.
     pub target_groups: Vec<String>,
+}
+
+impl Census {
+    /// This census without what one Service's Classic ELB made: the ELB, its group and the
+    /// node rule from that group.
+    pub fn without_classic(&self, built: &Built) -> Census {
+        let group = built.security_group.as_deref().expect("the ELB's group");
+        let mut c = self.clone();
+        c.classic.retain(|n| *n != built.name);
+        c.security_groups.retain(|g| !g.starts_with(group));
+        c.node_rules.retain(|r| !r.ends_with(group));
+        c
+    }
 }
 
 /// Upstream's `buildTargetGroupName`: `k8s-<ns:8>-<name:8>-<10 hex of SHA-1>` over the cluster
@@ -419,41 +432,31 @@ impl Cloud {
         // same ports; then the MTU rules for every client CIDR.
         let client_cidrs = svc.client_cidrs();
         let described = |what: &str| format!("kubernetes.io/rule/nlb/{what}={name}");
+        let rule = |node_port: u16, cidr: &str, what: &str| {
+            IpPermission::builder()
+                .ip_protocol("tcp")
+                .from_port(i32::from(node_port))
+                .to_port(i32::from(node_port))
+                .ip_ranges(
+                    IpRange::builder()
+                        .cidr_ip(cidr)
+                        .description(described(what))
+                        .build(),
+                )
+                .build()
+        };
         let mut permissions = Vec::new();
         for p in &svc.ports {
-            for c in &client_cidrs {
-                permissions.push(
-                    IpPermission::builder()
-                        .ip_protocol("tcp")
-                        .from_port(i32::from(p.node_port))
-                        .to_port(i32::from(p.node_port))
-                        .ip_ranges(
-                            IpRange::builder()
-                                .cidr_ip(c)
-                                .description(described("client"))
-                                .build(),
-                        )
-                        .build(),
-                );
-            }
+            permissions.extend(client_cidrs.iter().map(|c| rule(p.node_port, c, "client")));
         }
         if client_cidrs != ["0.0.0.0/0"] {
             for p in &svc.ports {
-                for c in &network.subnet_cidrs {
-                    permissions.push(
-                        IpPermission::builder()
-                            .ip_protocol("tcp")
-                            .from_port(i32::from(p.node_port))
-                            .to_port(i32::from(p.node_port))
-                            .ip_ranges(
-                                IpRange::builder()
-                                    .cidr_ip(c)
-                                    .description(described("health"))
-                                    .build(),
-                            )
-                            .build(),
-                    );
-                }
+                permissions.extend(
+                    network
+                        .subnet_cidrs
+                        .iter()
+                        .map(|c| rule(p.node_port, c, "health")),
+                );
             }
         }
         for c in &client_cidrs {
