@@ -510,16 +510,30 @@ fn retry_pending(ctx: &Context, key: &str, svc: &Service, decision: Decision) ->
     (same && Instant::now() < due).then_some(failure.retry_at)
 }
 
-/// What a guarded write of the Service came to: the Service as written (or as it was, when
-/// there was nothing to write); `None` when it is gone.
-fn written(
+/// A guarded write of the Service, planned by `plan` from the watched copy `svc` (and from a
+/// fresh read after a conflict). Returns the Service as it now is: as written or, when there was
+/// nothing to write, as the plan last saw it; `None` when it is gone.
+///
+/// After a conflict the plan last saw the fresh read, not `svc`: a sync that went on with the
+/// stale copy once made a load balancer for a Service retyped to ClusterIP (or being deleted)
+/// meanwhile, without a finalizer, which nothing ever cleaned up.
+async fn write_service(
+    writer: &Writer,
+    api: &Api<Service>,
     svc: &Service,
-    result: Result<Option<Service>, WriteError>,
     action: &'static str,
+    mut plan: impl FnMut(&Service) -> Patches,
 ) -> Result<Option<Service>, Error> {
+    let mut seen: Option<Service> = None;
+    let result = writer
+        .write_from(api, svc, |fresh| {
+            seen = Some(fresh.clone());
+            Ok::<_, std::convert::Infallible>(plan(fresh))
+        })
+        .await;
     match result {
         Ok(Some(written)) => Ok(Some(written)),
-        Ok(None) => Ok(Some(svc.clone())),
+        Ok(None) => Ok(Some(seen.unwrap_or_else(|| svc.clone()))),
         Err(err) if err.is_not_found() => Ok(None),
         Err(WriteError::NotLeading) => Err(Error::NotOwner),
         Err(source) => Err(Error::Write { action, source }),
@@ -548,20 +562,25 @@ async fn ensure(
     let api = ctx.services(svc);
     let writer = ctx.writer(shard);
     let class = ctx.class.as_deref();
-    let with_finalizer = writer
-        .write_from(&api, svc, |fresh| {
+    let with_finalizer = write_service(
+        &writer,
+        &api,
+        svc,
+        "add load balancer cleanup finalizer",
+        |fresh| {
             // Changed meanwhile so that it wants no load balancer: its next sync cleans up.
             if !plan::wants_load_balancer(fresh, class) || fresh.metadata.deletion_timestamp.is_some() {
-                return Ok(Patches::default());
+                return Patches::default();
             }
-            Ok::<_, std::convert::Infallible>(plan::add_finalizer(fresh, provider).unwrap_or_default())
-        })
-        .await;
-    let Some(current) = written(svc, with_finalizer, "add load balancer cleanup finalizer")? else {
+            plan::add_finalizer(fresh, provider).unwrap_or_default()
+        },
+    )
+    .await?;
+    let Some(current) = with_finalizer else {
         return Ok(()); // deleted meanwhile
     };
     if !plan::wants_load_balancer(&current, class) || current.metadata.deletion_timestamp.is_some() {
-        return Ok(());
+        return Ok(()); // changed meanwhile (the write found it so): the sync of that change cleans up
     }
     if backends.is_empty() {
         ctx.events
@@ -603,15 +622,13 @@ async fn ensure(
             "Ensured load balancer".into(),
         )
         .await;
-    let with_status = writer
-        .write_from(&api, &current, |fresh| {
-            Ok::<_, std::convert::Infallible>(Patches {
-                status: plan::status_patch(fresh, &status),
-                main: None,
-            })
-        })
-        .await;
-    written(svc, with_status, "update load balancer status")?;
+    write_service(&writer, &api, &current, "update load balancer status", |fresh| {
+        Patches {
+            status: plan::status_patch(fresh, &status),
+            main: None,
+        }
+    })
+    .await?;
     ctx.record(&key, svc, identity);
     Ok(())
 }
@@ -733,13 +750,14 @@ async fn cleanup(ctx: &Context, svc: &Service, shard: u32, regarding: &ObjectRef
         }
     }
     let api = ctx.services(svc);
-    let removed = ctx
-        .writer(shard)
-        .write_from(&api, svc, |fresh| {
-            Ok::<_, std::convert::Infallible>(plan::remove_finalizer_and_status(fresh))
-        })
-        .await;
-    written(svc, removed, "remove load balancer cleanup finalizer")?;
+    write_service(
+        &ctx.writer(shard),
+        &api,
+        svc,
+        "remove load balancer cleanup finalizer",
+        plan::remove_finalizer_and_status,
+    )
+    .await?;
     ctx.forget(&key);
     lock(&ctx.locks).remove(&key);
     ctx.events
@@ -772,13 +790,14 @@ async fn held_by_former_provider(
     let now = ctx.provider.current().unwrap_or_default();
     let regarding = svc.object_ref(&());
     if plan::needs_cleanup(svc) {
-        let removed = ctx
-            .writer(shard)
-            .write_from(&ctx.services(svc), svc, |fresh| {
-                Ok::<_, std::convert::Infallible>(plan::remove_finalizer_and_status(fresh))
-            })
-            .await;
-        written(svc, removed, "remove load balancer cleanup finalizer")?;
+        write_service(
+            &ctx.writer(shard),
+            &ctx.services(svc),
+            svc,
+            "remove load balancer cleanup finalizer",
+            plan::remove_finalizer_and_status,
+        )
+        .await?;
         ctx.metrics.at_former_provider.remove(&labels);
         lock(&ctx.reported).remove(&key);
         ctx.forget(&key);

@@ -614,6 +614,48 @@ async fn a_service_no_longer_of_type_load_balancer_is_cleaned_up() {
     assert_eq!(h.cloud.load_balancer_calls().len(), calls);
 }
 
+/// The interleaving of `make chaos`'s leaked load balancers (issue 29): the queue hands a worker
+/// the Service as the watch delivered it, a new LoadBalancer without our finalizer; before the
+/// worker writes the finalizer, the user retypes the Service to ClusterIP (or deletes it while
+/// another finalizer keeps it). The finalizer write meets a conflict, reads the Service afresh
+/// and plans nothing. The sync must then stop: an ensure from the stale copy made a load
+/// balancer with no finalizer on its Service, which no later sync (of this replica or the next)
+/// would ever clean up.
+#[tokio::test]
+async fn a_service_changed_before_its_finalizer_is_written_gets_no_load_balancer() {
+    for change in ["retyped to ClusterIP", "deleted"] {
+        let h = harness().await;
+        h.list_nodes(&[node("n1")]);
+        let watched = h
+            .create(ServiceBuilder::new("web").other_finalizer("example.com/hold"))
+            .await;
+        let now = match change {
+            "deleted" => h.delete("web").await,
+            _ => h.patch("web", json!({ "spec": { "type": "ClusterIP" } })).await,
+        };
+
+        h.reconcile(&watched).await.unwrap();
+
+        assert!(
+            h.cloud.load_balancer_calls().is_empty(),
+            "{change}: the cloud was asked {:?}",
+            h.cloud.described_load_balancer_calls()
+        );
+        let stored = h.service("web").await;
+        assert!(
+            !has_finalizer(&stored),
+            "{change}: {:?}",
+            stored.metadata.finalizers
+        );
+        // The sync of the change (here, or at a replica that took over) has nothing to undo.
+        h.reconcile(&now).await.unwrap();
+        assert!(
+            h.cloud.load_balancers().is_empty(),
+            "{change}: a load balancer leaked"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_cleanup_whose_cloud_delete_fails_keeps_the_finalizer() {
     let h = harness().await;
