@@ -3,7 +3,9 @@
 //! (`--json PATH`) and exits 1 when any invariant broke.
 //!
 //! `--quick` runs each scenario briefly (what `make test` runs); `--seed N` replays a fault
-//! schedule.
+//! schedule; `--repeat N` runs the scenarios N times in a row, the first time from `--seed` (or
+//! the clock) and each further time from a fresh seed, every seed in the table. A failed run
+//! keeps its processes' logs (see `chaos::keep_logs`).
 
 use std::{path::PathBuf, process::ExitCode};
 
@@ -15,6 +17,15 @@ struct Args {
     json: Option<PathBuf>,
     only: Vec<String>,
     seed: u64,
+    repeat: u32,
+}
+
+/// A seed from the clock.
+fn fresh_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -22,10 +33,8 @@ fn parse_args() -> Result<Args, String> {
         scale: Scale::Full,
         json: None,
         only: Vec::new(),
-        seed: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(1),
+        seed: fresh_seed(),
+        repeat: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -47,9 +56,17 @@ fn parse_args() -> Result<Args, String> {
                     .parse()
                     .map_err(|_| format!("--seed {seed:?} is not a number"))?;
             }
+            "--repeat" => {
+                let n = it.next().ok_or("--repeat needs a number")?;
+                args.repeat = n
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("--repeat {n:?} is not a positive number"))?;
+            }
             "-h" | "--help" => {
                 return Err(format!(
-                    "usage: ccm-chaos [--quick] [--json PATH] [--only {}] [--seed N]",
+                    "usage: ccm-chaos [--quick] [--json PATH] [--only {}] [--seed N] [--repeat N]",
                     SCENARIOS.join(",")
                 ));
             }
@@ -74,15 +91,20 @@ async fn main() -> ExitCode {
         args.only.iter().map(String::as_str).collect()
     };
     let mut outcomes = Vec::new();
-    for (i, name) in names.iter().enumerate() {
-        eprintln!(
-            "chaos: scenario {name} ({:?}, seed {})",
-            args.scale,
-            args.seed + i as u64
-        );
-        let outcome = chaos::run(name, args.scale, args.seed + i as u64).await;
-        eprintln!("chaos: {name}: {}", outcome.to_json());
-        outcomes.push(outcome);
+    for round in 0..args.repeat {
+        let seed = if round == 0 { args.seed } else { fresh_seed() };
+        for (i, name) in names.iter().enumerate() {
+            let seed = seed.wrapping_add(i as u64);
+            eprintln!(
+                "chaos: scenario {name} ({:?}, seed {seed}, run {} of {})",
+                args.scale,
+                round + 1,
+                args.repeat
+            );
+            let outcome = chaos::run(name, args.scale, seed).await;
+            eprintln!("chaos: {name}: {}", outcome.to_json());
+            outcomes.push(outcome);
+        }
     }
     println!("{}", chaos::table(&outcomes));
     for o in &outcomes {

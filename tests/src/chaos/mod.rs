@@ -8,6 +8,7 @@
 //! mis-bound, and how long the system took to converge after the last fault. A scenario is
 //! bounded in time: each wait has a deadline, and a missed deadline is a violation, not a hang.
 
+pub mod journal;
 pub mod nodes;
 pub mod routes;
 pub mod services;
@@ -135,21 +136,32 @@ where
 /// A small deterministic random source (xorshift64*): a scenario's fault schedule is reproducible
 /// from its seed, printed with the outcome.
 #[derive(Debug, Clone)]
-pub struct Dice(u64);
+pub struct Dice {
+    state: u64,
+    seed: u64,
+}
 
 impl Dice {
     /// Seeded dice; a zero seed is replaced (xorshift never leaves zero).
     pub fn new(seed: u64) -> Self {
-        Self(seed.max(1))
+        Self {
+            state: seed.max(1),
+            seed,
+        }
+    }
+
+    /// The seed the dice started from.
+    pub fn seed(&self) -> u64 {
+        self.seed
     }
 
     /// The next raw value.
     pub fn roll(&mut self) -> u64 {
-        let mut x = self.0;
+        let mut x = self.state;
         x ^= x >> 12;
         x ^= x << 25;
         x ^= x >> 27;
-        self.0 = x;
+        self.state = x;
         x.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
@@ -180,6 +192,30 @@ pub async fn injected_errors(cluster: &crate::Cluster) -> u64 {
         .unwrap_or(0)
 }
 
+/// Keeps a scenario run's process logs: always with `CHAOS_LOGS=DIR`, and for a failed run
+/// also without it (in `target/chaos-logs`), so a failure can be read without a rerun. They go
+/// to `<scenario>-<seed>/` there (the cluster's own directory goes with it), noted in the
+/// outcome as `logs`.
+pub fn keep_logs(cluster: &crate::Cluster, outcome: &mut Outcome, dice: &Dice) {
+    let root = match std::env::var_os("CHAOS_LOGS") {
+        Some(dir) => std::path::PathBuf::from(dir),
+        None if !outcome.passed() => {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/chaos-logs")
+        }
+        None => return,
+    };
+    let dir = root.join(format!("{}-{}", outcome.scenario, dice.seed()));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        eprintln!("chaos: cannot keep the logs in {}: {e}", dir.display());
+        return;
+    }
+    for (i, proc) in cluster.procs.iter().enumerate() {
+        let _ = std::fs::write(dir.join(format!("{i:02}-{}.log", proc.name)), proc.log());
+    }
+    let dir = dir.canonicalize().unwrap_or(dir);
+    outcome.note("logs", dir.display());
+}
+
 /// Every scenario, by name, in the order `make chaos` runs them.
 pub const SCENARIOS: [&str; 5] = ["services", "nodes", "watches", "vendor-swap", "routes"];
 
@@ -204,22 +240,24 @@ pub async fn run(name: &str, scale: Scale, seed: u64) -> Outcome {
     outcome
 }
 
-/// The outcomes as a table: scenario, faults, violations, leaked / missing, wrong Nodes, time to
-/// converge after the last fault.
+/// The outcomes as a table: scenario, seed, faults, violations, leaked / missing, wrong Nodes,
+/// time to converge after the last fault.
 pub fn table(outcomes: &[Outcome]) -> String {
     let header = [
         "scenario",
+        "seed",
         "faults injected",
         "violations",
         "leaked / missing",
         "wrong Nodes",
         "converged after last fault",
     ];
-    let rows: Vec<[String; 6]> = outcomes
+    let rows: Vec<[String; 7]> = outcomes
         .iter()
         .map(|o| {
             [
                 o.scenario.clone(),
+                o.notes.get("seed").cloned().unwrap_or_default(),
                 o.faults
                     .iter()
                     .map(|(k, v)| format!("{v} {k}"))

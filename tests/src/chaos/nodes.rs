@@ -273,6 +273,7 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
     outcome.wrong_nodes = worst as u64;
     outcome.note("nodes", count);
     cluster.stop().await;
+    super::keep_logs(&cluster, &mut outcome, &dice);
     outcome
 }
 

@@ -188,5 +188,6 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
     }
     outcome.note("routes", want.len());
     cluster.stop().await;
+    super::keep_logs(&cluster, &mut outcome, &dice);
     outcome
 }

@@ -28,7 +28,7 @@ use kube::{
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::{Dice, Outcome, Scale, injected_errors, wait_until};
+use super::{Dice, Outcome, Scale, injected_errors, journal::Journal, wait_until};
 use crate::{Cluster, ClusterSpec, ingress_ips};
 
 /// Lease timings shortened so that a takeover fits the scenario (the mechanism is the same).
@@ -62,6 +62,10 @@ pub struct Work {
     pub start: Timestamp,
     /// When it finished, or the replica died.
     pub end: Timestamp,
+    /// What it set out to do (`Ensure`, `UpdateHosts`, `Cleanup`).
+    pub decision: String,
+    /// Whether it succeeded; `None` when the replica died during it.
+    pub ok: Option<bool>,
 }
 
 /// The syncs a replica's JSON log records, by Service. `Err` when the log shows a sync started
@@ -71,7 +75,7 @@ pub fn work_of(
     log: &str,
     killed_at: Option<Timestamp>,
 ) -> Result<BTreeMap<String, Vec<Work>>, String> {
-    let mut open: BTreeMap<String, Timestamp> = BTreeMap::new();
+    let mut open: BTreeMap<String, (Timestamp, String)> = BTreeMap::new();
     let mut done: BTreeMap<String, Vec<Work>> = BTreeMap::new();
     for line in log.lines() {
         let Ok(entry) = serde_json::from_str::<Value>(line) else {
@@ -86,29 +90,34 @@ pub fn work_of(
         ) else {
             continue;
         };
+        let decision = entry["decision"].as_str().unwrap_or_default().to_owned();
         match message {
-            "service sync started" if open.insert(service.to_owned(), at).is_some() => {
+            "service sync started" if open.insert(service.to_owned(), (at, decision)).is_some() => {
                 return Err(format!("{replica} started {service} twice at once"));
             }
             "service sync finished" => {
-                let start = open
+                let (start, decision) = open
                     .remove(service)
                     .ok_or_else(|| format!("{replica} finished a sync of {service} it never started"))?;
                 done.entry(service.to_owned()).or_default().push(Work {
                     replica: replica.to_owned(),
                     start,
                     end: at,
+                    decision,
+                    ok: entry["ok"].as_bool(),
                 });
             }
             _ => {}
         }
     }
-    for (service, start) in open {
+    for (service, (start, decision)) in open {
         let end = killed_at.ok_or_else(|| format!("{replica} never finished its sync of {service}"))?;
         done.entry(service).or_default().push(Work {
             replica: replica.to_owned(),
             start,
             end,
+            decision,
+            ok: None,
         });
     }
     Ok(done)
@@ -215,16 +224,24 @@ async fn in_write_window(cluster: &Cluster) -> bool {
     })
 }
 
-/// What converged looks like; the differences in words (empty when converged), and the leaked
-/// and missing counts.
-async fn differences(
-    cluster: &Cluster,
-    wanted: &BTreeMap<String, Wanted>,
-) -> Option<(Vec<String>, u64, u64)> {
+/// How far the cluster is from converged.
+struct Differences {
+    /// Every difference in words; empty when converged.
+    all: Vec<String>,
+    /// The Service UIDs of the load balancers no live LoadBalancer Service accounts for.
+    leaked: Vec<String>,
+    /// The names of the LoadBalancer Services without a load balancer.
+    missing: Vec<String>,
+    /// The scenario's Services in the API server.
+    live: Vec<Service>,
+}
+
+/// What converged looks like, against what the cloud and the API server hold now.
+async fn differences(cluster: &Cluster, wanted: &BTreeMap<String, Wanted>) -> Option<Differences> {
     let lbs = cloud(cluster).await?;
     let live = services(cluster).await?;
     let mut diffs = Vec::new();
-    let (mut leaked, mut missing) = (0, 0);
+    let (mut leaked, mut missing) = (Vec::new(), Vec::new());
     let mut uids = BTreeSet::new();
     for s in &live {
         let name = s.name_any();
@@ -246,7 +263,7 @@ async fn differences(
         }
         uids.insert(uid.clone());
         let Some(lb) = lbs.get(&uid) else {
-            missing += 1;
+            missing.push(name.clone());
             diffs.push(format!("{name} has no load balancer"));
             continue;
         };
@@ -275,14 +292,19 @@ async fn differences(
     }
     for (uid, lb) in &lbs {
         if !uids.contains(uid) {
-            leaked += 1;
+            leaked.push(uid.clone());
             diffs.push(format!(
                 "load balancer {} of no live LoadBalancer Service",
                 lb["name"]
             ));
         }
     }
-    Some((diffs, leaked, missing))
+    Some(Differences {
+        all: diffs,
+        leaked,
+        missing,
+        live,
+    })
 }
 
 /// Sets the fault knobs; the gateway forgets them when it restarts.
@@ -332,6 +354,7 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
     let max_services = scale.pick(16, 48);
     let api = cluster.services(NAMESPACE);
     let mut wanted: BTreeMap<String, Wanted> = BTreeMap::new();
+    let mut journal = Journal::default();
     let mut became_lb = 0u64;
     let mut created = 0usize;
     let started = Instant::now();
@@ -351,7 +374,8 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
             let name = format!("svc-{created:04}");
             let port = 80 + dice.below(20) as u16;
             let body = json!({"spec": {"ports": [{"name": "http", "port": port, "targetPort": 8080, "protocol": "TCP"}]}});
-            if create(&cluster, &name, body).await {
+            if let Some(made) = create(&cluster, &name, body).await {
+                journal.record(&name, "created", Some(&made));
                 wanted.insert(
                     name,
                     Wanted {
@@ -363,8 +387,9 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
             }
         } else if roll < 6 {
             if let Some(name) = pick(&mut dice)
-                && api.delete(&name, &DeleteParams::default()).await.is_ok()
+                && let Ok(answer) = api.delete(&name, &DeleteParams::default()).await
             {
+                journal.record(&name, "deleted", answer.left().as_ref());
                 wanted.remove(&name);
             }
         } else if roll < 8 {
@@ -376,11 +401,11 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
                     "LoadBalancer"
                 };
                 let patch = json!({"spec": {"type": to}});
-                if api
+                if let Ok(answer) = api
                     .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
-                    .is_ok()
                 {
+                    journal.record(&name, format!("retyped to {to}"), Some(&answer));
                     if !w.load_balancer {
                         became_lb += 1;
                     }
@@ -397,11 +422,11 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
             let w = wanted[&name].clone();
             let port = if w.port >= 99 { 80 } else { w.port + 1 };
             let patch = json!({"spec": {"ports": [{"name": "http", "port": port, "targetPort": 8080, "protocol": "TCP"}]}});
-            if api
+            if let Ok(answer) = api
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
-                .is_ok()
             {
+                journal.record(&name, format!("re-ported to {port}"), Some(&answer));
                 wanted.insert(name, Wanted { port, ..w });
             }
         }
@@ -465,19 +490,44 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
             let cluster = &cluster;
             let wanted = &wanted;
             async move {
-                let (diffs, _, _) = differences(cluster, wanted).await?;
-                diffs.is_empty().then_some(())
+                let differences = differences(cluster, wanted).await?;
+                differences.all.is_empty().then_some(())
             }
         },
     )
     .await;
+    // Who synced what, from the replicas' logs: for the overlap check and the stories below.
+    let mut work: BTreeMap<String, Vec<Work>> = BTreeMap::new();
+    for (name, killed) in &replicas.all {
+        let log = cluster.proc_named(name).map(|p| p.log()).unwrap_or_default();
+        match work_of(name, &log, *killed) {
+            Ok(items) => {
+                for (service, mut w) in items {
+                    work.entry(service).or_default().append(&mut w);
+                }
+            }
+            Err(e) => outcome.violation(e),
+        }
+    }
     if converged.is_some() {
         outcome.converged_after = Some(last_fault.elapsed());
-    } else if let Some((diffs, leaked, missing)) = differences(&cluster, &wanted).await {
-        outcome.leaked = leaked;
-        outcome.missing = missing;
-        for d in diffs.into_iter().take(20) {
-            outcome.violation(d);
+    } else if let Some(found) = differences(&cluster, &wanted).await {
+        outcome.leaked = found.leaked.len() as u64;
+        outcome.missing = found.missing.len() as u64;
+        for d in found.all.iter().take(20) {
+            outcome.violation(d.clone());
+        }
+        // Each leaked or missing load balancer's story, so the run explains itself.
+        let leaked = found.leaked.iter().map(|uid| {
+            journal.name_of(uid).map_or_else(
+                || format!("(a Service with UID {uid} the scenario did not make)"),
+                str::to_owned,
+            )
+        });
+        for name in leaked.chain(found.missing.iter().cloned()).take(20) {
+            let live = found.live.iter().find(|s| s.name_any() == name);
+            let syncs = work.get(&format!("{NAMESPACE}/{name}"));
+            outcome.violation(format!("story of {}", journal.explain(&name, live, syncs)));
         }
     }
     if let Some(info) = cluster.try_sim(&["info"]).await {
@@ -491,30 +541,19 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
     }
 
     // No Service synced by two replicas at once.
-    let mut work: BTreeMap<String, Vec<Work>> = BTreeMap::new();
-    for (name, killed) in &replicas.all {
-        let log = cluster.proc_named(name).map(|p| p.log()).unwrap_or_default();
-        match work_of(name, &log, *killed) {
-            Ok(items) => {
-                for (service, mut w) in items {
-                    work.entry(service).or_default().append(&mut w);
-                }
-            }
-            Err(e) => outcome.violation(e),
-        }
-    }
     for overlap in overlaps(&work) {
         outcome.violation(overlap);
     }
     outcome.note("services_created", created);
     outcome.note("syncs", work.values().map(Vec::len).sum::<usize>());
     cluster.stop().await;
+    super::keep_logs(&cluster, &mut outcome, &dice);
     outcome
 }
 
-/// Creates a `LoadBalancer` Service in the scenario's namespace; false when the API server
+/// Creates a `LoadBalancer` Service in the scenario's namespace; `None` when the API server
 /// refused it.
-async fn create(cluster: &Cluster, name: &str, extra: Value) -> bool {
+async fn create(cluster: &Cluster, name: &str, extra: Value) -> Option<Service> {
     let mut service = json!({
         "apiVersion": "v1",
         "kind": "Service",
@@ -522,12 +561,10 @@ async fn create(cluster: &Cluster, name: &str, extra: Value) -> bool {
         "spec": { "type": "LoadBalancer", "selector": { "app": name } },
     });
     json_patch::merge(&mut service, &extra);
-    let Ok(service) = serde_json::from_value::<Service>(service) else {
-        return false;
-    };
+    let service = serde_json::from_value::<Service>(service).ok()?;
     cluster
         .services(NAMESPACE)
         .create(&Default::default(), &service)
         .await
-        .is_ok()
+        .ok()
 }

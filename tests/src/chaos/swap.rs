@@ -589,7 +589,7 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
             .count(),
     );
     cluster.stop().await;
-    super::watches::keep_logs(&cluster, "vendor-swap");
+    super::keep_logs(&cluster, &mut outcome, &dice);
     outcome
 }
 

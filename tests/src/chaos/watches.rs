@@ -840,7 +840,7 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
         reg.db.expired_continues.load(Ordering::Relaxed),
     );
     cluster.stop().await;
-    keep_logs(&cluster, "watches");
+    super::keep_logs(&cluster, &mut outcome, &dice);
     server.shutdown().await;
     outcome
 }
@@ -856,19 +856,4 @@ async fn wait_until_counted(reg: &Registry, before: u64) -> bool {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     false
-}
-
-/// With `CHAOS_LOGS=DIR`, the processes' logs are copied to `DIR/<scenario>/` (the cluster's
-/// own directory goes with it).
-pub(super) fn keep_logs(cluster: &Cluster, scenario: &str) {
-    let Some(dir) = std::env::var_os("CHAOS_LOGS") else {
-        return;
-    };
-    let dir = std::path::PathBuf::from(dir).join(scenario);
-    if std::fs::create_dir_all(&dir).is_err() {
-        return;
-    }
-    for (i, proc) in cluster.procs.iter().enumerate() {
-        let _ = std::fs::write(dir.join(format!("{i:02}-{}.log", proc.name)), proc.log());
-    }
 }
