@@ -30,6 +30,20 @@ test-deps: ## install what the tests need (moto; the Python example gateway; hel
 	scripts/moto/setup.sh
 	scripts/python-gateway/setup.sh
 	scripts/tools/setup.sh
+	scripts/openstack/install.sh
+
+# A real OpenStack (Zed, Debian packages) on 127.0.0.1 for tests: scripts/openstack/README.md.
+# OS_TESTCLOUD_PORT_BASE (default 15000) and OS_TESTCLOUD_CACHE are read from the environment.
+OPENSTACK_DIR ?= target/openstack
+
+.PHONY: openstack-up
+openstack-up: ## start the OpenStack test cloud in $(OPENSTACK_DIR) (installs the Debian packages if needed; prints its cloud.conf)
+	scripts/openstack/install.sh
+	scripts/openstack/testcloud up $(OPENSTACK_DIR)
+
+.PHONY: openstack-down
+openstack-down: ## stop the OpenStack test cloud in $(OPENSTACK_DIR)
+	scripts/openstack/testcloud down $(OPENSTACK_DIR)
 
 .PHONY: build
 build: ## build every crate and binary once (tests reuse the binaries)
