@@ -130,6 +130,18 @@ pub fn plan_round(
     plan
 }
 
+/// How a replica came to act on a shard again: its keys are to be reconciled, since syncs
+/// asked for while it could not act were refused and dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gained {
+    /// Taken over (free, expired, or ours from before a restart): another replica may have
+    /// changed the cloud since, so what was synced is to be forgotten.
+    Acquired,
+    /// Held all along, but not acted on for a while: a drain called off (the share grew back
+    /// before the work in flight ended) or a fence that lapsed and was renewed in time.
+    Resumed,
+}
+
 /// Labels of `<prefix>_shard_handovers_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct HandoverLabels {
@@ -154,8 +166,8 @@ struct Inner {
     count: u32,
     fences: Vec<Leadership>,
     state: Mutex<Vec<ShardState>>,
-    acquired: tokio::sync::mpsc::UnboundedSender<u32>,
-    acquisitions: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<u32>>>,
+    acquired: tokio::sync::mpsc::UnboundedSender<(u32, Gained)>,
+    acquisitions: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<(u32, Gained)>>>,
     owned: Gauge,
     handovers: Family<HandoverLabels, Counter>,
 }
@@ -248,9 +260,10 @@ impl Shards {
             .is_some_and(|s| !s.draining && self.inner.fences[shard as usize].may_act())
     }
 
-    /// The shards taken over from now on, once each, so that the controller reconciles their
-    /// keys (the first caller gets the stream).
-    pub fn acquisitions(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<u32>> {
+    /// The shards this replica comes to act on from now on (taken over, or acted on again after
+    /// a pause), each time, so that the controller reconciles their keys (the first caller gets
+    /// the stream).
+    pub fn acquisitions(&self) -> Option<tokio::sync::mpsc::UnboundedReceiver<(u32, Gained)>> {
         self.inner
             .acquisitions
             .lock()
@@ -404,6 +417,11 @@ impl Member {
             })
             .collect();
 
+        // The held shards acted on before this round: one acted on again after it (a drain
+        // called off, a lapsed fence renewed) has its keys reconciled, as syncs asked for
+        // meanwhile were refused and dropped.
+        let acting_before: BTreeSet<u32> = self.held.iter().copied().filter(|s| shards.owns(*s)).collect();
+
         // Shards another replica took from us (we were cut off for a whole lease duration).
         let lost: Vec<u32> = self
             .held
@@ -453,7 +471,10 @@ impl Member {
                     if new && self.held.insert(shard) {
                         tracing::info!(group = %self.group, shard, "acquired shard");
                         shards.handover("acquired");
-                        let _ = shards.inner.acquired.send(shard);
+                        let _ = shards.inner.acquired.send((shard, Gained::Acquired));
+                    } else if !new && !acting_before.contains(&shard) && shards.owns(shard) {
+                        tracing::info!(group = %self.group, shard, "acting on shard again");
+                        let _ = shards.inner.acquired.send((shard, Gained::Resumed));
                     }
                 }
                 Err(WriteOutcome::Conflict) => {}

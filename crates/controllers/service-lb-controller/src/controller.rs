@@ -11,7 +11,7 @@ use controller_kit::{
     names::{callers::SERVICE_CONTROLLER, controllers::SERVICE_LB},
     node_watch::watch_node_changes,
     runner::Runtime,
-    shards::Shards,
+    shards::{Gained, Shards},
     workqueue::WorkQueue,
 };
 use futures::{StreamExt, stream};
@@ -146,8 +146,9 @@ fn queued(
     })
 }
 
-/// The Services of each shard this replica takes over, to sync them (what the previous owner
-/// synced is forgotten: each is ensured anew).
+/// The Services of each shard this replica takes over or acts on again, to sync them: syncs asked
+/// for while it could not act were dropped. What the previous owner of a shard taken over synced
+/// is forgotten: each of its Services is ensured anew.
 fn taken_over(
     ctx: &Arc<Context>,
     shards: &Shards,
@@ -155,16 +156,20 @@ fn taken_over(
 ) -> impl futures::Stream<Item = ObjectRef<Service>> + Send + 'static {
     let acquisitions = shards.acquisitions().map(UnboundedReceiverStream::new);
     let ctx = ctx.clone();
-    stream::iter(acquisitions).flatten().flat_map(move |shard| {
-        ctx.forget_shard(shard);
-        let refs: Vec<ObjectRef<Service>> = services
-            .state()
-            .iter()
-            .filter(|svc| ctx.shards.shard_of(&shard_key(svc)) == shard)
-            .map(|svc| ObjectRef::from_obj(&**svc))
-            .collect();
-        stream::iter(refs)
-    })
+    stream::iter(acquisitions)
+        .flatten()
+        .flat_map(move |(shard, gained)| {
+            if gained == Gained::Acquired {
+                ctx.forget_shard(shard);
+            }
+            let refs: Vec<ObjectRef<Service>> = services
+                .state()
+                .iter()
+                .filter(|svc| ctx.shards.shard_of(&shard_key(svc)) == shard)
+                .map(|svc| ObjectRef::from_obj(&**svc))
+                .collect();
+            stream::iter(refs)
+        })
 }
 
 /// Watches the Nodes into a cache and signals each change of the backends (a node added,
