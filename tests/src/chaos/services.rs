@@ -232,6 +232,8 @@ struct Differences {
     leaked: Vec<String>,
     /// The names of the LoadBalancer Services without a load balancer.
     missing: Vec<String>,
+    /// The names of the Services with any difference, in the order found.
+    named: Vec<String>,
     /// The scenario's Services in the API server.
     live: Vec<Service>,
 }
@@ -240,49 +242,15 @@ struct Differences {
 async fn differences(cluster: &Cluster, wanted: &BTreeMap<String, Wanted>) -> Option<Differences> {
     let lbs = cloud(cluster).await?;
     let live = services(cluster).await?;
-    let mut diffs = Vec::new();
-    let (mut leaked, mut missing) = (Vec::new(), Vec::new());
+    let mut diffs: Vec<String> = Vec::new();
+    let (mut leaked, mut missing, mut named) = (Vec::new(), Vec::new(), Vec::new());
     let mut uids = BTreeSet::new();
     for s in &live {
         let name = s.name_any();
-        let Some(w) = wanted.get(&name) else {
-            diffs.push(format!(
-                "{name} was deleted but is still there: {:?}",
-                s.metadata.finalizers
-            ));
-            continue;
-        };
-        let uid = s.uid().unwrap_or_default();
-        if !w.load_balancer {
-            if !ingress_ips(s).is_empty() {
-                diffs.push(format!(
-                    "{name} is ClusterIP but its status still shows a load balancer"
-                ));
-            }
-            continue;
-        }
-        uids.insert(uid.clone());
-        let Some(lb) = lbs.get(&uid) else {
-            missing.push(name.clone());
-            diffs.push(format!("{name} has no load balancer"));
-            continue;
-        };
-        let ports: Vec<u64> = lb["listeners"]
-            .as_array()
-            .map(|l| l.iter().filter_map(|l| l["port"].as_u64()).collect())
-            .unwrap_or_default();
-        if ports != [u64::from(w.port)] {
-            diffs.push(format!(
-                "{name}'s load balancer listens on {ports:?}, not {}",
-                w.port
-            ));
-        }
-        if ingress_ips(s) != [lb["ip"].as_str().unwrap_or_default().to_owned()] {
-            diffs.push(format!(
-                "{name}'s status {:?} is not its load balancer {}",
-                ingress_ips(s),
-                lb["ip"]
-            ));
+        let before = diffs.len();
+        check_service(s, wanted, &lbs, &mut diffs, &mut missing, &mut uids);
+        if diffs.len() > before {
+            named.push(name);
         }
     }
     for name in wanted.keys() {
@@ -303,8 +271,61 @@ async fn differences(cluster: &Cluster, wanted: &BTreeMap<String, Wanted>) -> Op
         all: diffs,
         leaked,
         missing,
+        named,
         live,
     })
+}
+
+/// The differences of one live Service from what the scenario wants (its UID goes to `uids`
+/// when it should have a load balancer).
+fn check_service(
+    s: &Service,
+    wanted: &BTreeMap<String, Wanted>,
+    lbs: &BTreeMap<String, Value>,
+    diffs: &mut Vec<String>,
+    missing: &mut Vec<String>,
+    uids: &mut BTreeSet<String>,
+) {
+    let name = s.name_any();
+    let Some(w) = wanted.get(&name) else {
+        diffs.push(format!(
+            "{name} was deleted but is still there: {:?}",
+            s.metadata.finalizers
+        ));
+        return;
+    };
+    let uid = s.uid().unwrap_or_default();
+    if !w.load_balancer {
+        if !ingress_ips(s).is_empty() {
+            diffs.push(format!(
+                "{name} is ClusterIP but its status still shows a load balancer"
+            ));
+        }
+        return;
+    }
+    uids.insert(uid.clone());
+    let Some(lb) = lbs.get(&uid) else {
+        missing.push(name.clone());
+        diffs.push(format!("{name} has no load balancer"));
+        return;
+    };
+    let ports: Vec<u64> = lb["listeners"]
+        .as_array()
+        .map(|l| l.iter().filter_map(|l| l["port"].as_u64()).collect())
+        .unwrap_or_default();
+    if ports != [u64::from(w.port)] {
+        diffs.push(format!(
+            "{name}'s load balancer listens on {ports:?}, not {}",
+            w.port
+        ));
+    }
+    if ingress_ips(s) != [lb["ip"].as_str().unwrap_or_default().to_owned()] {
+        diffs.push(format!(
+            "{name}'s status {:?} is not its load balancer {}",
+            ingress_ips(s),
+            lb["ip"]
+        ));
+    }
 }
 
 /// Sets the fault knobs; the gateway forgets them when it restarts.
@@ -517,14 +538,15 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
         for d in found.all.iter().take(20) {
             outcome.violation(d.clone());
         }
-        // Each leaked or missing load balancer's story, so the run explains itself.
+        // The story of each leaked load balancer's Service and of each Service found wrong
+        // (missing its load balancer, a wrong status or ports), so the run explains itself.
         let leaked = found.leaked.iter().map(|uid| {
             journal.name_of(uid).map_or_else(
                 || format!("(a Service with UID {uid} the scenario did not make)"),
                 str::to_owned,
             )
         });
-        for name in leaked.chain(found.missing.iter().cloned()).take(20) {
+        for name in leaked.chain(found.named.iter().cloned()).take(20) {
             let live = found.live.iter().find(|s| s.name_any() == name);
             let syncs = work.get(&format!("{NAMESPACE}/{name}"));
             outcome.violation(format!("story of {}", journal.explain(&name, live, syncs)));
