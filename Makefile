@@ -71,7 +71,7 @@ lint-deploy: ## hadolint the Dockerfile; helm lint, render and schema-check the 
 # proptest's default 256 cases each. The gateway without the AWS SDK: its flags, policy and
 # requests do not need it.
 FUZZ_CASES ?= 100000
-FUZZ_PACKAGES := -p fake-apiserver -p provider-simulator -p cloud-gateway -p controller-kit \
+FUZZ_PACKAGES := -p fake-apiserver -p provider-simulator -p cloud-gateway -p controller-kit -p gcfg \
 	-p node-route-controller -p contract-tests --no-default-features --features cloud-gateway/simulator
 
 .PHONY: fuzz
