@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Checks the deployment artefacts with real tools (installed by scripts/tools/setup.sh):
 # - docker/Dockerfile with hadolint;
-# - the Helm chart with `helm lint --strict`, and its rendered manifests (simulator and AWS
-#   gateways, the service controller with non-default values, the route controller on) against
+# - the Helm chart with `helm lint --strict`, and its rendered manifests (simulator, AWS and
+#   OpenStack gateways, the service controller with non-default values, the route controller on) against
 #   Kubernetes 1.33's schemas with kubernetes-validate --strict;
 # - that switching the gateway's vendor leaves every controller manifest unchanged, so a
 #   `helm upgrade` of the gateway never restarts a controller;
+# - the OpenStack gateway: the OpenStack CCM's cloud.conf from a Secret (required), mounted into
+#   the gateway alone and passed once as --cloud-config; OS_CCM_REGIONAL and the CA bundle on request;
 # - the service controller's defaults (2 replicas sharing the work, its flags) and that no
 #   controller's RBAC grants access to secrets;
 # - the route controller: off by default (as upstream), on it needs a cluster CIDR, runs
@@ -70,6 +72,28 @@ grep -q 'name: ccm-cloud-gateway-cloud-config' "$out/aws-cloud-config-inline.yam
 ! grep -q -- '--cloud-config' "$out/aws.yaml" \
   || { echo "no cloud config was asked for, yet --cloud-config is passed" >&2; exit 1; }
 echo "cloud config: inline, from a ConfigMap or a Secret, mounted into the gateway as --cloud-config"
+# OpenStack: the OpenStack CCM's cloud.conf from a Secret (it holds the credentials), mounted into
+# the gateway only; regional providerIDs and a CA bundle on request.
+os_cc=(--set gateway.provider=openstack --set gateway.openstack.cloudConfigSecret.name=occm-cloud-config)
+"$tools/helm" template ccm charts/ccm -n kube-system "${os_cc[@]}" > "$out/openstack.yaml"
+"$tools/helm" template ccm charts/ccm -n kube-system "${os_cc[@]}" \
+  --set gateway.openstack.cloudConfigSecret.key=cloud-config --set gateway.openstack.regional=true \
+  --set gateway.openstack.caSecret.name=occm-ca --set gateway.openstack.caSecret.key=root.pem \
+  > "$out/openstack-full.yaml"
+for f in "$out"/openstack.yaml "$out"/openstack-full.yaml; do
+  [ "$(grep -c -- '--cloud-config=/etc/cloud-gateway/cloud-config/cloud.conf' "$f")" = 1 ] \
+    && [ "$(grep -c 'mountPath: /etc/cloud-gateway/cloud-config' "$f")" = 1 ] \
+    && [ "$(grep -c 'secretName: occm-cloud-config' "$f")" = 1 ] \
+    || { echo "$f: the gateway must get --cloud-config and the cloud-config Secret's mount (once)" >&2; exit 1; }
+done
+grep -q 'key: "cloud.conf", path: cloud.conf' "$out/openstack.yaml" \
+  && ! grep -q 'OS_CCM_REGIONAL\|openstack-ca' "$out/openstack.yaml" \
+  && grep -q 'key: "cloud-config", path: cloud.conf' "$out/openstack-full.yaml" \
+  && [ "$(grep -c 'name: OS_CCM_REGIONAL, value: "true"' "$out/openstack-full.yaml")" = 1 ] \
+  && [ "$(grep -c 'mountPath: /etc/cloud-gateway/openstack-ca' "$out/openstack-full.yaml")" = 1 ] \
+  && grep -q 'key: "root.pem", path: ca.crt' "$out/openstack-full.yaml" \
+  || { echo "gateway.openstack: wrong cloud.conf key, OS_CCM_REGIONAL or CA bundle" >&2; exit 1; }
+echo "openstack: cloud.conf from a Secret as --cloud-config; OS_CCM_REGIONAL and the CA bundle on request"
 # Shadow mode: dryRun passes --dry-run to the gateway and to every controller, and only then.
 "$tools/helm" template ccm charts/ccm -n kube-system --set dryRun=true --set nodeRouteController.enabled=true \
   --set nodeRouteController.clusterCIDR=10.244.0.0/16 \
@@ -138,6 +162,11 @@ must_fail "gateway.replicas > 1 needs a real cloud" --set gateway.replicas=2
 must_fail "set one of gateway.aws.cloudConfig" --set gateway.provider=aws \
   --set gateway.aws.cloudConfig=x --set gateway.aws.cloudConfigFrom.secret=s
 must_fail "additional properties 'name' not allowed" --set gateway.aws.cloudConfigFrom.name=x
+must_fail "gateway.provider=openstack needs gateway.openstack.cloudConfigSecret.name" --set gateway.provider=openstack
+must_fail "additional properties 'cloudConfig' not allowed" --set gateway.provider=openstack \
+  --set gateway.openstack.cloudConfigSecret.name=s --set gateway.openstack.cloudConfig=x
+must_fail "additional properties 'secret' not allowed" --set gateway.openstack.cloudConfigSecret.secret=x
+must_fail "/gateway/openstack/regional" --set gateway.openstack.regional=yes
 echo "values.schema.json refuses misspelled values; contradictory TLS settings fail with a reason"
 "$tools/helm" install ccm charts/ccm -n kube-system --dry-run=client > "$out/install-default.txt"
 "$tools/helm" install ccm charts/ccm -n kube-system --dry-run=client --set tls.insecurePlaintext=true \
@@ -146,7 +175,7 @@ grep -q "accepts ANY SOURCE" "$out/install-default.txt" \
   || { echo "NOTES must say the gRPC port is open while hostNetworkCIDRs is empty" >&2; exit 1; }
 grep -q "WARNING: tls.insecurePlaintext=true" "$out/install-plaintext.txt" \
   || { echo "NOTES must warn about tls.insecurePlaintext" >&2; exit 1; }
-"$tools/venv/bin/python" - "$out/simulator.yaml" "$out/aws.yaml" <<'PY'
+"$tools/venv/bin/python" - "$out/simulator.yaml" "$out/aws.yaml" "$out/openstack.yaml" "$out/openstack-full.yaml" <<'PY'
 import sys, yaml
 # Switching the gateway's vendor leaves every controller manifest identical: controllers.yaml's,
 # and the controllers' certificate Secrets apart from what each render generates anew (in a
@@ -165,14 +194,17 @@ def controller_secrets(path):
     return docs
 def source_docs(path, source):
     return [d for d in open(path).read().split("\n---\n") if f"# Source: ccm/templates/{source}" in d]
-a, b = (source_docs(p, "controllers.yaml") for p in sys.argv[1:3])
+a, *others = (source_docs(p, "controllers.yaml") for p in sys.argv[1:])
 assert a, "no controller manifests rendered"
-assert a == b, "controller manifests change with the gateway's provider"
+for path, b in zip(sys.argv[2:], others):
+    assert a == b, f"controller manifests change with the gateway's provider ({path})"
 assert any("kind: Deployment" in d and "name: ccm-service-lb-controller\n" in d for d in a), \
     "the service controller's Deployment is not among the compared manifests"
-sa, sb = (controller_secrets(p) for p in sys.argv[1:3])
-assert len(sa) == 3 and sa == sb, "the controllers' certificate Secrets change with the gateway's provider"
-print(f"{len(a)} controller manifests and {len(sa)} controller certificate Secrets identical across gateway vendors")
+sa, *sothers = (controller_secrets(p) for p in sys.argv[1:])
+assert len(sa) == 3 and all(sa == sb for sb in sothers), \
+    "the controllers' certificate Secrets change with the gateway's provider"
+print(f"{len(a)} controller manifests and {len(sa)} controller certificate Secrets identical across gateway"
+      f" vendors (simulator, aws, openstack)")
 PY
 "$tools/venv/bin/python" - "$out" <<'PY'
 import sys, yaml
@@ -315,6 +347,8 @@ def mounted_file(deploy, path):
             return volume["secret"]["secretName"], items.get(key, key)
     raise AssertionError(f"{deploy['metadata']['name']}: {path} is on no volume")
 
+# The cloud's Secrets the test renders give the gateway (credentials, cloud.conf, CA bundle).
+CLOUD_SECRETS = {"aws-creds", "occm-cloud-config", "occm-ca"}
 GATEWAY_TLS = {"tls-cert-file": "tls.crt", "tls-key-file": "tls.key", "tls-client-ca-file": "ca.crt"}
 CLIENT_TLS = {"gateway-tls-cert-file": "tls.crt", "gateway-tls-key-file": "tls.key", "gateway-tls-ca-file": "ca.crt"}
 def check_mtls(m, secret_of):
@@ -331,7 +365,7 @@ def check_mtls(m, secret_of):
     for name, key in GATEWAY_TLS.items():
         assert flag(gw, name), f"gateway: --{name} missing"
         assert mounted_file(gw, flag(gw, name)) == (secret_of(GW), key), f"gateway --{name}"
-    assert secrets_referenced(gw) - {"aws-creds"} == {secret_of(GW)}, secrets_referenced(gw)
+    assert secrets_referenced(gw) - CLOUD_SECRETS == {secret_of(GW)}, secrets_referenced(gw)
     controllers = {n: d for n, d in ds.items() if n != GW}
     assert controllers, "no controller rendered"
     for name, deploy in controllers.items():
@@ -433,7 +467,30 @@ assert "aws-creds" in secrets_referenced(ds[GW]), "the gateway no longer gets it
 readers = sorted(n for n, d in ds.items() if "aws-creds" in secrets_referenced(d))
 assert readers == [GW], f"the cloud-credentials Secret is readable by {readers}"
 check_mtls(aws, lambda sa: f"{sa}-tls")
-print("no controller pod mounts the gateway's cloud-credentials Secret, nor any Secret but its certificate")
+# The OpenStack CCM's cloud.conf (credentials) and CA bundle: on the gateway alone, read-only.
+for name, cloud in (("openstack.yaml", {"occm-cloud-config"}), ("openstack-full.yaml", {"occm-cloud-config", "occm-ca"})):
+    m = load(name)
+    ds = deployments(m)
+    gw = ds[GW]
+    assert flag(gw, "provider") == "openstack"
+    assert args(gw).count("--cloud-config=/etc/cloud-gateway/cloud-config/cloud.conf") == 1, args(gw)
+    assert mounted_file(gw, flag(gw, "cloud-config")) == ("occm-cloud-config", "cloud-config" if "full" in name else "cloud.conf")
+    assert secrets_referenced(gw) - {f"{GW}-tls"} == cloud, secrets_referenced(gw)
+    mounts = {mt["mountPath"]: mt for mt in container(gw)["volumeMounts"]}
+    for path in ["/etc/cloud-gateway/cloud-config"] + (["/etc/cloud-gateway/openstack-ca"] if "occm-ca" in cloud else []):
+        assert mounts[path].get("readOnly") is True, mounts[path]
+    if "occm-ca" in cloud:
+        assert mounted_file(gw, "/etc/cloud-gateway/openstack-ca/ca.crt") == ("occm-ca", "root.pem")
+        assert {"name": "OS_CCM_REGIONAL", "value": "true"} in container(gw)["env"], container(gw).get("env")
+    else:
+        assert "env" not in container(gw), container(gw)["env"]
+    for n, d in ds.items():
+        if n != GW:
+            assert not secrets_referenced(d) & cloud, f"{n} reads {secrets_referenced(d) & cloud}"
+            assert not [v for v in d["spec"]["template"]["spec"]["volumes"] if v["name"] in ("cloud-config", "openstack-ca")], n
+    check_mtls(m, lambda sa: f"{sa}-tls")
+print("no controller pod mounts the gateway's cloud-credentials Secret (AWS credentials, OpenStack cloud.conf),"
+      " nor any Secret but its certificate")
 
 # Each render generates new certificates (`helm template` cannot look the Secrets up); the rest
 # is stable.
@@ -573,6 +630,8 @@ with tempfile.TemporaryDirectory() as tmp:
         return sorted(n for n in after if n not in installed or after[n]["data"] != installed[n]["data"])
     assert changed(render()) == [], "an upgrade that changes nothing must re-use every certificate"
     assert changed(render("--set", "gateway.provider=aws")) == [], "a vendor switch must re-use every certificate"
+    assert changed(render("--set", "gateway.provider=openstack", "--set", "gateway.openstack.cloudConfigSecret.name=occm-cloud-config")) == [], \
+        "a vendor switch must re-use every certificate"
     after = render("--set", "nodeRouteController.enabled=true", "--set", "nodeRouteController.clusterCIDR=10.244.0.0/16")
     assert changed(after) == ["ccm-node-route-controller-tls"], changed(after)
     with open(f"{tmp}/ca.crt", "wb") as f:
