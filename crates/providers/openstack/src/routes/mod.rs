@@ -1,0 +1,3 @@
+//! Pod-CIDR routes as Neutron router extra routes.
+
+pub mod plan;

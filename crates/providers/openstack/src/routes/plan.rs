@@ -1,0 +1,498 @@
+//! The route decisions, pure: which of a router's extra routes are this cluster's, how each is
+//! reported to the route controller, the nexthop of a new route, and the full-list and
+//! allowed-address-pair edits.
+//!
+//! Neutron's extra routes carry no owner, so OCCM lists every route of the router as its own, and
+//! clusters sharing a router delete each other's routes (OCCM #3128). Here a route is this
+//! cluster's only when the router carries the ownership tag for exactly that route
+//! ([`ownership_tag`]: cluster, destination, nexthop), written before the route is added and
+//! removed after it is deleted. A route of another cluster, of an operator, or one OCCM made
+//! before the switch is never listed, so never deleted; the route controller asks again for the
+//! routes it wants, and creating an existing route only adds its tag (adoption).
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    net::IpAddr,
+};
+
+use ipnet::IpNet;
+use provider::{AddressType, NodeAddress, ProviderError, Route};
+use serde::{Deserialize, Serialize};
+
+/// One extra route of a router, as Neutron lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ExtraRoute {
+    /// The destination CIDR.
+    pub destination: String,
+    /// The next hop: a node's address.
+    pub nexthop: String,
+}
+
+impl ExtraRoute {
+    /// A route of `destination` via `nexthop`.
+    pub fn new(destination: impl Into<String>, nexthop: impl Into<String>) -> Self {
+        Self {
+            destination: destination.into(),
+            nexthop: nexthop.into(),
+        }
+    }
+}
+
+/// What a router GET tells about routes: its extra routes, tags and revision.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct RouterView {
+    /// The router's ID.
+    #[serde(default)]
+    pub id: String,
+    /// Its extra routes, in Neutron's order.
+    #[serde(default)]
+    pub routes: Vec<ExtraRoute>,
+    /// Its tags (`standard-attr-tag`).
+    #[serde(default)]
+    pub tags: BTreeSet<String>,
+    /// Its revision (`standard-attr-revisions`), for an `If-Match` write.
+    #[serde(default)]
+    pub revision_number: u64,
+}
+
+/// The prefix of every ownership tag.
+pub const TAG_PREFIX: &str = "kube-route";
+
+/// The router tag that makes `route` this cluster's: `kube-route:<cluster>:<destination>:<nexthop>`,
+/// the destination's `/` written `_` (a tag travels as one URL path segment). Neutron allows 255
+/// characters; a longer tag (a very long cluster name) is refused by Neutron with a clear error.
+pub fn ownership_tag(cluster: &str, route: &ExtraRoute) -> String {
+    format!(
+        "{TAG_PREFIX}:{cluster}:{}:{}",
+        route.destination.replace('/', "_"),
+        route.nexthop
+    )
+}
+
+/// The router's routes that are this cluster's: those whose ownership tag the router carries.
+pub fn owned_routes<'a>(router: &'a RouterView, cluster: &str) -> Vec<&'a ExtraRoute> {
+    router
+        .routes
+        .iter()
+        .filter(|r| router.tags.contains(&ownership_tag(cluster, r)))
+        .collect()
+}
+
+/// Ownership tags of this cluster whose route is no longer on the router (a deletion that
+/// stopped between the route and its tag, or a route removed by hand): removed when seen.
+pub fn stale_tags(router: &RouterView, cluster: &str) -> Vec<String> {
+    let prefix = format!("{TAG_PREFIX}:{cluster}:");
+    let live: BTreeSet<String> = router.routes.iter().map(|r| ownership_tag(cluster, r)).collect();
+    router
+        .tags
+        .iter()
+        .filter(|t| t.starts_with(&prefix) && !live.contains(*t))
+        .cloned()
+        .collect()
+}
+
+/// The server behind a nexthop address: the port that holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NexthopOwner {
+    /// The server (the port's `device_id`).
+    pub server_id: String,
+    /// The server's name, when known.
+    pub server_name: Option<String>,
+}
+
+/// How a route of ours is reported to the route controller: named by its destination (as
+/// OCCM), its nexthop kept as the target's InternalIP (a deletion removes exactly that route),
+/// the target found by the server holding the nexthop (its name, and its providerID so the
+/// controller matches the Node whatever its name). A nexthop no port holds is a blackhole whose
+/// target is the nexthop itself, as OCCM reports it.
+pub fn listed_route(
+    route: &ExtraRoute,
+    owner: Option<&NexthopOwner>,
+    provider_id: impl Fn(&str) -> String,
+) -> Route {
+    let nexthop = NodeAddress::new(AddressType::InternalIP, route.nexthop.clone());
+    match owner {
+        Some(owner) => Route {
+            name: route.destination.clone(),
+            target_node: owner
+                .server_name
+                .clone()
+                .unwrap_or_else(|| owner.server_id.clone()),
+            destination_cidr: route.destination.clone(),
+            blackhole: false,
+            target_node_addresses: vec![nexthop],
+            target_provider_id: provider_id(&owner.server_id),
+        },
+        None => Route {
+            name: route.destination.clone(),
+            target_node: route.nexthop.clone(),
+            destination_cidr: route.destination.clone(),
+            blackhole: true,
+            target_node_addresses: vec![nexthop],
+            target_provider_id: String::new(),
+        },
+    }
+}
+
+/// The nexthop of a new route to `route`'s target: its first InternalIP of the destination's
+/// family (OCCM's `getAddrByNodeName`). An error when the destination is not a CIDR or the
+/// target has no such address.
+pub fn nexthop_for(route: &Route) -> Result<String, ProviderError> {
+    let destination: IpNet = route.destination_cidr.trim().parse().map_err(|_| {
+        ProviderError::InvalidArgument(format!(
+            "route destination {:?} is not a CIDR",
+            route.destination_cidr
+        ))
+    })?;
+    route
+        .target_node_addresses
+        .iter()
+        .filter(|a| a.kind == AddressType::InternalIP)
+        .filter_map(|a| a.address.parse::<IpAddr>().ok())
+        .find(|ip| ip.is_ipv4() == destination.addr().is_ipv4())
+        .map(|ip| ip.to_string())
+        .ok_or_else(|| {
+            ProviderError::InvalidArgument(format!(
+                "node {} has no InternalIP of the family of {} to route it to",
+                route.target_node, route.destination_cidr
+            ))
+        })
+}
+
+/// The nexthop of a listed route that is to be deleted: the InternalIP it was listed with.
+pub fn listed_nexthop(route: &Route) -> Option<String> {
+    route
+        .target_node_addresses
+        .iter()
+        .find(|a| a.kind == AddressType::InternalIP)
+        .map(|a| a.address.clone())
+}
+
+/// The router's full route list with `route` added; `None` when it is there already (for a
+/// router without `extraroute-atomic`, written whole with `If-Match`).
+pub fn with_route(routes: &[ExtraRoute], route: &ExtraRoute) -> Option<Vec<ExtraRoute>> {
+    if routes.contains(route) {
+        return None;
+    }
+    let mut all = routes.to_vec();
+    all.push(route.clone());
+    Some(all)
+}
+
+/// The router's full route list without `route`; `None` when it is not there.
+pub fn without_route(routes: &[ExtraRoute], route: &ExtraRoute) -> Option<Vec<ExtraRoute>> {
+    routes
+        .contains(route)
+        .then(|| routes.iter().filter(|r| *r != route).cloned().collect())
+}
+
+/// One allowed address pair of a port.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddressPair {
+    /// An address or CIDR the port may send from.
+    pub ip_address: String,
+    /// Its MAC, when given (OCCM adds pairs without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac_address: Option<String>,
+}
+
+/// The port's pairs with the pod CIDR added, so port security lets the node send from its pods'
+/// addresses (OCCM adds a pair with no MAC); `None` when a pair for the CIDR is there already.
+pub fn pairs_with(pairs: &[AddressPair], cidr: &str) -> Option<Vec<AddressPair>> {
+    if pairs.iter().any(|p| p.ip_address == cidr) {
+        return None;
+    }
+    let mut all = pairs.to_vec();
+    all.push(AddressPair {
+        ip_address: cidr.to_owned(),
+        mac_address: None,
+    });
+    Some(all)
+}
+
+/// The port's pairs without the pod CIDR's; `None` when it has none.
+pub fn pairs_without(pairs: &[AddressPair], cidr: &str) -> Option<Vec<AddressPair>> {
+    pairs
+        .iter()
+        .any(|p| p.ip_address == cidr)
+        .then(|| pairs.iter().filter(|p| p.ip_address != cidr).cloned().collect())
+}
+
+/// A port as the nexthop lookup sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct PortView {
+    /// Its ID.
+    #[serde(default)]
+    pub id: String,
+    /// What it is attached to: a server's ID for a server's port.
+    #[serde(default)]
+    pub device_id: String,
+    /// `compute:<zone>` for a server's port, `network:…` for Neutron's own.
+    #[serde(default)]
+    pub device_owner: String,
+    /// Its addresses.
+    #[serde(default)]
+    pub fixed_ips: Vec<FixedIp>,
+    /// Its allowed address pairs.
+    #[serde(default)]
+    pub allowed_address_pairs: Vec<AddressPair>,
+    /// Port security; `None` when the extension is off (then pairs are not used).
+    #[serde(default)]
+    pub port_security_enabled: Option<bool>,
+    /// Its revision, for an `If-Match` write.
+    #[serde(default)]
+    pub revision_number: u64,
+}
+
+/// One address of a port.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct FixedIp {
+    /// The address.
+    #[serde(default)]
+    pub ip_address: String,
+}
+
+impl PortView {
+    /// Whether a server owns the port (Nova's `compute:*` owners), not a router or DHCP.
+    pub fn is_servers(&self) -> bool {
+        self.device_owner.starts_with("compute:") && !self.device_id.is_empty()
+    }
+}
+
+/// The server holding each address, from a port list: only servers' ports count (a nexthop on a
+/// router's own port is no node). Addresses no such port holds have no owner.
+pub fn nexthop_owners(ports: &[PortView]) -> HashMap<String, String> {
+    ports
+        .iter()
+        .filter(|p| p.is_servers())
+        .flat_map(|p| {
+            p.fixed_ips
+                .iter()
+                .map(|ip| (ip.ip_address.clone(), p.device_id.clone()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn router(routes: &[(&str, &str)], tags: &[String]) -> RouterView {
+        RouterView {
+            id: "r1".into(),
+            routes: routes.iter().map(|(d, n)| ExtraRoute::new(*d, *n)).collect(),
+            tags: tags.iter().cloned().collect(),
+            revision_number: 3,
+        }
+    }
+
+    fn tag(cluster: &str, d: &str, n: &str) -> String {
+        ownership_tag(cluster, &ExtraRoute::new(d, n))
+    }
+
+    #[test]
+    fn a_tag_names_cluster_destination_and_nexthop_and_has_no_slash() {
+        let t = tag("prod", "10.244.1.0/24", "10.0.0.5");
+        assert_eq!(t, "kube-route:prod:10.244.1.0_24:10.0.0.5");
+        assert!(!tag("prod", "fd00:1::/64", "fd00::5").contains('/'));
+    }
+
+    #[test]
+    fn only_routes_with_this_clusters_tag_are_owned() {
+        // (routes on the router, tags, cluster) → owned destinations
+        let cases: Vec<(&str, RouterView, Vec<&str>)> = vec![
+            (
+                "ours among another cluster's and an operator's on a shared router",
+                router(
+                    &[
+                        ("10.244.1.0/24", "10.0.0.5"),
+                        ("10.244.2.0/24", "10.0.0.6"),
+                        ("192.168.0.0/16", "10.0.0.1"),
+                    ],
+                    &[
+                        tag("a", "10.244.1.0/24", "10.0.0.5"),
+                        tag("b", "10.244.2.0/24", "10.0.0.6"),
+                    ],
+                ),
+                vec!["10.244.1.0/24"],
+            ),
+            (
+                "the same CIDR in both clusters (overlapping cluster CIDRs, OCCM #3128): each its own",
+                router(
+                    &[("10.244.1.0/24", "10.0.0.5"), ("10.244.1.0/24", "10.0.0.9")],
+                    &[
+                        tag("a", "10.244.1.0/24", "10.0.0.5"),
+                        tag("b", "10.244.1.0/24", "10.0.0.9"),
+                    ],
+                ),
+                vec!["10.244.1.0/24"],
+            ),
+            (
+                "an untagged route (made by OCCM before the switch) is not listed",
+                router(&[("10.244.1.0/24", "10.0.0.5")], &[]),
+                vec![],
+            ),
+            (
+                "a tag for another nexthop does not own the route",
+                router(
+                    &[("10.244.1.0/24", "10.0.0.5")],
+                    &[tag("a", "10.244.1.0/24", "10.0.0.7")],
+                ),
+                vec![],
+            ),
+        ];
+        for (name, r, want) in cases {
+            let got: Vec<&str> = owned_routes(&r, "a")
+                .into_iter()
+                .map(|r| r.destination.as_str())
+                .collect();
+            assert_eq!(got, want, "{name}");
+        }
+        // Cluster b sees only its own route of the shared CIDR.
+        let shared = router(
+            &[("10.244.1.0/24", "10.0.0.5"), ("10.244.1.0/24", "10.0.0.9")],
+            &[
+                tag("a", "10.244.1.0/24", "10.0.0.5"),
+                tag("b", "10.244.1.0/24", "10.0.0.9"),
+            ],
+        );
+        assert_eq!(
+            owned_routes(&shared, "b"),
+            [&ExtraRoute::new("10.244.1.0/24", "10.0.0.9")]
+        );
+    }
+
+    #[test]
+    fn a_tag_without_its_route_is_stale_and_another_clusters_never() {
+        let r = router(
+            &[("10.244.1.0/24", "10.0.0.5")],
+            &[
+                tag("a", "10.244.1.0/24", "10.0.0.5"),
+                tag("a", "10.244.3.0/24", "10.0.0.8"),
+                tag("ab", "10.244.4.0/24", "10.0.0.8"),
+                tag("b", "10.244.9.0/24", "10.0.0.8"),
+                "unrelated".into(),
+            ],
+        );
+        assert_eq!(stale_tags(&r, "a"), [tag("a", "10.244.3.0/24", "10.0.0.8")]);
+    }
+
+    #[test]
+    fn a_listed_route_names_its_server_or_is_a_blackhole() {
+        let pid = |id: &str| format!("openstack:///{id}");
+        let route = ExtraRoute::new("10.244.1.0/24", "10.0.0.5");
+        let owner = NexthopOwner {
+            server_id: "s-1".into(),
+            server_name: Some("node-1".into()),
+        };
+        let listed = listed_route(&route, Some(&owner), pid);
+        assert_eq!(listed.name, "10.244.1.0/24");
+        assert_eq!(listed.target_node, "node-1");
+        assert_eq!(listed.target_provider_id, "openstack:///s-1");
+        assert!(!listed.blackhole);
+        assert_eq!(listed_nexthop(&listed).as_deref(), Some("10.0.0.5"));
+
+        let nameless = NexthopOwner {
+            server_name: None,
+            ..owner
+        };
+        assert_eq!(listed_route(&route, Some(&nameless), pid).target_node, "s-1");
+
+        let dead = listed_route(&route, None, pid);
+        assert!(dead.blackhole);
+        assert_eq!(
+            dead.target_node, "10.0.0.5",
+            "OCCM names a blackhole's target by its nexthop"
+        );
+        assert_eq!(dead.target_provider_id, "");
+        assert_eq!(listed_nexthop(&dead).as_deref(), Some("10.0.0.5"));
+    }
+
+    /// OCCM's `TestGetAddrByNodeName`: the first InternalIP of the destination's family.
+    #[test]
+    fn the_nexthop_is_the_first_internal_ip_of_the_destinations_family() {
+        let addresses = vec![
+            NodeAddress::new(AddressType::ExternalIP, "203.0.113.5"),
+            NodeAddress::new(AddressType::InternalIP, "fd00::5"),
+            NodeAddress::new(AddressType::InternalIP, "10.0.0.5"),
+            NodeAddress::new(AddressType::InternalIP, "10.0.0.6"),
+            NodeAddress::new(AddressType::Hostname, "node-1"),
+        ];
+        let route = |cidr: &str, addresses: Vec<NodeAddress>| Route {
+            target_node: "node-1".into(),
+            destination_cidr: cidr.into(),
+            target_node_addresses: addresses,
+            ..Route::default()
+        };
+        let cases = [
+            ("10.244.1.0/24", addresses.clone(), Ok("10.0.0.5")),
+            ("fd00:1::/64", addresses.clone(), Ok("fd00::5")),
+            (
+                "10.244.1.0/24",
+                vec![NodeAddress::new(AddressType::ExternalIP, "203.0.113.5")],
+                Err("has no InternalIP"),
+            ),
+            ("not-a-cidr", addresses, Err("is not a CIDR")),
+        ];
+        for (cidr, addresses, want) in cases {
+            let got = nexthop_for(&route(cidr, addresses));
+            match (got, want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{cidr}"),
+                (Err(ProviderError::InvalidArgument(m)), Err(want)) => assert!(m.contains(want), "{m}"),
+                (got, want) => panic!("{cidr}: {got:?}, wanted {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn full_list_and_pair_edits_are_none_when_nothing_changes() {
+        let a = ExtraRoute::new("10.244.1.0/24", "10.0.0.5");
+        let b = ExtraRoute::new("10.244.2.0/24", "10.0.0.6");
+        assert_eq!(
+            with_route(std::slice::from_ref(&a), &b),
+            Some(vec![a.clone(), b.clone()])
+        );
+        assert_eq!(with_route(std::slice::from_ref(&a), &a), None);
+        assert_eq!(without_route(&[a.clone(), b.clone()], &a), Some(vec![b.clone()]));
+        assert_eq!(without_route(std::slice::from_ref(&b), &a), None);
+
+        let mac = AddressPair {
+            ip_address: "10.0.0.100".into(),
+            mac_address: Some("fa:16:3e:00:00:01".into()),
+        };
+        let with = pairs_with(std::slice::from_ref(&mac), "10.244.1.0/24").unwrap();
+        assert_eq!(with.len(), 2);
+        assert_eq!(with[1].mac_address, None, "OCCM adds the pair without a MAC");
+        assert_eq!(pairs_with(&with, "10.244.1.0/24"), None);
+        assert_eq!(pairs_without(&with, "10.244.1.0/24"), Some(vec![mac.clone()]));
+        assert_eq!(pairs_without(&[mac], "10.244.1.0/24"), None);
+    }
+
+    #[test]
+    fn nexthop_owners_come_from_ports_of_servers() {
+        let port = |owner: &str, device: &str, ips: &[&str]| PortView {
+            id: format!("p-{device}"),
+            device_id: device.into(),
+            device_owner: owner.into(),
+            fixed_ips: ips
+                .iter()
+                .map(|ip| FixedIp {
+                    ip_address: (*ip).into(),
+                })
+                .collect(),
+            allowed_address_pairs: vec![],
+            port_security_enabled: Some(true),
+            revision_number: 1,
+        };
+        let ports = [
+            port("compute:nova", "s-1", &["10.0.0.5", "fd00::5"]),
+            port("network:router_interface", "r-1", &["10.0.0.1"]),
+            port("compute:nova", "", &["10.0.0.9"]),
+        ];
+        let owners = nexthop_owners(&ports);
+        assert_eq!(owners.get("10.0.0.5").map(String::as_str), Some("s-1"));
+        assert_eq!(owners.get("fd00::5").map(String::as_str), Some("s-1"));
+        assert!(!owners.contains_key("10.0.0.1"), "a router's own port is no node");
+        assert!(!owners.contains_key("10.0.0.9"), "an unattached port is no node");
+    }
+}
