@@ -26,7 +26,7 @@
 //! - [`routes`]: pod-CIDR routes as the router's extra routes, owned through router tags.
 
 pub mod auth;
-pub mod cloud_config;
 pub mod client;
+pub mod cloud_config;
 pub mod nodes;
 pub mod routes;
