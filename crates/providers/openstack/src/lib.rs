@@ -23,10 +23,13 @@
 //! - [`cloud_config`]: OCCM's `cloud.conf`, read as OCCM reads it.
 //! - [`client`]: the authenticated HTTP client (Keystone, catalog, typed API errors).
 //! - [`nodes`]: OCCM's node decisions (providerIDs, addresses, zone, instance type), pure.
+//! - [`instances`]: InstancesV2 for a batch of Nodes in a bounded number of calls.
+//! - [`provider`]: [`OpenStackProvider`], what the gateway serves.
 //! - [`routes`]: pod-CIDR routes as the router's extra routes, owned through router tags.
 
 pub mod auth;
 pub mod client;
 pub mod cloud_config;
+pub mod instances;
 pub mod nodes;
 pub mod routes;
