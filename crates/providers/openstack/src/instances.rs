@@ -23,8 +23,10 @@ use crate::{
     nodes::{
         AddressOptions, Flavor, FlavorLookups, InstanceTypeChoice, Network, Port, ProviderIdScheme, Server,
         SubportAddresses, batch_name_filters, by_name::DEFAULT_MAX_NAME_FILTER_LEN, choose_instance_type,
-        instance_metadata, is_shutdown, match_by_name, resolve_trunk_subports, trunk_subport_ids,
+        instance_metadata, is_shutdown, match_by_name, metadata::instance_type_of_flavor,
+        resolve_trunk_subports, trunk_subport_ids,
     },
+    routes::path_segment,
 };
 
 /// The Nova microversion of server reads: 2.47 embeds the flavor's name in the server.
@@ -43,6 +45,9 @@ pub struct OpenStackInstances {
     /// Flavors looked up, by ID (`None`: the GET failed). Only for servers whose flavor has no
     /// usable `original_name`; flavors do not change once made.
     flavors: Mutex<FlavorLookups>,
+    /// Every flavor, listed once when a server names its flavor only by a name that is no
+    /// valid label value (microversion 2.47 carries no flavor ID): OCCM labels the ID then.
+    all_flavors: tokio::sync::OnceCell<Vec<Flavor>>,
 }
 
 /// How a Node of the batch is to be found.
@@ -64,6 +69,7 @@ impl OpenStackInstances {
             scheme,
             addresses,
             flavors: Mutex::default(),
+            all_flavors: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -100,7 +106,7 @@ impl OpenStackInstances {
     async fn server(&self, id: &str) -> Result<Option<Server>> {
         let answer = self
             .client
-            .get(Service::Compute, &format!("/servers/{id}"))
+            .get(Service::Compute, &format!("/servers/{}", path_segment(id)))
             .microversion(SERVER_MICROVERSION)
             .send()
             .await;
@@ -192,6 +198,12 @@ impl OpenStackInstances {
             match choice {
                 InstanceTypeChoice::Known(t) => return Ok(t),
                 InstanceTypeChoice::NotFound => {
+                    if server.flavor.id.is_none()
+                        && let Some(name) = &server.flavor.original_name
+                        && let Some(flavor) = self.flavor_named(name).await?
+                    {
+                        return Ok(instance_type_of_flavor(&flavor));
+                    }
                     return Err(ProviderError::Internal(format!(
                         "the flavor of server {} ({:?}) was not found",
                         server.id, server.flavor
@@ -200,7 +212,7 @@ impl OpenStackInstances {
                 InstanceTypeChoice::NeedsFlavor(id) => {
                     let looked_up = match self
                         .client
-                        .get(Service::Compute, &format!("/flavors/{id}"))
+                        .get(Service::Compute, &format!("/flavors/{}", path_segment(&id)))
                         .send()
                         .await
                     {
@@ -215,6 +227,15 @@ impl OpenStackInstances {
                 }
             }
         }
+    }
+
+    /// The flavor named `name`, from one listing of every flavor (made once).
+    async fn flavor_named(&self, name: &str) -> Result<Option<Flavor>> {
+        let all = self
+            .all_flavors
+            .get_or_try_init(|| self.list::<Flavor>(Service::Compute, "/flavors/detail", &[], "flavors"))
+            .await?;
+        Ok(all.iter().find(|f| f.name == name).cloned())
     }
 
     /// What the cloud knows of `server`.

@@ -32,4 +32,7 @@ pub mod client;
 pub mod cloud_config;
 pub mod instances;
 pub mod nodes;
+pub mod provider;
 pub mod routes;
+
+pub use provider::OpenStackProvider;

@@ -172,3 +172,37 @@ async fn a_node_named_otherwise_than_its_server_is_found_by_provider_id() {
     assert_eq!(info.metadata.instance_type, "m1.small");
     cloud.delete_server(&client, &id).await;
 }
+
+/// A flavor whose name is no valid label value: OCCM labels its ID. Nova at 2.47 names the
+/// flavor of a server without its ID, so the ID comes from the flavor list.
+#[tokio::test]
+async fn a_flavor_named_no_valid_label_value_is_labelled_by_its_id() {
+    let cloud = cloud();
+    let admin = cloud.admin().await;
+    let flavor_name = format!("tiny {}", cloud.unique_name("spaced"));
+    let flavor: serde_json::Value = admin
+        .post(Service::Compute, "/flavors")
+        .json(&serde_json::json!({"flavor": {
+            "name": flavor_name, "ram": 64, "vcpus": 1, "disk": 1,
+            "os-flavor-access:is_public": true,
+        }}))
+        .send_json()
+        .await
+        .unwrap();
+    let flavor_id = flavor["flavor"]["id"].as_str().unwrap().to_owned();
+    let client = cloud.client(User::Ccm).await;
+    let name = cloud.unique_name("oddflavor");
+    let id = cloud.boot_server(&client, &name, &flavor_id, "private").await;
+    let instances = OpenStackInstances::new(client.clone(), scheme(false), AddressOptions::default());
+    let answers = instances
+        .lookup_instances(&[NodeRef::by_name(&name)])
+        .await
+        .unwrap();
+    assert_eq!(answers[0].as_ref().unwrap().metadata.instance_type, flavor_id);
+    cloud.delete_server(&client, &id).await;
+    admin
+        .delete(Service::Compute, &format!("/flavors/{flavor_id}"))
+        .send_empty()
+        .await
+        .unwrap();
+}

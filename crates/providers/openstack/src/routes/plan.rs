@@ -273,6 +273,48 @@ pub fn nexthop_owners(ports: &[PortView]) -> HashMap<String, String> {
         .collect()
 }
 
+/// The route an ownership tag of `cluster` names; `None` for a tag that is not one of the
+/// cluster's ownership tags. The inverse of [`ownership_tag`] (the destination has exactly one
+/// `_`, written for its `/`; the nexthop follows the `:` after it, IPv6 colons and all).
+pub fn parse_ownership_tag(cluster: &str, tag: &str) -> Option<ExtraRoute> {
+    let rest = tag.strip_prefix(&format!("{TAG_PREFIX}:{cluster}:"))?;
+    let underscore = rest.find('_')?;
+    let colon = underscore + rest[underscore..].find(':')?;
+    let (destination, nexthop) = (&rest[..colon], &rest[colon + 1..]);
+    (!nexthop.is_empty() && !destination.is_empty())
+        .then(|| ExtraRoute::new(destination.replace('_', "/"), nexthop))
+}
+
+/// The ownership tags of *other* clusters for exactly `route` (two clusters routing the same CIDR
+/// to the same node): while one remains, deleting our route only removes our tag.
+pub fn other_owner_tags(router: &RouterView, cluster: &str, route: &ExtraRoute) -> Vec<String> {
+    let ours = ownership_tag(cluster, route);
+    let suffix = format!(":{}:{}", route.destination.replace('/', "_"), route.nexthop);
+    let prefix = format!("{TAG_PREFIX}:");
+    router
+        .tags
+        .iter()
+        .filter(|t| {
+            **t != ours
+                && t.starts_with(&prefix)
+                && t.ends_with(&suffix)
+                && t.len() > prefix.len() + suffix.len()
+        })
+        .cloned()
+        .collect()
+}
+
+/// Whether the pod CIDR's allowed address pair on a port is still needed by a route of the
+/// router other than `route` (any owner, tagged or not: an OCCM route made before the switch, or
+/// another cluster's): a route to the same destination via one of the port's addresses.
+pub fn pair_still_needed(routes: &[ExtraRoute], route: &ExtraRoute, port_addresses: &[FixedIp]) -> bool {
+    routes.iter().any(|r| {
+        r != route
+            && r.destination == route.destination
+            && port_addresses.iter().any(|ip| ip.ip_address == r.nexthop)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -494,5 +536,83 @@ mod tests {
         assert_eq!(owners.get("fd00::5").map(String::as_str), Some("s-1"));
         assert!(!owners.contains_key("10.0.0.1"), "a router's own port is no node");
         assert!(!owners.contains_key("10.0.0.9"), "an unattached port is no node");
+    }
+}
+
+#[cfg(test)]
+mod added_tests {
+    use super::*;
+
+    #[test]
+    fn an_ownership_tag_reads_back_as_its_route() {
+        for (cluster, d, n) in [
+            ("prod", "10.244.1.0/24", "10.0.0.5"),
+            ("a:b", "10.244.1.0/24", "10.0.0.5"),
+            ("prod", "fd00:1::/64", "fd00:10::5"),
+            ("prod_x", "fd00:1:2:3::/64", "10.0.0.5"),
+        ] {
+            let route = ExtraRoute::new(d, n);
+            let tag = ownership_tag(cluster, &route);
+            assert_eq!(parse_ownership_tag(cluster, &tag), Some(route), "{tag}");
+        }
+        assert_eq!(
+            parse_ownership_tag("prod", "kube-route:other:10.244.1.0_24:10.0.0.5"),
+            None
+        );
+        assert_eq!(parse_ownership_tag("prod", "kube-route:prod:garbage"), None);
+        assert_eq!(
+            parse_ownership_tag("prod", "kube-route:prod:10.244.1.0_24:"),
+            None
+        );
+        assert_eq!(parse_ownership_tag("prod", "unrelated"), None);
+    }
+
+    #[test]
+    fn other_owners_of_the_same_route_are_found_and_of_other_routes_not() {
+        let route = ExtraRoute::new("10.244.1.0/24", "10.0.0.5");
+        let router = RouterView {
+            tags: [
+                ownership_tag("a", &route),
+                ownership_tag("b", &route),
+                ownership_tag("c", &ExtraRoute::new("10.244.1.0/24", "10.0.0.55")),
+                ownership_tag("d", &ExtraRoute::new("110.244.1.0/24", "10.0.0.5")),
+                "kube-route::10.244.1.0_24:10.0.0.5".to_owned(),
+                "x:10.244.1.0_24:10.0.0.5".to_owned(),
+            ]
+            .into_iter()
+            .collect(),
+            ..RouterView::default()
+        };
+        assert_eq!(
+            other_owner_tags(&router, "a", &route),
+            [ownership_tag("b", &route)]
+        );
+        assert_eq!(
+            other_owner_tags(&router, "b", &route),
+            [ownership_tag("a", &route)]
+        );
+    }
+
+    #[test]
+    fn a_pair_is_needed_while_another_route_to_the_cidr_goes_via_the_port() {
+        let ips = |a: &[&str]| -> Vec<FixedIp> {
+            a.iter()
+                .map(|ip| FixedIp {
+                    ip_address: (*ip).to_owned(),
+                })
+                .collect()
+        };
+        let ours = ExtraRoute::new("10.244.1.0/24", "10.0.0.5");
+        let via_other_ip = ExtraRoute::new("10.244.1.0/24", "10.0.0.6");
+        let elsewhere = ExtraRoute::new("10.244.1.0/24", "10.0.0.9");
+        let other_cidr = ExtraRoute::new("10.244.2.0/24", "10.0.0.5");
+        let port = ips(&["10.0.0.5", "10.0.0.6"]);
+        assert!(!pair_still_needed(std::slice::from_ref(&ours), &ours, &port));
+        assert!(!pair_still_needed(
+            &[ours.clone(), elsewhere, other_cidr],
+            &ours,
+            &port
+        ));
+        assert!(pair_still_needed(&[ours.clone(), via_other_ip], &ours, &port));
     }
 }
