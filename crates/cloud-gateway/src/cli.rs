@@ -138,6 +138,12 @@ pub enum ProviderKind {
         value(help = "NOT IN THIS BUILD (needs the cargo feature `aws`): Amazon Web Services")
     )]
     Aws,
+    /// OpenStack: Nova instances, Neutron router routes, as openstack-cloud-controller-manager.
+    #[cfg_attr(
+        not(feature = "openstack"),
+        value(help = "NOT IN THIS BUILD (needs the cargo feature `openstack`): OpenStack")
+    )]
+    Openstack,
 }
 
 impl ProviderKind {
@@ -146,6 +152,7 @@ impl ProviderKind {
         match self {
             Self::Simulator => "simulator",
             Self::Aws => "aws",
+            Self::Openstack => "openstack",
         }
     }
 }
@@ -158,8 +165,10 @@ impl ProviderKind {
     command(next_help_heading = "AWS options (NOT IN THIS BUILD: need the cargo feature `aws`)")
 )]
 pub struct AwsArgs {
-    /// cloud-provider-aws's cloud-config file (gcfg INI: `[Global]`, `[ServiceOverride "n"]`), as
-    /// its `--cloud-config` reads it; see docs/aws.md. The `--aws-*` flags given explicitly
+    /// The vendor CCM's cloud config file. With `--provider openstack` (required there):
+    /// openstack-cloud-controller-manager's `cloud.conf` (`[Global]`, `[Networking]`, `[Route]`,
+    /// ...), see docs/openstack.md. With `--provider aws`: cloud-provider-aws's cloud-config file
+    /// (gcfg INI: `[Global]`, `[ServiceOverride "n"]`), as its `--cloud-config` reads it; see docs/aws.md. The `--aws-*` flags given explicitly
     /// override the file's values (region, VPC, subnet, route table, cluster ID and legacy tag;
     /// `--aws-endpoint-url` replaces its `[ServiceOverride]` endpoints). Needs `--provider aws`.
     /// A malformed file stops the gateway, naming the line and key.
@@ -379,24 +388,34 @@ pub enum SetupError {
     #[cfg(feature = "aws")]
     #[error("cannot set up AWS: {0}")]
     Aws(#[from] provider_aws::AwsSetupError),
-    /// cloud-provider-aws's cloud-config file is unreadable, malformed or refused; the message
-    /// names the file, line and key.
-    #[cfg(feature = "aws")]
+    /// The vendor CCM's cloud config file is unreadable, malformed or refused; the message names
+    /// the file, line and key.
     #[error("{0}")]
-    CloudConfig(#[from] provider_aws::cloud_config::CloudConfigError),
+    CloudConfig(#[from] gcfg::Error),
+    /// OpenStack cannot be set up (Keystone refused us, no endpoint, no router); OCCM's
+    /// cloud.conf errors come as [`SetupError::CloudConfig`] (the same gcfg reader).
+    #[cfg(feature = "openstack")]
+    #[error("cannot set up OpenStack: {0}")]
+    OpenStack(#[from] provider_openstack::provider::SetupError),
+    /// `--provider openstack` without `--cloud-config`.
+    #[error("--provider openstack needs --cloud-config: openstack-cloud-controller-manager's cloud.conf")]
+    NoCloudConfig,
 }
 
 impl Args {
     /// The gateway settings, validated.
     pub fn gateway_config(&self) -> Result<GatewayConfig, SetupError> {
-        if self.provider != ProviderKind::Aws
+        if !matches!(self.provider, ProviderKind::Aws | ProviderKind::Openstack)
             && let Some(path) = &self.aws.cloud_config
         {
             return Err(SetupError::Config(format!(
-                "--cloud-config {} is cloud-provider-aws's configuration file: it needs --provider aws (the provider is {})",
+                "--cloud-config {} is a vendor CCM's configuration file: it needs --provider aws or openstack (the provider is {})",
                 path.display(),
                 self.provider.name()
             )));
+        }
+        if self.provider == ProviderKind::Openstack && self.aws.cloud_config.is_none() {
+            return Err(SetupError::NoCloudConfig);
         }
         let read_limit = Limit::new(self.read_rate, self.read_burst)
             .map_err(|e| SetupError::Config(format!("read limit: {e}")))?;
@@ -482,7 +501,32 @@ impl Args {
                 let aws = provider_aws::AwsProvider::new(config).await?;
                 Ok((aws, None))
             }
-            #[cfg(not(all(feature = "simulator", feature = "aws")))]
+            #[cfg(feature = "openstack")]
+            ProviderKind::Openstack => {
+                let path = self
+                    .aws
+                    .cloud_config
+                    .as_deref()
+                    .ok_or(SetupError::NoCloudConfig)?;
+                let file = provider_openstack::cloud_config::read(path)?;
+                let regional = provider_openstack::cloud_config::regional_from_env(
+                    std::env::var(provider_openstack::cloud_config::REGIONAL_ENV)
+                        .ok()
+                        .as_deref(),
+                );
+                let config = file.to_config(regional).map_err(|e| e.in_file(path))?;
+                let notices: Vec<String> = file.notices().iter().map(ToString::to_string).collect();
+                if !notices.is_empty() {
+                    tracing::warn!(
+                        "cloud config {}: settings without effect: {}",
+                        path.display(),
+                        notices.join("; ")
+                    );
+                }
+                let openstack = provider_openstack::OpenStackProvider::connect(&config).await?;
+                Ok((openstack, None))
+            }
+            #[cfg(not(all(feature = "simulator", feature = "aws", feature = "openstack")))]
             missing => Err(SetupError::NotBuiltIn {
                 provider: missing.name(),
             }),
@@ -682,7 +726,7 @@ mod tests {
         let err = args.gateway_config().unwrap_err().to_string();
         assert!(
             err.contains("--cloud-config /etc/kubernetes/cloud.conf")
-                && err.contains("needs --provider aws")
+                && err.contains("needs --provider aws or openstack")
                 && err.contains("the provider is simulator"),
             "{err}"
         );
@@ -765,6 +809,42 @@ mod tests {
             config.load_balancers.elb_security_group.as_deref(),
             Some("sg-shared")
         );
+    }
+
+    #[test]
+    fn provider_openstack_needs_occms_cloud_conf() {
+        let args = Args::parse_from(["cloud-gateway", "--insecure-plaintext", "--provider=openstack"]);
+        let err = args.gateway_config().unwrap_err().to_string();
+        assert!(err.contains("--provider openstack needs --cloud-config"), "{err}");
+    }
+
+    /// OCCM's cloud.conf: a malformed value, a key we refuse (clouds.yaml) and a missing
+    /// required key stop the gateway before any call, naming the file, the line and the key.
+    #[cfg(feature = "openstack")]
+    #[tokio::test]
+    async fn a_malformed_or_refused_openstack_cloud_conf_stops_start_up_naming_file_line_and_key() {
+        const GLOBAL: &str = "[Global]\nauth-url = http://127.0.0.1:1/v3\nusername = u\npassword = p\ntenant-name = t\ndomain-name = Default\nregion = r\n";
+        for (text, needle) in [
+            (format!("{GLOBAL}[LoadBalancer]\nmonitor-delay = 5\n"), "line 9"),
+            (format!("{GLOBAL}use-clouds = true\n"), "use-clouds"),
+            (
+                "[Global]\nauth-url = http://127.0.0.1:1/v3\n".to_owned(),
+                "region",
+            ),
+        ] {
+            let file = tempfile::NamedTempFile::new().unwrap();
+            std::fs::write(file.path(), &text).unwrap();
+            let path = file.path().to_str().unwrap();
+            let args = Args::parse_from([
+                "cloud-gateway",
+                "--provider=openstack",
+                "--insecure-plaintext",
+                "--cloud-config",
+                path,
+            ]);
+            let err = args.provider().await.err().expect("refused").to_string();
+            assert!(err.contains(path) && err.contains(needle), "{text}: {err}");
+        }
     }
 
     #[cfg(feature = "aws")]
