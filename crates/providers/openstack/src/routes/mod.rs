@@ -667,6 +667,53 @@ impl OpenStackRoutes {
     }
 }
 
+impl OpenStackRoutes {
+    /// The nexthop of a new route: the target's first InternalIP of the destination's family, as
+    /// OCCM. A caller that sends no address (the route controller always does; another client
+    /// of the contract may name the target only) gets the target's server found by providerID,
+    /// else by name, and its ports' addresses.
+    async fn nexthop(&self, route: &Route) -> provider::Result<String> {
+        let sent_addresses = route
+            .target_node_addresses
+            .iter()
+            .any(|a| a.kind == provider::AddressType::InternalIP);
+        if sent_addresses {
+            return plan::nexthop_for(route);
+        }
+        let server_id = if route.target_provider_id.is_empty() {
+            let servers: Vec<crate::nodes::Server> = self
+                .client
+                .get(Service::Compute, "/servers")
+                .query(&[("name", crate::nodes::name_filter(&route.target_node))])
+                .send_paginated("servers", 10)
+                .await?;
+            crate::nodes::match_by_name(&route.target_node, &servers)
+                .into_result(&route.target_node)?
+                .id
+                .clone()
+        } else {
+            self.scheme.server_id(&route.target_provider_id)?.to_owned()
+        };
+        let ports: Vec<crate::nodes::Port> = self
+            .client
+            .get(Service::Network, "/ports")
+            .query(&[("device_id", server_id.as_str())])
+            .send_paginated("ports", 10)
+            .await?;
+        let found = Route {
+            target_node_addresses: ports
+                .iter()
+                .flat_map(|p| &p.fixed_ips)
+                .map(|ip| {
+                    provider::NodeAddress::new(provider::AddressType::InternalIP, ip.ip_address.clone())
+                })
+                .collect(),
+            ..route.clone()
+        };
+        plan::nexthop_for(&found)
+    }
+}
+
 #[async_trait]
 impl Routes for OpenStackRoutes {
     async fn list_routes(&self, cluster: &str) -> provider::Result<Vec<Route>> {
@@ -693,7 +740,7 @@ impl Routes for OpenStackRoutes {
     }
 
     async fn create_route(&self, cluster: &str, _name_hint: &str, route: &Route) -> provider::Result<()> {
-        let nexthop = plan::nexthop_for(route)?;
+        let nexthop = self.nexthop(route).await?;
         let extra = ExtraRoute::new(route.destination_cidr.trim(), nexthop);
         let tag = plan::ownership_tag(cluster, &extra);
         lock(&self.creating).insert(tag.clone());
