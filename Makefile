@@ -78,6 +78,7 @@ FUZZ_PACKAGES := -p fake-apiserver -p provider-simulator -p cloud-gateway -p con
 fuzz: ## the property tests of every parser of outside input, FUZZ_CASES cases each (default 100000; make test runs 256)
 	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release $(FUZZ_PACKAGES) -- fuzz_
 	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release -p provider-aws --lib --test fuzz -- fuzz_
+	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release -p provider-openstack --lib -- fuzz_
 
 .PHONY: chaos
 chaos: build ## the resilience suite: kills, error storms, watch expiry, a vendor swap; prints a table, writes target/chaos.json
