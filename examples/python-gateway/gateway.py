@@ -68,6 +68,8 @@ CODE_OF = {
     R.ERROR_REASON_UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
     R.ERROR_REASON_INTERNAL: grpc.StatusCode.INTERNAL,
     R.ERROR_REASON_PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
+    # A used-up cloud quota: the same code as THROTTLED, but not a rate limit.
+    R.ERROR_REASON_QUOTA_EXCEEDED: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
 

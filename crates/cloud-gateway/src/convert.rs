@@ -24,6 +24,7 @@ pub fn provider_error(err: ProviderError) -> GatewayError {
         ProviderError::ImplementedElsewhere(m) => GatewayError::ImplementedElsewhere(m),
         ProviderError::RetryAfter { after, message } => GatewayError::RetryAfter { after, message },
         ProviderError::Throttled { retry_after, message } => GatewayError::Throttled { retry_after, message },
+        ProviderError::QuotaExceeded(m) => GatewayError::QuotaExceeded(m),
         ProviderError::InvalidArgument(m) => GatewayError::InvalidArgument(m),
         ProviderError::Unavailable(m) => GatewayError::Unavailable(m),
         ProviderError::Internal(m) => GatewayError::Internal(m),
@@ -411,6 +412,10 @@ mod tests {
                     retry_after: None,
                     message: "x".into(),
                 },
+            ),
+            (
+                ProviderError::QuotaExceeded("x".into()),
+                GatewayError::QuotaExceeded("x".into()),
             ),
             (
                 ProviderError::InvalidArgument("x".into()),

@@ -92,6 +92,8 @@ impl ProviderGate {
             .provider_calls
             .get_or_create(&ProviderCallLabels { operation, outcome })
             .inc();
+        // Only a rate limit slows the gateway down; a used-up quota (QuotaExceeded) is passed
+        // on as it is: calling less often would free none of it.
         if let Err(err) = &result
             && err.is_throttled()
         {
@@ -99,5 +101,67 @@ impl ProviderGate {
             self.scheduler.on_throttled(class);
         }
         result.map_err(provider_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use provider::ProviderError;
+    use token_bucket::Limit;
+
+    use super::*;
+    use crate::adaptive::AdaptiveConfig;
+
+    fn gate() -> ProviderGate {
+        let limit = Limit::new(40.0, 10.0).unwrap();
+        let metrics = Arc::new(Metrics::new());
+        let scheduler = Scheduler::start(limit, limit, AdaptiveConfig::default(), metrics.clone());
+        ProviderGate::new(scheduler, metrics)
+    }
+
+    async fn answer(gate: &ProviderGate, err: ProviderError) -> GatewayError {
+        gate.call(
+            Class::Write,
+            "service-controller",
+            "ensure_load_balancer",
+            || async { Err::<(), _>(err) },
+        )
+        .await
+        .unwrap_err()
+    }
+
+    #[tokio::test]
+    async fn a_used_up_quota_is_passed_on_without_slowing_down_unlike_throttling() {
+        let g = gate();
+        let quota = answer(&g, ProviderError::QuotaExceeded("TooManyLoadBalancers".into())).await;
+        assert_eq!(quota, GatewayError::QuotaExceeded("TooManyLoadBalancers".into()));
+        assert!((g.scheduler().current_rate(Class::Write) - 40.0).abs() < 1e-9);
+        assert_eq!(g.metrics.provider_throttled.get(), 0);
+
+        let throttled = answer(
+            &g,
+            ProviderError::Throttled {
+                retry_after: None,
+                message: "RequestLimitExceeded".into(),
+            },
+        )
+        .await;
+        assert!(
+            matches!(throttled, GatewayError::Throttled { .. }),
+            "{throttled:?}"
+        );
+        assert!(g.scheduler().current_rate(Class::Write) < 40.0 * 0.6);
+        assert_eq!(g.metrics.provider_throttled.get(), 1);
+
+        let rendered = g.metrics.render();
+        for outcome in ["quota_exceeded", "throttled"] {
+            assert!(
+                rendered.contains(&format!(
+                    "cloudgateway_provider_calls_total{{operation=\"ensure_load_balancer\",outcome=\"{outcome}\"}} 1"
+                )),
+                "{rendered}"
+            );
+        }
+        g.scheduler().close();
     }
 }

@@ -39,6 +39,11 @@ pub enum GatewayError {
         /// Human-readable reason.
         message: String,
     },
+    /// A quota of the cloud account is used up; the message names it. Same gRPC code as
+    /// [`GatewayError::Throttled`], but not a rate limit: it is retried with the caller's
+    /// ordinary error backoff, and nobody slows down for it.
+    #[error("quota exceeded: {0}")]
+    QuotaExceeded(String),
     /// The request can never succeed as it is.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -64,7 +69,7 @@ impl GatewayError {
             Self::NotImplemented(_) => Code::Unimplemented,
             Self::ImplementedElsewhere(_) => Code::FailedPrecondition,
             Self::RetryAfter { .. } | Self::Unavailable(_) => Code::Unavailable,
-            Self::Throttled { .. } => Code::ResourceExhausted,
+            Self::Throttled { .. } | Self::QuotaExceeded(_) => Code::ResourceExhausted,
             Self::InvalidArgument(_) => Code::InvalidArgument,
             Self::DeadlineExceeded(_) => Code::DeadlineExceeded,
             Self::Internal(_) => Code::Internal,
@@ -80,6 +85,7 @@ impl GatewayError {
             Self::ImplementedElsewhere(_) => ErrorReason::ImplementedElsewhere,
             Self::RetryAfter { .. } => ErrorReason::RetryAfter,
             Self::Throttled { .. } => ErrorReason::Throttled,
+            Self::QuotaExceeded(_) => ErrorReason::QuotaExceeded,
             Self::InvalidArgument(_) => ErrorReason::InvalidArgument,
             Self::Unavailable(_) => ErrorReason::Unavailable,
             Self::DeadlineExceeded(_) => ErrorReason::Unspecified,
@@ -94,6 +100,7 @@ impl GatewayError {
             Self::InstanceNotFound(m)
             | Self::NotImplemented(m)
             | Self::ImplementedElsewhere(m)
+            | Self::QuotaExceeded(m)
             | Self::InvalidArgument(m)
             | Self::Unavailable(m)
             | Self::DeadlineExceeded(m)
@@ -112,12 +119,14 @@ impl GatewayError {
         }
     }
 
-    /// Whether repeating the same call later can succeed.
+    /// Whether repeating the same call later can succeed. A used-up quota can: once it is
+    /// raised or something is deleted (later, with backoff; not within the call).
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
             Self::RetryAfter { .. }
                 | Self::Throttled { .. }
+                | Self::QuotaExceeded(_)
                 | Self::Unavailable(_)
                 | Self::DeadlineExceeded(_)
         )
@@ -132,7 +141,9 @@ impl GatewayError {
 
     /// Rebuilds the error from a code, a message and an optional detail. A known detail reason
     /// wins; without one the gRPC code decides (so plain gRPC errors such as a transport failure
-    /// or a deadline map sensibly too).
+    /// or a deadline map sensibly too). A reason newer than this client is unknown here and the
+    /// code decides too: a client built before `QUOTA_EXCEEDED` reads it (RESOURCE_EXHAUSTED)
+    /// as [`GatewayError::Throttled`] without a delay.
     pub fn from_parts(code: Code, message: String, detail: Option<&ErrorDetail>) -> Self {
         let reason = detail
             .and_then(|d| ErrorReason::try_from(d.reason).ok())
@@ -154,6 +165,7 @@ impl GatewayError {
                     message,
                 }
             }
+            (ErrorReason::QuotaExceeded, _) => Self::QuotaExceeded(message),
             (ErrorReason::InvalidArgument, _) | (ErrorReason::Unspecified, Code::InvalidArgument) => {
                 Self::InvalidArgument(message)
             }
@@ -267,6 +279,7 @@ mod tests {
                 retry_after: None,
                 message: "slow down".into(),
             },
+            GatewayError::QuotaExceeded("TooManyLoadBalancers: 20 of 20 used".into()),
             GatewayError::InvalidArgument("bad ip".into()),
             GatewayError::Unavailable("try later".into()),
             GatewayError::Internal("boom".into()),
@@ -315,6 +328,49 @@ mod tests {
     }
 
     #[test]
+    fn a_quota_shares_throttlings_code_but_not_its_reason() {
+        let quota = GatewayError::QuotaExceeded("Quota exceeded for resources: ['port']".into());
+        let throttled = GatewayError::Throttled {
+            retry_after: None,
+            message: "slow down".into(),
+        };
+        assert_eq!(quota.code(), Code::ResourceExhausted);
+        assert_eq!(quota.code(), throttled.code());
+        assert_eq!(quota.reason(), ErrorReason::QuotaExceeded);
+        assert_ne!(quota.reason(), throttled.reason());
+        assert_eq!(quota.retry_after(), None);
+        assert!(quota.is_retryable());
+        assert_eq!(
+            quota.to_string(),
+            "quota exceeded: Quota exceeded for resources: ['port']"
+        );
+        let status: Status = quota.clone().into();
+        assert_eq!(status.code(), Code::ResourceExhausted);
+        assert_eq!(GatewayError::from(status), quota);
+    }
+
+    /// What a client built before a reason was added does with it: the value is unknown to it,
+    /// so the code decides. (This is how a client older than QUOTA_EXCEEDED reads one.)
+    #[test]
+    fn a_reason_newer_than_the_client_falls_back_to_the_code() {
+        let unknown = ErrorDetail {
+            reason: 1000,
+            retry_after: None,
+        };
+        assert_eq!(
+            GatewayError::from_parts(Code::ResourceExhausted, "x".into(), Some(&unknown)),
+            GatewayError::Throttled {
+                retry_after: None,
+                message: "x".into()
+            }
+        );
+        assert_eq!(
+            GatewayError::from_parts(Code::Unavailable, "x".into(), Some(&unknown)),
+            GatewayError::Unavailable("x".into())
+        );
+    }
+
+    #[test]
     fn garbage_details_are_ignored_not_fatal() {
         let status = Status::with_details(Code::Unavailable, "x", vec![0xff, 0x00, 0x13].into());
         assert_eq!(GatewayError::from(status), GatewayError::Unavailable("x".into()));
@@ -325,7 +381,9 @@ mod tests {
         let retryable: Vec<bool> = all_errors().iter().map(GatewayError::is_retryable).collect();
         assert_eq!(
             retryable,
-            [false, false, false, true, true, true, false, true, false, false]
+            [
+                false, false, false, true, true, true, true, false, true, false, false
+            ]
         );
     }
 }

@@ -35,6 +35,12 @@ pub enum ProviderError {
         /// The cloud's message.
         message: String,
     },
+    /// A quota of the cloud account is used up (load balancers, target groups, rules per
+    /// security group, routes per table...). The request is fine and succeeds once the quota is
+    /// raised or something is deleted. Not a rate limit: the gateway does not slow down on it.
+    /// The message names the quota (the cloud's own words).
+    #[error("cloud quota exceeded: {0}")]
+    QuotaExceeded(String),
     /// The request can never succeed as it is.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
@@ -47,7 +53,8 @@ pub enum ProviderError {
 }
 
 impl ProviderError {
-    /// Whether this answer says the cloud is throttling us, so the caller should slow down.
+    /// Whether this answer says the cloud is throttling us, so the caller should slow down. A
+    /// used-up quota ([`ProviderError::QuotaExceeded`]) is not: calling less often frees none.
     pub fn is_throttled(&self) -> bool {
         matches!(self, Self::Throttled { .. })
     }
@@ -60,9 +67,28 @@ impl ProviderError {
             Self::ImplementedElsewhere(_) => "implemented_elsewhere",
             Self::RetryAfter { .. } => "retry_after",
             Self::Throttled { .. } => "throttled",
+            Self::QuotaExceeded(_) => "quota_exceeded",
             Self::InvalidArgument(_) => "invalid_argument",
             Self::Unavailable(_) => "unavailable",
             Self::Internal(_) => "internal",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_quota_is_not_throttling() {
+        let quota = ProviderError::QuotaExceeded("TooManyLoadBalancers: 20 of 20".into());
+        assert!(!quota.is_throttled());
+        assert_eq!(quota.metric_label(), "quota_exceeded");
+        let throttled = ProviderError::Throttled {
+            retry_after: None,
+            message: "RequestLimitExceeded".into(),
+        };
+        assert!(throttled.is_throttled());
+        assert_eq!(throttled.metric_label(), "throttled");
     }
 }

@@ -622,7 +622,8 @@ fn rpc_service(method: &str) -> &'static str {
 }
 
 /// Whether asking again soon can succeed (RETRY_AFTER is not: the cloud named its delay, and
-/// the controller requeues after exactly that).
+/// the controller requeues after exactly that). Nor is a used-up quota (QUOTA_EXCEEDED): it is
+/// retryable, but not within seconds; the controller requeues it with its error backoff.
 fn is_transient(err: &GatewayError) -> bool {
     matches!(
         err,
@@ -725,6 +726,18 @@ mod tests {
             })),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_used_up_quota_is_left_to_the_controllers_backoff_unlike_throttling() {
+        let quota = GatewayError::QuotaExceeded("TooManyLoadBalancers".into());
+        assert!(quota.is_retryable());
+        assert!(!is_transient(&quota), "not retried within the call");
+        let throttled = GatewayError::Throttled {
+            retry_after: None,
+            message: "slow down".into(),
+        };
+        assert!(is_transient(&throttled));
     }
 
     #[test]

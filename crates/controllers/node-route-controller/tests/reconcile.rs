@@ -330,6 +330,51 @@ async fn a_failed_create_is_no_route_created_with_a_warning_until_it_succeeds() 
 }
 
 #[tokio::test]
+async fn a_full_route_table_warns_naming_the_quota_and_backs_off_like_other_errors() {
+    let mut h = harness(Leadership::unconditional(), 200).await;
+    h.register(NodeBuilder::new("n1").pod_cidrs(&["10.244.1.0/24"]))
+        .await;
+    let message = "CreateRoute: RouteLimitExceeded: The maximum number of routes has been reached.";
+    h.cloud
+        .fail_routes_to("10.244.1.0/24", Some(GatewayError::QuotaExceeded(message.into())));
+
+    let err = h.reconcile().await.unwrap_err();
+
+    assert!(
+        matches!(
+            &err,
+            Error::Operations {
+                first: GatewayError::QuotaExceeded(_),
+                retry_after: None,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let backoff: Vec<u64> = (1..=3)
+        .map(|n| error_policy(&err, n, Duration::from_secs(10)).as_secs())
+        .collect();
+    assert_eq!(backoff, [1, 2, 4], "the ordinary backoff");
+    assert_eq!(h.condition("n1").await.0, not_created());
+    assert_eq!(h.reasons("n1").await, ["FailedToCreateRoute"]);
+    let notes: Vec<String> = h
+        .events
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|e| e.note)
+        .collect();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains(&format!("quota exceeded: {message}"))),
+        "{notes:?}"
+    );
+}
+
+#[tokio::test]
 async fn without_a_route_list_nothing_changes_but_new_nodes_get_no_route_created() {
     let mut h = harness(Leadership::unconditional(), 200).await;
     h.register(NodeBuilder::new("old").pod_cidrs(&["10.244.1.0/24"]))

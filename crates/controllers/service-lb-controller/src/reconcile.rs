@@ -272,6 +272,10 @@ impl Error {
                 source: GatewayError::RetryAfter { .. },
                 ..
             } => "retry_after",
+            Self::Cloud {
+                source: GatewayError::QuotaExceeded(_),
+                ..
+            } => "quota_exceeded",
             Self::Cloud { .. } => "cloud",
             Self::Write { .. } => "write",
             Self::LoadBalancerGone => "load_balancer_gone",
@@ -326,7 +330,8 @@ pub async fn reconcile(svc: Arc<Service>, ctx: Arc<Context>) -> Result<Action, E
 
 /// Requeues a failed Service: after exactly the delay the cloud asked for (RETRY_AFTER);
 /// a Service the cloud can never serve as it is, at the longest backoff (its next change
-/// triggers a sync anyway); others with exponential backoff (5 s doubling, at most 300 s).
+/// triggers a sync anyway); others, a used-up cloud quota among them, with exponential backoff
+/// (5 s doubling, at most 300 s).
 pub fn error_policy(svc: Arc<Service>, err: &Error, ctx: Arc<Context>) -> Action {
     if matches!(err, Error::NotOwner) {
         return Action::await_change();

@@ -528,6 +528,61 @@ async fn an_invalid_argument_warns_with_the_clouds_message_and_waits_the_longest
     );
 }
 
+#[tokio::test]
+async fn a_used_up_quota_warns_naming_it_and_backs_off_like_other_errors() {
+    let h = harness().await;
+    h.list_nodes(&[node("n1")]);
+    let message = "CreateLoadBalancer: TooManyLoadBalancers: Exceeded quota of account 123456789012";
+    h.cloud.fail_load_balancer_calls(
+        LoadBalancerOp::Ensure,
+        Some(GatewayError::QuotaExceeded(message.into())),
+    );
+    h.create(ServiceBuilder::new("web")).await;
+
+    let mut delays = Vec::new();
+    for attempt in 0..3 {
+        let svc = h
+            .patch(
+                "web",
+                json!({ "metadata": { "annotations": { "attempt": attempt.to_string() } } }),
+            )
+            .await;
+        let err = h.reconcile(&svc).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Cloud {
+                    source: GatewayError::QuotaExceeded(_),
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert_eq!(err.retry_after(), None);
+        delays.push(h.error_policy(&svc, &err));
+    }
+
+    // Neither a fixed delay nor the longest backoff of a Service that can never work: the
+    // quota may be raised any time.
+    assert_eq!(delays, [5, 10, 20].map(secs), "the ordinary backoff");
+    assert!(
+        h.events()
+            .await
+            .contains(&"Warning SyncLoadBalancerFailed".to_owned())
+    );
+    assert_eq!(
+        h.note("SyncLoadBalancerFailed").await,
+        format!("Error syncing load balancer: failed to ensure load balancer: quota exceeded: {message}")
+    );
+    assert!(
+        h.metrics
+            .render()
+            .contains(r#"service_lb_controller_reconcile_errors_total{error="quota_exceeded"} 3"#),
+        "{}",
+        h.metrics.render()
+    );
+}
+
 // --- cleanup --------------------------------------------------------------------------------
 
 #[tokio::test]

@@ -31,20 +31,48 @@ pub const THROTTLING_CODES: &[&str] = &[
     "EC2ThrottledException",
 ];
 
-/// Codes of account quotas: the request is fine, the account is full. Raising the quota or
-/// deleting something fixes it, so it is not an invalid argument.
-const QUOTA_CODES: &[&str] = &[
+/// Codes of account quotas, as the EC2, Classic ELB and ELBv2 API references list them: the
+/// request is fine, the account (or the resource) is full. Raising the quota or deleting
+/// something fixes it, so it is neither an invalid argument nor a rate limit. Besides these,
+/// any code named as AWS names its quota errors (`TooMany*`, `*LimitExceeded`) is one too,
+/// except the throttling codes ([`THROTTLING_CODES`], checked first) and [`NOT_QUOTA_CODES`].
+pub const QUOTA_CODES: &[&str] = &[
+    // Classic ELB
     "TooManyLoadBalancers",
+    "TooManyPolicies",
+    "TooManyTags",
+    // ELBv2
     "TooManyTargetGroups",
     "TooManyListeners",
     "TooManyTargets",
     "TooManyRegistrationsForTargetId",
-    "TooManyTags",
+    "TooManyRules",
+    "TooManyActions",
+    "TooManyCertificates",
     "TooManyUniqueTargetGroupsPerLoadBalancer",
+    "TargetGroupAssociationLimit",
+    "CapacityUnitsLimitExceeded",
+    // EC2 and VPC
+    "RulesPerSecurityGroupLimitExceeded",
+    "SecurityGroupLimitExceeded",
+    "SecurityGroupsPerInstanceLimitExceeded",
+    "SecurityGroupsPerInterfaceLimitExceeded",
     "RouteLimitExceeded",
-    "ResourceLimitExceeded",
+    "RouteTableLimitExceeded",
+    "NetworkInterfaceLimitExceeded",
+    "PrivateIpAddressLimitExceeded",
+    "AddressLimitExceeded",
+    "SubnetLimitExceeded",
+    "VpcLimitExceeded",
+    "TagLimitExceeded",
     "InstanceLimitExceeded",
+    "VcpuLimitExceeded",
+    "ResourceLimitExceeded",
 ];
+
+/// Codes named like quotas that are not one: EC2's `FilterLimitExceeded` says our request has
+/// too many filters or values (a bug here, so `Internal`), however full the account is.
+const NOT_QUOTA_CODES: &[&str] = &["FilterLimitExceeded"];
 
 /// Codes of missing credentials or permissions: the gateway's identity needs fixing.
 const AUTH_CODES: &[&str] = &[
@@ -71,6 +99,14 @@ pub fn is_throttling_code(code: &str) -> bool {
     THROTTLING_CODES.contains(&code)
 }
 
+/// Whether `code` says an account quota is used up (and not that the rate limit was hit).
+pub fn is_quota_code(code: &str) -> bool {
+    if is_throttling_code(code) || NOT_QUOTA_CODES.contains(&code) {
+        return false;
+    }
+    QUOTA_CODES.contains(&code) || code.starts_with("TooMany") || code.ends_with("LimitExceeded")
+}
+
 /// Maps an AWS error onto the provider's typed error. `operation` names the API call for the
 /// message; callers handle the not-found codes that mean success or "instance not found" in their
 /// context before calling this.
@@ -89,7 +125,8 @@ pub fn classify(operation: &str, code: Option<&str>, message: &str, status: Opti
             retry_after: None,
             message: text,
         },
-        Some(c) if QUOTA_CODES.contains(&c) => ProviderError::Internal(format!("AWS quota reached: {text}")),
+        // The code and AWS's message name the quota.
+        Some(c) if is_quota_code(c) => ProviderError::QuotaExceeded(text),
         Some(c) if AUTH_CODES.contains(&c) => {
             ProviderError::Internal(format!("AWS credentials or permissions: {text}"))
         }
@@ -231,8 +268,14 @@ mod tests {
             (Some("UnsupportedProtocol"), 400, "invalid_argument"),
             (Some("MissingParameter"), 400, "invalid_argument"),
             (Some("OperationNotPermitted"), 400, "invalid_argument"),
-            (Some("TooManyLoadBalancers"), 400, "internal"),
-            (Some("RouteLimitExceeded"), 400, "internal"),
+            (Some("TooManyLoadBalancers"), 400, "quota_exceeded"),
+            (Some("TooManyTargetGroups"), 400, "quota_exceeded"),
+            (Some("TooManyListeners"), 400, "quota_exceeded"),
+            (Some("TooManyTargets"), 400, "quota_exceeded"),
+            (Some("RouteLimitExceeded"), 400, "quota_exceeded"),
+            (Some("RulesPerSecurityGroupLimitExceeded"), 400, "quota_exceeded"),
+            (Some("SecurityGroupLimitExceeded"), 400, "quota_exceeded"),
+            (Some("LimitExceededException"), 400, "throttled"),
             (Some("UnauthorizedOperation"), 403, "internal"),
             (Some("AuthFailure"), 401, "internal"),
             (Some("ResourceInUse"), 400, "retry_after"),
@@ -247,6 +290,67 @@ mod tests {
             let err = classify("Op", *code, "msg", Some(*status));
             assert_eq!(kind(&err), *want, "{code:?} {status}: {err}");
         }
+    }
+
+    #[test]
+    fn quota_codes_are_quotas_and_rate_limits_stay_throttling() {
+        // Each documented quota code, and the ones only named like them.
+        let quotas = QUOTA_CODES.iter().copied().chain([
+            "TooManySomethingNew",
+            "NatGatewayLimitExceeded",
+            "LimitExceeded",
+        ]);
+        for code in quotas {
+            let err = classify("Op", Some(code), "msg", Some(400));
+            assert_eq!(
+                err,
+                ProviderError::QuotaExceeded(format!("Op: {code}: msg")),
+                "{code}"
+            );
+            assert!(!err.is_throttled(), "{code}");
+        }
+        // Rate limits that look like quotas by name stay throttling; a quota code never is.
+        for code in [
+            "RequestLimitExceeded",
+            "BandwidthLimitExceeded",
+            "LimitExceededException",
+            "TooManyRequestsException",
+        ] {
+            assert_eq!(
+                kind(&classify("Op", Some(code), "msg", Some(400))),
+                "throttled",
+                "{code}"
+            );
+            assert!(!is_quota_code(code), "{code}");
+        }
+        for code in THROTTLING_CODES {
+            assert!(!is_quota_code(code), "{code}");
+        }
+        for code in QUOTA_CODES {
+            assert!(!is_throttling_code(code), "{code}");
+        }
+        // Too many filters in our own request is no quota of the account.
+        assert_eq!(
+            kind(&classify("Op", Some("FilterLimitExceeded"), "msg", Some(400))),
+            "internal"
+        );
+    }
+
+    #[test]
+    fn quota_errors_name_the_quota() {
+        let err = classify(
+            "AuthorizeSecurityGroupIngress",
+            Some("RulesPerSecurityGroupLimitExceeded"),
+            "The maximum number of rules per security group has been reached.",
+            Some(400),
+        );
+        assert_eq!(
+            err,
+            ProviderError::QuotaExceeded(
+                "AuthorizeSecurityGroupIngress: RulesPerSecurityGroupLimitExceeded: The maximum number of rules per security group has been reached."
+                    .into()
+            )
+        );
     }
 
     #[test]

@@ -598,7 +598,7 @@ async fn quota_errors() {
     );
     assert_eq!(e.error_type.as_deref(), Some("OverQuota"));
     assert!(
-        matches!(ProviderError::from(e), ProviderError::InvalidArgument(m) if m.contains("quota exceeded"))
+        matches!(ProviderError::from(e), ProviderError::QuotaExceeded(m) if m.contains("['network']"))
     );
 
     admin

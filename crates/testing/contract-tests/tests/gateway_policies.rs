@@ -1,5 +1,6 @@
 //! The gateway's policies, measured on the simulator's own counters: the rate limit, fairness
-//! between callers, coalescing of lookups, adaptive slowdown, deadlines, drain, persistence.
+//! between callers, coalescing of lookups, adaptive slowdown (and none for a used-up quota),
+//! deadlines, drain, persistence.
 //!
 //! Nothing here depends on how fast a busy machine runs the tasks: limits are checked as upper
 //! bounds over the whole run (admissions happen inside it), queues are filled while the
@@ -9,13 +10,20 @@
 //! throughput a live gateway reaches is `make bench-gateway`'s.
 
 use std::{
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
 use cloud_gateway::{GatewayConfig, lookups::LookupConfig, scheduler::Class};
 use contract_tests::{Clients, RunningGateway};
 use gateway_api::{error::GatewayError, v1 as pb};
+use provider::{
+    Instances, LoadBalancerNode, LoadBalancerStatus, LoadBalancers, Provider, ProviderError, ProviderLimits,
+    Routes, ServiceSpec,
+};
 use provider_simulator::{Knobs, NewInstance, RateLimit, Simulator, SimulatorConfig};
 use token_bucket::Limit;
 
@@ -154,6 +162,135 @@ async fn throttling_by_the_cloud_slows_the_gateway_down() {
             "cloudgateway_rate_limit_calls_per_second",
             &[("class", "read")]
         ) <= bound + 1e-9
+    );
+}
+
+/// A cloud account whose load balancer quota is used up: every ensure is refused for it.
+#[derive(Default)]
+struct FullAccount {
+    ensures: AtomicUsize,
+}
+
+const QUOTA_MESSAGE: &str =
+    "CreateLoadBalancer: TooManyLoadBalancers: Exceeded quota of account 123456789012";
+
+#[async_trait::async_trait]
+impl LoadBalancers for FullAccount {
+    async fn get_load_balancer(
+        &self,
+        _cluster: &str,
+        _service: &ServiceSpec,
+    ) -> provider::Result<Option<LoadBalancerStatus>> {
+        Ok(None)
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        _cluster: &str,
+        _service: &ServiceSpec,
+        _nodes: &[LoadBalancerNode],
+    ) -> provider::Result<LoadBalancerStatus> {
+        self.ensures.fetch_add(1, Ordering::SeqCst);
+        Err(ProviderError::QuotaExceeded(QUOTA_MESSAGE.into()))
+    }
+
+    async fn update_load_balancer(
+        &self,
+        _cluster: &str,
+        _service: &ServiceSpec,
+        _nodes: &[LoadBalancerNode],
+    ) -> provider::Result<()> {
+        Ok(())
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        _cluster: &str,
+        _service: &ServiceSpec,
+    ) -> provider::Result<()> {
+        Ok(())
+    }
+}
+
+impl Provider for FullAccount {
+    fn name(&self) -> &str {
+        "full"
+    }
+    fn limits(&self) -> ProviderLimits {
+        ProviderLimits::default()
+    }
+    fn instances(&self) -> Option<&dyn Instances> {
+        None
+    }
+    fn load_balancers(&self) -> Option<&dyn LoadBalancers> {
+        Some(self)
+    }
+    fn routes(&self) -> Option<&dyn Routes> {
+        None
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_used_up_quota_is_typed_and_does_not_slow_the_gateway_down() {
+    // The contrast to the throttling test above: calling less often frees no quota, so the
+    // gateway passes the answer on, typed, and keeps its rate.
+    let cloud = Arc::new(FullAccount::default());
+    let gateway = RunningGateway::start(config((200.0, 20.0), (200.0, 20.0)), cloud.clone(), None).await;
+    let mut c = gateway.clients("service-controller").await;
+    let ensures = 30;
+    for _ in 0..ensures {
+        let status = c
+            .load_balancers
+            .ensure_load_balancer(pb::EnsureLoadBalancerRequest {
+                cluster_name: "policy".into(),
+                service: Some(service("5e0a1c3e-0000-4000-8000-000000000010")),
+                nodes: vec![pb::LoadBalancerNode {
+                    name: "n".into(),
+                    ..Default::default()
+                }],
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted, "{status:?}");
+        assert_eq!(
+            GatewayError::from(status),
+            GatewayError::QuotaExceeded(QUOTA_MESSAGE.into())
+        );
+    }
+    assert_eq!(
+        cloud.ensures.load(Ordering::SeqCst),
+        ensures,
+        "each call reached the cloud"
+    );
+    for class in [Class::Write, Class::Read] {
+        assert_eq!(
+            gateway.handles.scheduler.current_rate(class),
+            200.0,
+            "a quota is no reason to slow down ({class:?})"
+        );
+    }
+    assert_eq!(
+        metric(&gateway, "cloudgateway_provider_throttled_total", &[]),
+        0.0
+    );
+    assert_eq!(
+        metric(
+            &gateway,
+            "cloudgateway_provider_calls_total",
+            &[
+                ("operation", "ensure_load_balancer"),
+                ("outcome", "quota_exceeded")
+            ]
+        ),
+        ensures as f64
+    );
+    assert_eq!(
+        metric(
+            &gateway,
+            "cloudgateway_rate_limit_calls_per_second",
+            &[("class", "write")]
+        ),
+        200.0
     );
 }
 

@@ -200,9 +200,8 @@ impl From<ApiError> for ProviderError {
                 retry_after: e.retry_after,
                 message: text,
             },
-            ErrorKind::OverQuota => {
-                ProviderError::InvalidArgument(format!("OpenStack quota exceeded: {text}"))
-            }
+            // The message carries the service's own words, which name the quota.
+            ErrorKind::OverQuota => ProviderError::QuotaExceeded(text),
             ErrorKind::BadRequest | ErrorKind::NoEndpoint | ErrorKind::Config => {
                 ProviderError::InvalidArgument(text)
             }
@@ -490,14 +489,37 @@ mod tests {
         );
         assert!(matches!(P::from(err(429, "")),
             P::Throttled { retry_after: Some(d), .. } if d == Duration::from_secs(7)));
-        let quota = P::from(err(
-            409,
-            r#"{"NeutronError": {"type": "OverQuota", "message": "Quota exceeded for resources: ['port'].", "detail": ""}}"#,
-        ));
-        assert!(
-            matches!(&quota, P::InvalidArgument(m) if m.contains("quota exceeded") && m.contains("['port']")),
-            "{quota:?}"
-        );
+        // Every quota answer (Neutron 409 OverQuota, Nova's and Octavia's 403, a 413) is a
+        // used-up quota, named in the message; never throttling, never an invalid argument.
+        for (status, body, names) in [
+            (
+                409,
+                r#"{"NeutronError": {"type": "OverQuota", "message": "Quota exceeded for resources: ['port'].", "detail": ""}}"#,
+                "['port']",
+            ),
+            (
+                403,
+                r#"{"forbidden": {"code": 403, "message": "Quota exceeded for instances: Requested 1, but already used 0 of 0 instances"}}"#,
+                "instances",
+            ),
+            (
+                403,
+                r#"{"faultcode": "Client", "faultstring": "Quota has been met for resources: Load Balancer", "debuginfo": null}"#,
+                "Load Balancer",
+            ),
+            (
+                413,
+                r#"{"overLimit": {"code": 413, "message": "Maximum number of ports exceeded"}}"#,
+                "ports",
+            ),
+        ] {
+            let quota = P::from(err(status, body));
+            assert!(
+                matches!(&quota, P::QuotaExceeded(m) if m.contains(names) && m.contains(&status.to_string())),
+                "{status}: {quota:?}"
+            );
+            assert!(!quota.is_throttled(), "{status}");
+        }
         assert!(matches!(P::from(err(400, "")), P::InvalidArgument(_)));
         assert!(matches!(P::from(err(401, "")), P::Internal(m) if m.contains("credentials")));
         assert!(matches!(P::from(err(403, "")), P::Internal(_)));
