@@ -791,3 +791,60 @@ async fn an_ipv6_route_works_as_an_ipv4_one() {
     assert!(pairs(&client, &node.port_id).await.is_empty());
     cloud.delete_server(&client, &node.id).await;
 }
+
+/// A Node's address that another server's port holds (another vendor's node after a gateway
+/// swap, whose InternalIP a server of this cloud happens to have) is refused before anything
+/// is written: no route, no tag, no address pair on that server's port. So is a providerID that
+/// is not this cloud's. On the old code the route went to the other server.
+#[tokio::test]
+async fn a_route_is_never_sent_to_a_server_that_is_not_the_nodes() {
+    let cloud = cloud();
+    let client = cloud.client(User::Ccm).await;
+    let (node, bystander) = tokio::join!(boot(&client, "rt-own"), boot(&client, "rt-bystander"));
+    let cluster = cloud.unique_name("rt-foreign");
+    let r = routes(&client).await;
+
+    // The node's providerID with the bystander's address.
+    let cidr_a = cidr(&cluster, 0);
+    let mut wrong_address = route_to(&node, &cidr_a);
+    wrong_address.target_node_addresses =
+        vec![NodeAddress::new(AddressType::InternalIP, bystander.ipv4.clone())];
+    match r.create_route(&cluster, "uid-1", &wrong_address).await {
+        Err(ProviderError::InvalidArgument(m)) => {
+            assert!(
+                m.contains(&format!("not by the node's server {}", node.id)),
+                "{m}"
+            );
+        }
+        other => panic!("another server's address must be refused: {other:?}"),
+    }
+    // Another vendor's providerID with an address a server of this cloud holds.
+    let cidr_b = cidr(&cluster, 1);
+    let mut foreign = route_to(&bystander, &cidr_b);
+    foreign.target_provider_id = "simulator://sim-east-1a/i-0a1e443a2f33b7406".into();
+    match r.create_route(&cluster, "uid-2", &foreign).await {
+        Err(ProviderError::InvalidArgument(m)) => assert!(m.contains("not a server of this cloud"), "{m}"),
+        other => panic!("another vendor's node must be refused: {other:?}"),
+    }
+    for cidr in [&cidr_a, &cidr_b] {
+        assert_eq!(
+            on_router(&client, &cluster, cidr).await,
+            (vec![], vec![]),
+            "{cidr}"
+        );
+    }
+    assert!(pairs(&client, &bystander.port_id).await.is_empty());
+    assert!(pairs(&client, &node.port_id).await.is_empty());
+
+    // The node's own address still routes.
+    let own = route_to(&node, &cidr_a);
+    r.create_route(&cluster, "uid-1", &own)
+        .await
+        .expect("the node's own route");
+    assert_eq!(pairs(&client, &node.port_id).await, vec![cidr_a.clone()]);
+    let listed = r.list_routes(&cluster).await.expect("list");
+    r.delete_route(&cluster, &listed[0]).await.expect("delete");
+    assert_eq!(on_router(&client, &cluster, &cidr_a).await, (vec![], vec![]));
+    cloud.delete_server(&client, &node.id).await;
+    cloud.delete_server(&client, &bystander.id).await;
+}

@@ -748,15 +748,37 @@ impl Routes for OpenStackRoutes {
             set: &self.creating,
             tag: tag.clone(),
         };
+        // The target's server, when the route names it: not this cloud's providerID (another
+        // vendor's node after a gateway swap) is refused before anything is read or written.
+        let target_server = match route.target_provider_id.trim() {
+            "" => None,
+            provider_id => Some(self.scheme.server_id(provider_id).map_err(|e| {
+                ProviderError::InvalidArgument(format!(
+                    "node {}: {e}: not a server of this cloud, its pod CIDR is not routed",
+                    route.target_node
+                ))
+            })?),
+        };
         let router = self.router().await?;
-        // Read before any write: a nexthop no port holds fails here, leaving nothing behind.
-        let port = self.pair_port(&extra.nexthop).await?;
-        if self.features.allowed_address_pairs && port.is_none() {
-            return Err(ProviderError::Internal(format!(
-                "no port holds {} (node {}'s address for {}): no allowed address pair can be set",
-                extra.nexthop, route.target_node, extra.destination
-            )));
+        // Read before any write: a nexthop no port holds, or another server's port holds, fails
+        // here, leaving nothing behind.
+        let port = if self.features.allowed_address_pairs || target_server.is_some() {
+            let addresses = BTreeSet::from([extra.nexthop.clone()]);
+            self.ports_for(&addresses, PortKind::NotNeutrons)
+                .await?
+                .remove(&extra.nexthop)
+        } else {
+            None
+        };
+        if self.features.allowed_address_pairs || target_server.is_some() {
+            plan::check_nexthop_holder(
+                route,
+                &extra.nexthop,
+                target_server,
+                port.as_ref().map(|p| &p.view),
+            )?;
         }
+        let port = port.filter(|_| self.features.allowed_address_pairs);
         if !router.tags.contains(&tag) {
             self.add_tag(&tag).await?;
         }

@@ -159,6 +159,33 @@ pub fn nexthop_for(route: &Route) -> Result<String, ProviderError> {
         })
 }
 
+/// Whether a new route's nexthop may be used: the port holding it (`holder`, looked up when the
+/// target's server is known or allowed address pairs are in use) must exist, and when the
+/// route names its target's server (`target_server`, from the providerID) it must be that
+/// server's port. Otherwise a Node's address that some other port of the cloud holds (another
+/// vendor's node after a gateway swap, an address reused on another network) would get the
+/// pod CIDR routed to, and the address pair set on, a server that is not the Node's.
+pub fn check_nexthop_holder(
+    route: &Route,
+    nexthop: &str,
+    target_server: Option<&str>,
+    holder: Option<&PortView>,
+) -> Result<(), ProviderError> {
+    let Some(port) = holder else {
+        return Err(ProviderError::InvalidArgument(format!(
+            "no port of this cloud holds {nexthop} (node {}'s address for {}): its pod CIDR is not routed",
+            route.target_node, route.destination_cidr
+        )));
+    };
+    match target_server {
+        Some(server) if port.device_id != server => Err(ProviderError::InvalidArgument(format!(
+            "{nexthop} (node {}'s address for {}) is held by port {} of {:?}, not by the node's server {server}: its pod CIDR is not routed there",
+            route.target_node, route.destination_cidr, port.id, port.device_id
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// The nexthop of a listed route that is to be deleted: the InternalIP it was listed with.
 pub fn listed_nexthop(route: &Route) -> Option<String> {
     route
@@ -219,7 +246,7 @@ pub fn pairs_without(pairs: &[AddressPair], cidr: &str) -> Option<Vec<AddressPai
 }
 
 /// A port as the nexthop lookup sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct PortView {
     /// Its ID.
     #[serde(default)]
@@ -330,6 +357,60 @@ mod tests {
 
     fn tag(cluster: &str, d: &str, n: &str) -> String {
         ownership_tag(cluster, &ExtraRoute::new(d, n))
+    }
+
+    #[test]
+    fn a_nexthop_must_be_held_by_the_targets_own_server() {
+        let route = Route {
+            target_node: "n1".into(),
+            destination_cidr: "10.244.1.0/24".into(),
+            ..Route::default()
+        };
+        let port = |device: &str| PortView {
+            id: "p1".into(),
+            device_id: device.into(),
+            device_owner: "compute:nova".into(),
+            ..PortView::default()
+        };
+        // (case, target server, holder) → refused with a message containing
+        let cases: Vec<(&str, Option<&str>, Option<PortView>, Option<&str>)> = vec![
+            ("the node's own port", Some("s1"), Some(port("s1")), None),
+            ("no providerID: any holder", None, Some(port("s9")), None),
+            (
+                "another server's port",
+                Some("s1"),
+                Some(port("s9")),
+                Some("not by the node's server s1"),
+            ),
+            (
+                "a port of no server",
+                Some("s1"),
+                Some(port("")),
+                Some("held by port p1"),
+            ),
+            (
+                "nobody holds it",
+                Some("s1"),
+                None,
+                Some("no port of this cloud holds 10.0.0.5"),
+            ),
+            (
+                "nobody holds it, no providerID",
+                None,
+                None,
+                Some("no port of this cloud holds"),
+            ),
+        ];
+        for (case, server, holder, refused) in cases {
+            let got = check_nexthop_holder(&route, "10.0.0.5", server, holder.as_ref());
+            match (refused, got) {
+                (None, Ok(())) => {}
+                (Some(want), Err(ProviderError::InvalidArgument(m))) => {
+                    assert!(m.contains(want), "{case}: {m}");
+                }
+                (want, got) => panic!("{case}: want refusal {want:?}, got {got:?}"),
+            }
+        }
     }
 
     #[test]
