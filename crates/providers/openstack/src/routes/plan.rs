@@ -373,7 +373,8 @@ mod tests {
             ..PortView::default()
         };
         // (case, target server, holder) → refused with a message containing
-        let cases: Vec<(&str, Option<&str>, Option<PortView>, Option<&str>)> = vec![
+        type Case<'a> = (&'a str, Option<&'a str>, Option<PortView>, Option<&'a str>);
+        let cases: Vec<Case> = vec![
             ("the node's own port", Some("s1"), Some(port("s1")), None),
             ("no providerID: any holder", None, Some(port("s9")), None),
             (
