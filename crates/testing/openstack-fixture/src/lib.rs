@@ -14,6 +14,13 @@
 //!
 //! Tests share the cloud, so everything a test creates is named with [`TestCloud::unique_name`]
 //! and nothing assumes it is alone (list by name, never count everything).
+//!
+//! # Other URLs for the same cloud
+//! [`TestCloud::add_region`] registers a catalog region whose endpoints are other URLs (a
+//! counting proxy, a TLS front); [`tls_front`] puts HTTPS with a private CA in front of the
+//! cloud's plain-HTTP services that way ([`TestCloud::add_tls_region`]).
+
+pub mod tls_front;
 
 use std::{
     collections::BTreeMap,
@@ -29,7 +36,7 @@ use std::{
 
 use provider_openstack::{
     auth::{Credentials, DomainRef, Interface, Method, ProjectRef, Scope, Secret, Tls, UserRef},
-    client::{ApiError, Client, Service},
+    client::{ApiError, Client, ErrorKind, Service},
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -374,6 +381,122 @@ impl TestCloud {
             .await
             .unwrap_or_else(|e| panic!("creating user {name}: {e}"));
         created["user"]["id"].as_str().expect("user id").to_owned()
+    }
+}
+
+/// A region of the test cloud's catalog whose endpoints are other URLs (a counting proxy, a TLS
+/// front) for the same services: a client configured with `region = <id>` then reaches every
+/// service through them, while everything else keeps using `RegionOne`. Remove it with
+/// [`Region::remove`]; a region left behind only lengthens the catalog.
+#[derive(Debug, Clone)]
+pub struct Region {
+    /// The region's id (unique per test).
+    pub id: String,
+    endpoint_ids: Vec<String>,
+}
+
+/// How long a Keystone call of [`TestCloud::add_region`] or [`Region::remove`] may keep failing
+/// with a 5xx. The test cloud's Keystone keeps its data in SQLite, which refuses a write while
+/// another one is under way (`database is locked`, a 500): test processes that add and remove
+/// regions at the same time meet it.
+pub const KEYSTONE_BUSY_DEADLINE: Duration = Duration::from_secs(30);
+
+/// `call` until it answers anything but a 5xx, for at most [`KEYSTONE_BUSY_DEADLINE`]; `call`
+/// gets the attempt number (0 first).
+async fn keystone_retry<T, F, Fut>(mut call: F) -> Result<T, ApiError>
+where
+    F: FnMut(u32) -> Fut,
+    Fut: std::future::Future<Output = Result<T, ApiError>>,
+{
+    let end = Instant::now() + KEYSTONE_BUSY_DEADLINE;
+    let mut attempt = 0;
+    loop {
+        match call(attempt).await {
+            Err(e) if e.kind == ErrorKind::Server && Instant::now() < end => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(50 * u64::from(attempt.min(10)))).await;
+            }
+            result => return result,
+        }
+    }
+}
+
+impl TestCloud {
+    /// Registers region `id` (through an admin client) with one endpoint per catalog type in
+    /// `endpoints` (`identity`, `compute`, `network`, `load-balancer` → URL), for the public,
+    /// internal and admin interfaces alike, as the cloud's own endpoints are. Keystone's 5xx
+    /// (a busy database) are retried for [`KEYSTONE_BUSY_DEADLINE`].
+    pub async fn add_region(&self, admin: &Client, id: &str, endpoints: &BTreeMap<String, String>) -> Region {
+        let body = json!({"region": {"id": id, "description": "a test region over other URLs"}});
+        keystone_retry(|attempt| {
+            let request = admin.post(Service::Identity, "/regions").json(&body).send_empty();
+            async move {
+                match request.await {
+                    // A retry of a creation that took effect after all.
+                    Err(e) if e.is_conflict() && attempt > 0 => Ok(()),
+                    result => result,
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|e| panic!("creating region {id}: {e}"));
+        let mut endpoint_ids = Vec::new();
+        for (service_type, url) in endpoints {
+            let services: Value = keystone_retry(|_| {
+                admin
+                    .get(Service::Identity, "/services")
+                    .query(&[("type", service_type.as_str())])
+                    .send_json()
+            })
+            .await
+            .unwrap_or_else(|e| panic!("looking up service {service_type}: {e}"));
+            let service_id = services["services"][0]["id"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no service of type {service_type}"))
+                .to_owned();
+            for interface in ["public", "internal", "admin"] {
+                let body = json!({"endpoint": {
+                    "service_id": service_id, "interface": interface, "url": url, "region_id": id,
+                }});
+                let created: Value = keystone_retry(|_| {
+                    admin
+                        .post(Service::Identity, "/endpoints")
+                        .json(&body)
+                        .send_json()
+                })
+                .await
+                .unwrap_or_else(|e| panic!("creating endpoint {service_type} in {id}: {e}"));
+                endpoint_ids.push(
+                    created["endpoint"]["id"]
+                        .as_str()
+                        .expect("endpoint id")
+                        .to_owned(),
+                );
+            }
+        }
+        Region {
+            id: id.to_owned(),
+            endpoint_ids,
+        }
+    }
+}
+
+impl Region {
+    /// Deletes the region's endpoints and the region (Keystone's 5xx retried for
+    /// [`KEYSTONE_BUSY_DEADLINE`]; already gone is fine).
+    pub async fn remove(self, admin: &Client) {
+        let paths = self
+            .endpoint_ids
+            .iter()
+            .map(|endpoint| format!("/endpoints/{endpoint}"))
+            .chain([format!("/regions/{}", self.id)]);
+        for path in paths {
+            match keystone_retry(|_| admin.delete(Service::Identity, &path).send_empty()).await {
+                Ok(()) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => panic!("deleting {path}: {e}"),
+            }
+        }
     }
 }
 

@@ -228,6 +228,11 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
         }
         source = s.source();
     }
+    if text.contains("CertificateRequired") || text.contains("certificate required") {
+        text.push_str(
+            " (TLS: the server requires a client certificate: set cert-file and key-file in [Global])",
+        );
+    }
     text
 }
 

@@ -1,12 +1,19 @@
 //! The rustls configuration of every connection to the cloud: ring, explicitly (never a process
 //! default); the system's roots, or `ca-file` instead of them; an optional client certificate;
 //! `tls-insecure` as a verifier that accepts anything.
+//!
+//! A server certificate that does not chain to a trusted CA fails with a message naming the
+//! server, TLS and where the trusted CAs came from (`ca-file` or the system's store): rustls
+//! alone says `invalid peer certificate: UnknownIssuer`, which names no setting to look at.
 
 use std::{path::Path, sync::Arc};
 
 use rustls::{
-    ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
-    client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
+    CertificateError, ClientConfig, DigitallySignedStruct, OtherError, RootCertStore, SignatureScheme,
+    client::{
+        WebPkiServerVerifier,
+        danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier},
+    },
     crypto::CryptoProvider,
     pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime, pem::PemObject},
 };
@@ -28,7 +35,10 @@ pub fn client_config(tls: &Tls) -> Result<ClientConfig, String> {
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAnything(provider)))
     } else {
-        builder.with_root_certificates(roots(tls.ca_file.as_deref())?)
+        let verifier = Trusted::new(roots(tls.ca_file.as_deref())?, tls.ca_file.as_deref(), provider)?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
     };
     match &tls.client_cert {
         None => Ok(builder.with_no_client_auth()),
@@ -80,6 +90,113 @@ fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, String> {
         }
     }
     Ok(store)
+}
+
+/// The verification of `with_root_certificates` (webpki against the roots, no revocation),
+/// with `UnknownIssuer` said in words.
+#[derive(Debug)]
+struct Trusted {
+    /// `None` when there is no root at all (webpki refuses to build on none): every certificate
+    /// is then untrusted, as it would be with an empty store.
+    webpki: Option<Arc<WebPkiServerVerifier>>,
+    provider: Arc<CryptoProvider>,
+    /// Where the roots come from, for messages.
+    roots: String,
+}
+
+impl Trusted {
+    fn new(
+        roots: RootCertStore,
+        ca_file: Option<&Path>,
+        provider: Arc<CryptoProvider>,
+    ) -> Result<Self, String> {
+        let webpki = if roots.is_empty() {
+            None
+        } else {
+            Some(
+                WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                    .build()
+                    .map_err(|e| format!("TLS: {e}"))?,
+            )
+        };
+        let roots = match ca_file {
+            Some(path) => format!("ca-file {}", path.display()),
+            None => "the system's trust store (no ca-file is set)".to_owned(),
+        };
+        Ok(Self {
+            webpki,
+            provider,
+            roots,
+        })
+    }
+
+    fn untrusted(&self, server_name: &ServerName<'_>) -> rustls::Error {
+        let message = format!(
+            "TLS: the certificate of {} is not trusted: it does not chain to a CA of {} (UnknownIssuer)",
+            server_name.to_str(),
+            self.roots,
+        );
+        rustls::Error::Other(OtherError(Arc::from(
+            Box::<dyn std::error::Error + Send + Sync>::from(message),
+        )))
+    }
+}
+
+impl ServerCertVerifier for Trusted {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let Some(webpki) = &self.webpki else {
+            return Err(self.untrusted(server_name));
+        };
+        webpki
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+            .map_err(|e| match e {
+                rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer) => {
+                    self.untrusted(server_name)
+                }
+                e => e,
+            })
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
 }
 
 /// `tls-insecure = true`.
@@ -152,5 +269,29 @@ mod tests {
         .unwrap_err();
         assert!(e.contains("no PEM certificate"), "{e}");
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// With no root at all (a system without CA certificates) every server certificate is
+    /// untrusted, said as for any other unknown issuer (tests/tls.rs covers the rest on a real
+    /// handshake).
+    #[test]
+    fn no_roots_means_nothing_is_trusted() {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let verifier = Trusted::new(RootCertStore::empty(), None, provider).unwrap();
+        let e = verifier
+            .verify_server_cert(
+                &CertificateDer::from(vec![0u8; 4]),
+                &[],
+                &ServerName::try_from("keystone.example").unwrap(),
+                &[],
+                UnixTime::now(),
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("TLS: the certificate of keystone.example is not trusted")
+                && e.contains("no ca-file is set"),
+            "{e}"
+        );
     }
 }
