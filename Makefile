@@ -96,8 +96,15 @@ bench: ## node initialization at cloud scale, ours beside upstream mode (release
 .PHONY: bench-aws
 bench-aws: ## AWS calls of an unchanged load-balancer sync and after a gateway restart, on moto, ours beside cloud-provider-aws (prints a table, writes target/bench-aws.json)
 	scripts/moto/setup.sh
-	$(CARGO) build --release -p cloud-gateway -p e2e --bin cloud-gateway --bin aws-bench
+	$(CARGO) build --release -p cloud-gateway -p cloud-bench --bin cloud-gateway --bin aws-bench
 	target/release/aws-bench --json target/bench-aws.json
+
+.PHONY: bench-openstack
+bench-openstack: ## Keystone, Nova and Neutron calls of 1/50/200 nodes joining, a refresh and routes, on the OpenStack test cloud, ours beside OCCM's (prints a table, writes target/bench-openstack.json)
+	scripts/openstack/install.sh
+	$(CARGO) build --release -p cloud-gateway -p fake-apiserver -p cloud-node-controller -p node-route-controller -p cloud-bench \
+		--bin cloud-gateway --bin fake-apiserver --bin cloud-node-controller --bin node-route-controller --bin openstack-bench
+	target/release/openstack-bench --json target/bench-openstack.json $(BENCH_ARGS)
 
 .PHONY: bench-gateway
 bench-gateway: ## gateway throughput and added latency versus calling the provider in-process

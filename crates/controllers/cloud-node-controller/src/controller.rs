@@ -109,6 +109,7 @@ async fn refresh_periodically(
             () = tokio::time::sleep(period) => {}
         }
         let updated = reconcile::refresh_addresses(&ctx, store.state(), parallelism).await;
+        ctx.metrics.address_refreshes.inc();
         tracing::debug!(updated, "node address refresh done");
     }
 }

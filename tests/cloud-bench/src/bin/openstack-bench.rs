@@ -1,0 +1,835 @@
+//! `make bench-openstack`: the OpenStack calls our nodes and routes cost, beside OCCM's.
+//!
+//! On the real test cloud (`scripts/openstack/testcloud`), every call of the real
+//! `cloud-gateway --provider openstack` goes through a counting proxy per service: the bench
+//! registers a catalog region whose Keystone, Nova and Neutron endpoints are the proxies, and
+//! gives the gateway a cloud.conf naming that region. It boots the servers (m1.tiny on
+//! `private`, the ccm project's quotas lifted for the run and restored after), then per phase
+//! starts a fresh fake-apiserver, gateway and cloud-node-controller (production defaults, the
+//! status update frequency aside) and counts:
+//!
+//! - the gateway's start;
+//! - 1, 50 and 200 Nodes joining at once, registered as kubelet `--cloud-provider=external`
+//!   registers them (no providerID: found by name), until every one is initialized;
+//! - one periodic address refresh of the 200 (`--node-status-update-frequency`; the pass is
+//!   delimited by the controller's `cloud_node_controller_address_refreshes_total`);
+//! - node-route-controller on `router1`: the 200 pod CIDRs routed, one unchanged reconcile
+//!   (delimited by `node_route_controller_reconcile_total`), the 200 routes removed.
+//!
+//! OCCM's figures are its call sequence for the same work (`../shared/reference/
+//! cloud-provider-openstack.md` §2.5 and §4, read from its code): InstanceMetadata is a Nova
+//! server lookup (a `?name=` list without providerID, a GET with one), a flavor GET and a port
+//! list, per node, at initialization and at every refresh; ListRoutes is a router GET and a
+//! port list of the router; CreateRoute (extraroute-atomic) is the router PUT, a port list per
+//! router network to find the node's port, and the port's PUT of its allowed address pairs; the
+//! route of a deleted Node is a blackhole to it (no Node holds the nexthop), removed with the
+//! router PUT alone.
+//!
+//! Prints a table and writes it as JSON (`--json PATH`). Exits non-zero when a target of the
+//! issue is missed: ≤ 10 calls for 200 nodes joining, ≤ 5 per refresh of 200, one Keystone
+//! token per gateway life.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use cloud_bench::counting_proxy::{Call, CountingProxy};
+use e2e::{Cluster, ClusterSpec, binary, counter, http_get, wait_for};
+use futures::{StreamExt, stream};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Patch, PatchParams};
+use openstack_fixture::{TestCloud, User};
+use provider_openstack::client::{Client, Service};
+use serde_json::{Value, json};
+
+const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+/// The refresh period of the phase that measures one (long enough that no pass overlaps the
+/// joining, which takes a few seconds).
+const REFRESH_PERIOD: &str = "45s";
+/// Servers booted (and Nodes created) at once.
+const PARALLEL: usize = 20;
+
+struct Args {
+    sizes: Vec<usize>,
+    json: Option<PathBuf>,
+}
+
+fn args() -> Args {
+    let mut args = Args {
+        sizes: vec![1, 50, 200],
+        json: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--json" => args.json = it.next().map(PathBuf::from),
+            "--sizes" => {
+                args.sizes = it
+                    .next()
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(|s| {
+                        s.trim()
+                            .parse()
+                            .unwrap_or_else(|_| usage(&format!("bad size {s:?}")))
+                    })
+                    .collect();
+            }
+            "-h" | "--help" => usage(""),
+            other => usage(&format!("unknown argument {other}")),
+        }
+    }
+    if args.sizes.is_empty() || args.sizes.contains(&0) {
+        usage("--sizes needs positive numbers");
+    }
+    args
+}
+
+fn usage(problem: &str) -> ! {
+    eprintln!(
+        "{problem}\nusage: openstack-bench [--sizes 1,50,200] [--json PATH]\n\
+         The last size is also the refresh's and the routes' node count."
+    );
+    std::process::exit(if problem.is_empty() { 0 } else { 64 })
+}
+
+/// Calls by service, as the proxies saw them.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Counts {
+    keystone: usize,
+    /// Of which `POST /v3/auth/tokens`.
+    tokens: usize,
+    nova: usize,
+    neutron: usize,
+    writes: usize,
+}
+
+impl Counts {
+    fn total(&self) -> usize {
+        self.keystone + self.nova + self.neutron
+    }
+}
+
+/// The three proxies.
+struct Proxies {
+    keystone: CountingProxy,
+    nova: CountingProxy,
+    neutron: CountingProxy,
+}
+
+impl Proxies {
+    /// Counts since the last take, and the calls themselves (`Nova GET /servers/detail`).
+    fn take(&self) -> (Counts, Vec<String>) {
+        let mut counts = Counts::default();
+        let mut calls = Vec::new();
+        for (name, proxy) in [
+            ("Keystone", &self.keystone),
+            ("Nova", &self.nova),
+            ("Neutron", &self.neutron),
+        ] {
+            for call in proxy.take() {
+                match name {
+                    "Keystone" => counts.keystone += 1,
+                    "Nova" => counts.nova += 1,
+                    _ => counts.neutron += 1,
+                }
+                if call.path.ends_with("/auth/tokens") && call.method == "POST" {
+                    counts.tokens += 1;
+                }
+                counts.writes += usize::from(call.is_write());
+                calls.push(describe(name, &call));
+            }
+        }
+        (counts, calls)
+    }
+}
+
+/// `Nova GET /v2.1/servers/detail` with ids shortened to `{id}`.
+fn describe(service: &str, call: &Call) -> String {
+    let path: Vec<String> = call
+        .path
+        .split('/')
+        .map(|segment| {
+            let hexish = segment.len() >= 32 && segment.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+            if hexish {
+                "{id}".to_owned()
+            } else if segment.starts_with("kube-route") {
+                "{tag}".to_owned()
+            } else {
+                segment.to_owned()
+            }
+        })
+        .collect();
+    format!("{service} {} {} → {}", call.method, path.join("/"), call.status)
+}
+
+struct Row {
+    work: String,
+    ours: Counts,
+    occm: Counts,
+    target: Option<usize>,
+    seconds: f64,
+    calls: Vec<String>,
+}
+
+/// Shortens repeated calls: `Nova GET … → 200 ×3`.
+fn summarize(calls: &[String]) -> Vec<String> {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut order = Vec::new();
+    for call in calls {
+        let n = seen.entry(call).or_insert(0);
+        if *n == 0 {
+            order.push(call.as_str());
+        }
+        *n += 1;
+    }
+    order
+        .into_iter()
+        .map(|c| match seen[c] {
+            1 => c.to_owned(),
+            n => format!("{c} ×{n}"),
+        })
+        .collect()
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args = args();
+    let cloud = tokio::task::spawn_blocking(TestCloud::shared)
+        .await
+        .expect("the test cloud");
+    let admin = cloud.admin().await;
+    let ccm = cloud.client(User::Ccm).await;
+    let largest = *args.sizes.iter().max().expect("a size");
+
+    let quotas = Quotas::lift(&admin, &cloud.info.ids.project_ccm).await;
+    let prefix = cloud.unique_name("bench");
+    eprintln!("booting {largest} servers {prefix}-<n> …");
+    let started = Instant::now();
+    let servers: Vec<(String, String)> = stream::iter(0..largest)
+        .map(|i| {
+            let (cloud, ccm, name) = (cloud, &ccm, format!("{prefix}-{i}"));
+            async move {
+                let id = cloud.boot_server(ccm, &name, "m1.tiny", "private").await;
+                (name, id)
+            }
+        })
+        .buffered(PARALLEL)
+        .collect()
+        .await;
+    eprintln!("booted in {:.0} s", started.elapsed().as_secs_f64());
+
+    let outcome = run(cloud, &admin, &args, &servers).await;
+
+    eprintln!("deleting the servers …");
+    stream::iter(servers.iter())
+        .for_each_concurrent(PARALLEL, |(_, id)| {
+            let ccm = &ccm;
+            async move { cloud.delete_server(ccm, id).await }
+        })
+        .await;
+    quotas.restore(&admin).await;
+
+    let rows = outcome.unwrap_or_else(|e| {
+        eprintln!("openstack-bench failed: {e}");
+        std::process::exit(1)
+    });
+    print_table(&rows);
+    if let Some(path) = &args.json {
+        write_json(path, &rows);
+    }
+    let missed: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            let over = r.target.is_some_and(|t| r.ours.total() > t);
+            over.then(|| {
+                format!(
+                    "{}: {} calls, target ≤ {}",
+                    r.work,
+                    r.ours.total(),
+                    r.target.unwrap_or(0)
+                )
+            })
+        })
+        .chain(
+            rows.iter()
+                .filter(|r| r.ours.tokens > usize::from(r.work == "gateway start"))
+                .map(|r| format!("{}: {} Keystone tokens", r.work, r.ours.tokens)),
+        )
+        .collect();
+    if !missed.is_empty() {
+        eprintln!("targets missed:\n  {}", missed.join("\n  "));
+        std::process::exit(1);
+    }
+}
+
+/// Every phase, with the region over the proxies; the region is removed whatever happens.
+async fn run(
+    cloud: &TestCloud,
+    admin: &Client,
+    args: &Args,
+    servers: &[(String, String)],
+) -> Result<Vec<Row>, String> {
+    let proxies = Proxies {
+        keystone: proxy(cloud, "identity").await?,
+        nova: proxy(cloud, "compute").await?,
+        neutron: proxy(cloud, "network").await?,
+    };
+    let region_id = cloud.unique_name("bench-region");
+    let endpoints: BTreeMap<String, String> = [
+        ("identity", &proxies.keystone),
+        ("compute", &proxies.nova),
+        ("network", &proxies.neutron),
+    ]
+    .into_iter()
+    .map(|(kind, proxy)| (kind.to_owned(), through(&cloud.info.endpoints[kind], &proxy.url)))
+    .collect();
+    let region = cloud.add_region(admin, &region_id, &endpoints).await;
+    let outcome = phases(cloud, admin, args, servers, &proxies, &region_id, &endpoints).await;
+    region.remove(admin).await;
+    outcome
+}
+
+async fn proxy(cloud: &TestCloud, kind: &str) -> Result<CountingProxy, String> {
+    let upstream = cloud
+        .info
+        .endpoints
+        .get(kind)
+        .ok_or_else(|| format!("the test cloud has no {kind} endpoint"))?;
+    CountingProxy::start(upstream)
+        .await
+        .map_err(|e| format!("starting the {kind} proxy: {e}"))
+}
+
+/// `url` with its scheme and authority replaced by the proxy's.
+fn through(url: &str, proxy: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let path = rest.find('/').map_or("", |i| &rest[i..]);
+    format!("{proxy}{path}")
+}
+
+#[allow(clippy::too_many_lines)]
+async fn phases(
+    cloud: &TestCloud,
+    admin: &Client,
+    args: &Args,
+    servers: &[(String, String)],
+    proxies: &Proxies,
+    region: &str,
+    endpoints: &BTreeMap<String, String>,
+) -> Result<Vec<Row>, String> {
+    let conf_text = cloud_conf(cloud, &endpoints["identity"], region)?;
+    let mut rows = Vec::new();
+    let router = cloud.info.ids.router1.clone();
+    let router_networks = router_networks(admin, &router).await?;
+    let largest = *args.sizes.iter().max().unwrap_or(&1);
+
+    for (phase, &size) in args.sizes.iter().enumerate() {
+        let last = size == largest && phase == args.sizes.iter().rposition(|&s| s == largest).unwrap_or(0);
+        let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
+        let conf = cluster.dir.path().join("cloud.conf");
+        std::fs::write(&conf, &conf_text).map_err(|e| format!("writing cloud.conf: {e}"))?;
+        proxies.take();
+        let started = Instant::now();
+        let gateway_args: Vec<String> = [
+            "--insecure-plaintext",
+            "--provider",
+            "openstack",
+            "--cloud-config",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .chain([conf.display().to_string()])
+        .collect();
+        cluster
+            .swap_gateway(&binary("cloud-gateway"), &gateway_args, &[])
+            .await;
+        let (counts, calls) = proxies.take();
+        if phase == 0 {
+            rows.push(Row {
+                work: "gateway start".into(),
+                ours: counts,
+                occm: Counts {
+                    keystone: 1,
+                    tokens: 1,
+                    ..Counts::default()
+                },
+                target: None,
+                seconds: started.elapsed().as_secs_f64(),
+                calls: summarize(&calls),
+            });
+        }
+        let controller = cluster.start_controller(
+            "cloud-node-controller",
+            "cloud-node-controller",
+            &["--node-status-update-frequency", REFRESH_PERIOD],
+        );
+        let metrics_at = cluster.procs[controller]
+            .http
+            .expect("the controller's HTTP address");
+
+        let joining = &servers[..size];
+        let started = Instant::now();
+        stream::iter(joining)
+            .for_each_concurrent(PARALLEL, |(name, _)| {
+                let cluster = &cluster;
+                async move {
+                    cluster.register_node(name, true).await;
+                }
+            })
+            .await;
+        let nodes = cluster.nodes();
+        wait_for(
+            &format!("{size} nodes initialized from OpenStack"),
+            Duration::from_secs(300),
+            || {
+                let nodes = nodes.clone();
+                async move {
+                    let list = nodes.list(&Default::default()).await.ok()?;
+                    (list.items.len() == size && list.items.iter().all(initialized)).then_some(())
+                }
+            },
+        )
+        .await;
+        let seconds = started.elapsed().as_secs_f64();
+        let refreshes = metric(metrics_at, "cloud_node_controller_address_refreshes_total").await;
+        if refreshes > 0 {
+            return Err(format!(
+                "an address refresh ran while {size} nodes joined ({seconds:.0} s): raise REFRESH_PERIOD"
+            ));
+        }
+        let (counts, calls) = proxies.take();
+        rows.push(Row {
+            work: format!(
+                "{size} node{} join{}",
+                plural(size),
+                if size == 1 { "s" } else { "" }
+            ),
+            ours: counts,
+            occm: per_node(size),
+            target: (size == largest).then_some(10),
+            seconds,
+            calls: summarize(&calls),
+        });
+
+        if !last {
+            cluster.stop().await;
+            continue;
+        }
+        // One refresh pass of every node.
+        let started = Instant::now();
+        wait_for("one address refresh", Duration::from_secs(180), || async move {
+            (metric(metrics_at, "cloud_node_controller_address_refreshes_total").await >= 1).then_some(())
+        })
+        .await;
+        let (counts, calls) = proxies.take();
+        rows.push(Row {
+            work: format!("one address refresh of {size} nodes"),
+            ours: counts,
+            occm: per_node(size),
+            target: Some(5),
+            seconds: started.elapsed().as_secs_f64(),
+            calls: summarize(&calls),
+        });
+        rows.extend(
+            routes(
+                &mut cluster,
+                cloud,
+                proxies,
+                servers,
+                size,
+                &router,
+                router_networks,
+            )
+            .await?,
+        );
+        cluster.stop().await;
+    }
+    Ok(rows)
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// OCCM's InstanceMetadata for `n` nodes: a server lookup and a flavor GET (Nova), a port list
+/// (Neutron), each.
+fn per_node(n: usize) -> Counts {
+    Counts {
+        nova: 2 * n,
+        neutron: n,
+        ..Counts::default()
+    }
+}
+
+fn initialized(node: &Node) -> bool {
+    let spec = node.spec.as_ref();
+    let tainted = spec
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == UNINITIALIZED));
+    let provider_id = spec.and_then(|s| s.provider_id.as_deref()).unwrap_or_default();
+    !tainted && provider_id.starts_with("openstack://")
+}
+
+async fn metric(at: std::net::SocketAddr, name: &str) -> u64 {
+    match http_get(at, "/metrics").await {
+        Some((200, body)) => counter(&body, name, &[]),
+        _ => 0,
+    }
+}
+
+/// The test cloud's cloud.conf for the CCM's user, with the auth URL and region of the
+/// proxies' region, and `router1` for routes.
+fn cloud_conf(cloud: &TestCloud, auth_url: &str, region: &str) -> Result<String, String> {
+    let path = cloud.dir.join("cloud.conf");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = String::new();
+    for line in text.lines() {
+        let key = line
+            .split('=')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_ascii_lowercase();
+        match key.as_str() {
+            "auth-url" => out.push_str(&format!("auth-url = {auth_url}\n")),
+            "region" => out.push_str(&format!("region = {region}\n")),
+            _ => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out.push_str(&format!("\n[Route]\nrouter-id = {}\n", cloud.info.ids.router1));
+    Ok(out)
+}
+
+/// How many networks `router`'s ports are on (OCCM lists the ports of each to find a node's).
+async fn router_networks(admin: &Client, router: &str) -> Result<usize, String> {
+    let ports: Value = admin
+        .get(Service::Network, "/ports")
+        .query(&[("device_id", router)])
+        .send_json()
+        .await
+        .map_err(|e| format!("router ports: {e}"))?;
+    let mut networks: Vec<&str> = ports["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["network_id"].as_str())
+        .collect();
+    networks.sort_unstable();
+    networks.dedup();
+    Ok(networks.len())
+}
+
+/// The route controller over the joined nodes: `size` routes created, one unchanged reconcile,
+/// the routes removed.
+async fn routes(
+    cluster: &mut Cluster,
+    cloud: &TestCloud,
+    proxies: &Proxies,
+    servers: &[(String, String)],
+    size: usize,
+    router: &str,
+    router_networks: usize,
+) -> Result<Vec<Row>, String> {
+    // A /16 of this run only (router1 is shared): 10.<100..149>.<i>.0/24 per node.
+    let second = 100 + std::process::id() as usize % 50;
+    let cluster_cidr = format!("10.{second}.0.0/16");
+    let cidr_of = |i: usize| format!("10.{second}.{i}.0/24");
+    if size > 256 {
+        return Err(format!("{size} nodes: one /24 each does not fit a /16"));
+    }
+    let nodes = cluster.nodes();
+    stream::iter(servers[..size].iter().enumerate())
+        .for_each_concurrent(PARALLEL, |(i, (name, _))| {
+            let nodes = nodes.clone();
+            let cidr = cidr_of(i);
+            async move {
+                let patch = json!({"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}});
+                nodes
+                    .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .expect("pod CIDR");
+            }
+        })
+        .await;
+    let cluster_name = cloud.unique_name("bench");
+    proxies.take();
+    let started = Instant::now();
+    let controller = cluster.start_controller(
+        "node-route-controller",
+        "node-route-controller",
+        &[
+            "--cluster-name",
+            &cluster_name,
+            "--cluster-cidr",
+            &cluster_cidr,
+            "--route-reconciliation-period",
+            "10s",
+        ],
+    );
+    let metrics_at = cluster.procs[controller]
+        .http
+        .expect("the controller's HTTP address");
+    let admin = cloud.admin().await;
+    let in_cluster = |routes: &[(String, String)]| {
+        routes
+            .iter()
+            .filter(|(destination, _)| destination.starts_with(&format!("10.{second}.")))
+            .count()
+    };
+    wait_for(
+        &format!("{size} routes on the router"),
+        Duration::from_secs(300),
+        || {
+            let admin = admin.clone();
+            async move { (in_cluster(&router_state(&admin, router).await.0) == size).then_some(()) }
+        },
+    )
+    .await;
+    // The reconcile that made them ends; the two after it list them, first with the names of
+    // their servers unknown (a Nova list), then as every later one does.
+    let mut reconciles = metric(metrics_at, "node_route_controller_reconcile_total").await;
+    reconciles = next_reconcile(metrics_at, reconciles).await;
+    let seconds = started.elapsed().as_secs_f64();
+    let (created, calls) = proxies.take();
+    let per_route = 2 + router_networks;
+    let mut rows = vec![Row {
+        work: format!("{size} routes created (route controller's start)"),
+        ours: created,
+        occm: Counts {
+            neutron: size * per_route + 2,
+            writes: 2 * size,
+            ..Counts::default()
+        },
+        target: None,
+        seconds,
+        calls: summarize(&calls),
+    }];
+    for work in ["first route reconcile after", "one unchanged route reconcile"] {
+        let started = Instant::now();
+        reconciles = next_reconcile(metrics_at, reconciles).await;
+        let (counts, calls) = proxies.take();
+        rows.push(Row {
+            work: format!("{work} ({size} routes)"),
+            ours: counts,
+            occm: Counts {
+                neutron: 2,
+                ..Counts::default()
+            },
+            target: None,
+            seconds: started.elapsed().as_secs_f64(),
+            calls: summarize(&calls),
+        });
+    }
+
+    // The Nodes go (scaled down): their routes and address pairs with them.
+    let started = Instant::now();
+    stream::iter(servers[..size].iter())
+        .for_each_concurrent(PARALLEL, |(name, _)| {
+            let nodes = nodes.clone();
+            async move {
+                let _ = nodes.delete(name, &Default::default()).await;
+            }
+        })
+        .await;
+    wait_for(
+        &format!("the {size} routes and their ownership tags removed"),
+        Duration::from_secs(300),
+        || {
+            let (admin, ours) = (admin.clone(), format!("kube-route:{cluster_name}:"));
+            async move {
+                let (routes, tags) = router_state(&admin, router).await;
+                let tags = tags.iter().filter(|t| t.starts_with(&ours)).count();
+                (in_cluster(&routes) == 0 && tags == 0).then_some(())
+            }
+        },
+    )
+    .await;
+    let (deleted, calls) = proxies.take();
+    rows.push(Row {
+        work: format!("{size} routes removed (their Nodes deleted; OCCM leaves the address pairs)"),
+        ours: deleted,
+        // Its ListRoutes finds no Node with the nexthop: a blackhole, removed from the router
+        // alone (`remove_extraroutes`); the node port's allowed address pair stays.
+        occm: Counts {
+            neutron: size + 2,
+            writes: size,
+            ..Counts::default()
+        },
+        target: None,
+        seconds: started.elapsed().as_secs_f64(),
+        calls: summarize(&calls),
+    });
+    Ok(rows)
+}
+
+/// Waits for the route controller's reconcile count to pass `seen`; answers the new count.
+async fn next_reconcile(metrics_at: std::net::SocketAddr, seen: u64) -> u64 {
+    wait_for("a route reconcile", Duration::from_secs(60), || async move {
+        let now = metric(metrics_at, "node_route_controller_reconcile_total").await;
+        (now > seen).then_some(now)
+    })
+    .await
+}
+
+/// The router's routes (destination, nexthop) and tags.
+async fn router_state(admin: &Client, router: &str) -> (Vec<(String, String)>, Vec<String>) {
+    let Ok(body) = admin
+        .get(Service::Network, &format!("/routers/{router}"))
+        .send_json::<Value>()
+        .await
+    else {
+        return (Vec::new(), Vec::new());
+    };
+    let routes = body["router"]["routes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| {
+            Some((
+                r["destination"].as_str()?.to_owned(),
+                r["nexthop"].as_str()?.to_owned(),
+            ))
+        })
+        .collect();
+    let tags = body["router"]["tags"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.as_str().map(str::to_owned))
+        .collect();
+    (routes, tags)
+}
+
+/// The ccm project's quotas, lifted for the run.
+struct Quotas {
+    project: String,
+    nova: Value,
+    neutron: Value,
+}
+
+impl Quotas {
+    async fn lift(admin: &Client, project: &str) -> Self {
+        let nova: Value = admin
+            .get(Service::Compute, &format!("/os-quota-sets/{project}"))
+            .send_json()
+            .await
+            .expect("Nova quotas");
+        let neutron: Value = admin
+            .get(Service::Network, &format!("/quotas/{project}"))
+            .send_json()
+            .await
+            .expect("Neutron quotas");
+        let quotas = Self {
+            project: project.to_owned(),
+            nova: json!({"quota_set": {
+                "instances": nova["quota_set"]["instances"],
+                "cores": nova["quota_set"]["cores"],
+                "ram": nova["quota_set"]["ram"],
+            }}),
+            neutron: json!({"quota": {"port": neutron["quota"]["port"]}}),
+        };
+        quotas
+            .set(
+                admin,
+                json!({"quota_set": {"instances": -1, "cores": -1, "ram": -1}}),
+                json!({"quota": {"port": -1}}),
+            )
+            .await;
+        quotas
+    }
+
+    async fn set(&self, admin: &Client, nova: Value, neutron: Value) {
+        admin
+            .put(Service::Compute, &format!("/os-quota-sets/{}", self.project))
+            .json(&nova)
+            .send_empty()
+            .await
+            .expect("setting Nova quotas");
+        admin
+            .put(Service::Network, &format!("/quotas/{}", self.project))
+            .json(&neutron)
+            .send_empty()
+            .await
+            .expect("setting Neutron quotas");
+    }
+
+    async fn restore(&self, admin: &Client) {
+        self.set(admin, self.nova.clone(), self.neutron.clone()).await;
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    println!(
+        "| work | ours: Keystone (tokens) | Nova | Neutron | total (writes) | OCCM: Keystone | Nova | Neutron | total (writes) | took |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for r in rows {
+        let target = r.target.map(|t| format!(" (target ≤ {t})")).unwrap_or_default();
+        println!(
+            "| {} | {} ({}) | {} | {} | {}{} ({}) | {} | {} | {} | {} ({}) | {:.1} s |",
+            r.work,
+            r.ours.keystone,
+            r.ours.tokens,
+            r.ours.nova,
+            r.ours.neutron,
+            r.ours.total(),
+            target,
+            r.ours.writes,
+            r.occm.keystone,
+            r.occm.nova,
+            r.occm.neutron,
+            r.occm.total(),
+            r.occm.writes,
+            r.seconds,
+        );
+    }
+    println!();
+    for r in rows {
+        println!("{}: {}", r.work, r.calls.join("; "));
+    }
+}
+
+fn write_json(path: &Path, rows: &[Row]) {
+    let counts = |c: &Counts| {
+        json!({"keystone": c.keystone, "tokens": c.tokens, "nova": c.nova, "neutron": c.neutron,
+               "writes": c.writes, "total": c.total()})
+    };
+    let rows: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            json!({"work": r.work, "ours": counts(&r.ours), "occm": counts(&r.occm), "target": r.target,
+                   "seconds": r.seconds, "calls": r.calls})
+        })
+        .collect();
+    std::fs::write(path, serde_json::to_string_pretty(&rows).expect("json")).expect("write the JSON");
+    eprintln!("wrote {}", path.display());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{summarize, through};
+
+    #[test]
+    fn endpoints_keep_their_path_behind_the_proxy() {
+        assert_eq!(
+            through("http://127.0.0.1:15002/v2.1", "http://127.0.0.1:9"),
+            "http://127.0.0.1:9/v2.1"
+        );
+        assert_eq!(
+            through("http://127.0.0.1:15001", "http://127.0.0.1:9"),
+            "http://127.0.0.1:9"
+        );
+    }
+
+    #[test]
+    fn repeated_calls_are_counted_once_in_order() {
+        let calls: Vec<String> = ["a", "b", "a", "a"].iter().map(|s| (*s).to_owned()).collect();
+        assert_eq!(summarize(&calls), vec!["a ×3".to_owned(), "b".to_owned()]);
+    }
+}
