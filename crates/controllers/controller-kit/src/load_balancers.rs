@@ -67,6 +67,26 @@ pub trait CloudLoadBalancers: Send + Sync {
     async fn current_provider(&self) -> Result<Option<String>, GatewayError> {
         Ok(None)
     }
+
+    /// [`CloudLoadBalancers::current_provider`], and whether that provider serves load balancers
+    /// at all (its capabilities), asked in one question. A provider without them holds none and
+    /// makes none: every load-balancer call to it fails (UNIMPLEMENTED). By default, the provider
+    /// `current_provider` names, taken to serve them.
+    async fn serving_provider(&self) -> Result<ServingProvider, GatewayError> {
+        Ok(ServingProvider {
+            name: self.current_provider().await?,
+            load_balancers: true,
+        })
+    }
+}
+
+/// The provider behind the gateway now, as it answers when asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServingProvider {
+    /// Its name; `None` when the cloud does not say.
+    pub name: Option<String>,
+    /// Whether it serves load balancers (its capabilities).
+    pub load_balancers: bool,
 }
 
 #[async_trait::async_trait]
@@ -182,11 +202,18 @@ impl CloudLoadBalancers for GatewayClient {
     }
 
     async fn current_provider(&self) -> Result<Option<String>, GatewayError> {
-        let name = self.capabilities().await?.provider_name;
-        if !name.is_empty() {
-            self.provider().observe(&name);
+        Ok(self.serving_provider().await?.name)
+    }
+
+    async fn serving_provider(&self) -> Result<ServingProvider, GatewayError> {
+        let caps = self.capabilities().await?;
+        if !caps.provider_name.is_empty() {
+            self.provider().observe(&caps.provider_name);
         }
-        Ok(Some(name).filter(|n| !n.is_empty()))
+        Ok(ServingProvider {
+            name: Some(caps.provider_name).filter(|n| !n.is_empty()),
+            load_balancers: caps.load_balancers,
+        })
     }
 }
 

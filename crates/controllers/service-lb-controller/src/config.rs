@@ -13,6 +13,10 @@ pub const SHARDS: u32 = 16;
 /// The longest a node-set change waits for quiet before the backends are updated anyway.
 pub const NODE_SYNC_MAX_DELAY: Duration = Duration::from_secs(10);
 
+/// While Services wait for a provider that serves load balancers (or for their former provider),
+/// how often the gateway is asked which provider it serves now (one question, however many wait).
+pub const PROVIDER_RECHECK: Duration = Duration::from_secs(10);
+
 /// Flags of `service-lb-controller` beyond the common ones.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Config {

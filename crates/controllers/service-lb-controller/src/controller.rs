@@ -29,7 +29,7 @@ use tokio_stream::wrappers::{UnboundedReceiverStream, WatchStream};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    config::{Config, NODE_SYNC_MAX_DELAY, SHARDS},
+    config::{Config, NODE_SYNC_MAX_DELAY, PROVIDER_RECHECK, SHARDS},
     metrics::Metrics,
     plan,
     reconcile::{self, Context, shard_key},
@@ -105,9 +105,11 @@ pub async fn run(runtime: Runtime, config: Config) {
                 usize::from(config.concurrent_service_syncs),
                 runtime.shutdown.clone(),
             ));
+            let recheck = tokio::spawn(recheck_provider(ctx.clone(), runtime.shutdown.clone()));
             let taken_over = taken_over(&ctx, &shards, services);
             // Another provider behind the gateway (a vendor swap): every Service is looked at
-            // again, so those held by the former provider are reported.
+            // again, so those held by the former provider are reported (and those that waited
+            // for load balancers, or for their provider to come back, are synced).
             let swapped = WatchStream::from_changes(runtime.gateway.provider().subscribe()).map(|_| ());
             controller
                 .reconcile_on(queued(&queue, taken_over))
@@ -122,6 +124,7 @@ pub async fn run(runtime: Runtime, config: Config) {
                 })
                 .await;
             node_sync.abort();
+            recheck.abort();
         }
     }
     // Every sync has finished (graceful shutdown): the shards may go to other replicas.
@@ -170,6 +173,20 @@ fn taken_over(
                 .collect();
             stream::iter(refs)
         })
+}
+
+/// While Services wait for a provider that serves load balancers or for their former provider:
+/// asks the gateway every [`PROVIDER_RECHECK`] ([`reconcile::recheck_provider`]), so that a swap
+/// back, which nothing else this controller does would notice while it makes no call for them,
+/// syncs them within seconds.
+async fn recheck_provider(ctx: Arc<Context>, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(PROVIDER_RECHECK) => {}
+        }
+        reconcile::recheck_provider(&ctx).await;
+    }
 }
 
 /// Watches the Nodes into a cache and signals each change of the backends (a node added,

@@ -69,10 +69,22 @@ pub struct Context {
     provider: ProviderWatch,
     /// Services reported as held by a former provider, and which.
     reported: Mutex<HashMap<String, FormerProviderLabels>>,
+    /// Services that want a load balancer from a provider that serves none, reported once each
+    /// (and which provider), waiting for one that does ([`recheck_provider`]).
+    not_served: Mutex<HashMap<String, NotServed>>,
     /// The work queue's metrics (upstream's `service` queue), when the controller runs one.
     queue: Option<WorkQueue>,
     /// Shadow mode: the Service writes are planned, not made.
     dry_run: DryRun,
+}
+
+/// A Service waiting for a provider that serves load balancers.
+#[derive(Debug, Clone)]
+struct NotServed {
+    /// The provider it was reported at.
+    provider: String,
+    /// The Service, to sync it again once load balancers are served.
+    service: ObjectRef<Service>,
 }
 
 /// A failed sync, retried at `retry_at`: until then the same sync of the same Service is not
@@ -131,6 +143,7 @@ impl Context {
             retries,
             provider: ProviderWatch::default(),
             reported: Mutex::default(),
+            not_served: Mutex::default(),
             queue: None,
             dry_run: DryRun::off(),
         }
@@ -182,6 +195,11 @@ impl Context {
 
     fn forget(&self, key: &str) {
         lock(&self.synced).remove(key);
+    }
+
+    /// Whether some Service waits for a provider that serves load balancers.
+    pub fn waits_for_load_balancers(&self) -> bool {
+        !lock(&self.not_served).is_empty()
     }
 
     /// Whether this replica brought the Service's load balancer to the cloud.
@@ -402,6 +420,9 @@ pub async fn sync_service(ctx: &Context, svc: &Service, trigger: Trigger) -> Res
     let backends = ctx.backends();
     let identity = plan::backend_identity(&backends);
     let decision = plan::decide(svc, last.as_ref(), &identity, ctx.class.as_deref());
+    if decision == Decision::Nothing {
+        lock(&ctx.not_served).remove(&key); // it no longer waits for a load balancer
+    }
     // A node-set change only updates backends; ensures and cleanups are the queue's, with
     // their own backoff.
     let wanted = match trigger {
@@ -444,17 +465,33 @@ async fn run_sync(
     // Who worked on what, and when: replicas never overlap on a Service (the e2e test reads it).
     tracing::info!(service = %key, shard, ?decision, "service sync started");
     let regarding = svc.object_ref(&());
-    let result = match decision {
-        Decision::Ensure | Decision::Cleanup => match provider_now(ctx, svc, shard).await {
-            Ok(Ok(provider)) if decision == Decision::Ensure => {
-                ensure(ctx, svc, shard, backends, &regarding, provider.as_deref()).await
-            }
-            Ok(Ok(_)) => cleanup(ctx, svc, shard, &regarding).await,
-            Ok(Err(former)) => held_by_former_provider(ctx, svc, shard, former).await,
-            Err(err) => Err(err),
+    // Every decision that calls the cloud first asks which provider serves now: the backends
+    // update too (a former vendor's load balancer was once "updated" at the new vendor).
+    let holder = match decision {
+        Decision::Nothing => Ok(None),
+        _ => provider_now(ctx, svc, shard).await.map(Some),
+    };
+    if let Ok(Some(Holder::Serving(_) | Holder::Former(_))) = &holder {
+        lock(&ctx.not_served).remove(&key);
+    }
+    let result = match holder {
+        Ok(None) => Ok(()),
+        Ok(Some(Holder::Serving(provider))) => match decision {
+            Decision::Ensure => ensure(ctx, svc, shard, backends, &regarding, provider.as_deref()).await,
+            Decision::UpdateHosts => update_hosts(ctx, svc, shard, backends, &regarding).await,
+            Decision::Cleanup => cleanup(ctx, svc, shard, &regarding).await,
+            Decision::Nothing => Ok(()),
         },
-        Decision::UpdateHosts => update_hosts(ctx, svc, shard, backends, &regarding).await,
-        Decision::Nothing => Ok(()),
+        Ok(Some(Holder::Former(former))) => held_by_former_provider(ctx, svc, shard, former).await,
+        // Nothing is written and nothing asked of a provider without load balancers; a Service
+        // to clean up is left to the cloud's answer (its finalizer stays: its load balancer, if
+        // any, was made by a provider that did not name itself).
+        Ok(Some(Holder::NoLoadBalancers(provider))) if decision != Decision::Cleanup => {
+            not_served(ctx, svc, &regarding, provider).await;
+            Ok(())
+        }
+        Ok(Some(Holder::NoLoadBalancers(_))) => cleanup(ctx, svc, shard, &regarding).await,
+        Err(err) => Err(err),
     };
     tracing::info!(service = %key, shard, ok = result.is_ok(), "service sync finished");
     if let Err(err) = &result
@@ -469,34 +506,107 @@ async fn run_sync(
     result
 }
 
-/// Before an ensure (which records the provider before its first cloud call) or a cleanup
-/// (which lets the record go): the provider the gateway serves now, asked of it, or `Err` with
-/// the former provider that holds the Service's load balancer. The last answer's provider may
-/// predate a gateway swap under way (no gateway answering yet): an ensure would record the
-/// former vendor and make the load balancer at the new one (then never updated, and left there
-/// when the Service goes), a cleanup would "delete" a former vendor's load balancer at the new
-/// one and let the Service go with no report. (A swap between this answer and the next call,
+/// Where a Service's load balancer is to be synced, as the gateway answers now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Holder {
+    /// At the provider serving now (its name, when it says).
+    Serving(Option<String>),
+    /// At this former provider, which the Service records: reported, not synced here.
+    Former(String),
+    /// Nowhere: the provider serving now (named) serves no load balancers.
+    NoLoadBalancers(String),
+}
+
+/// Before an ensure (which records the provider before its first cloud call), a backends
+/// update, or a cleanup (which lets the record go): the provider the gateway serves now, asked of
+/// it, and whether it holds the Service's load balancer. The last answer's provider may predate
+/// a gateway swap under way (no gateway answering yet, or none asked since): an ensure would
+/// record the former vendor and make the load balancer at the new one (then never updated, and
+/// left there when the Service goes), a backends update would go to a vendor that does not hold
+/// the load balancer, a cleanup would "delete" a former vendor's load balancer at the new one and
+/// let the Service go with no report. (A swap between this answer and the next call,
 /// milliseconds apart, is not covered.)
-async fn provider_now(
-    ctx: &Context,
-    svc: &Service,
-    shard: u32,
-) -> Result<Result<Option<String>, String>, Error> {
+async fn provider_now(ctx: &Context, svc: &Service, shard: u32) -> Result<Holder, Error> {
     let asked = ctx
-        .fenced(shard, ctx.cloud.current_provider())
+        .fenced(shard, ctx.cloud.serving_provider())
         .await?
         .map_err(|source| Error::Cloud {
             action: "ask the gateway which provider it serves",
             source,
         })?;
-    if let Some(asked) = &asked {
-        ctx.provider.observe(asked);
+    if let Some(name) = &asked.name {
+        ctx.provider.observe(name);
     }
-    let provider = asked.or_else(|| ctx.provider.current());
+    let provider = asked.name.or_else(|| ctx.provider.current());
     Ok(match plan::former_provider(svc, provider.as_deref()) {
-        Some(former) => Err(former),
-        None => Ok(provider),
+        Some(former) => Holder::Former(former),
+        None if !asked.load_balancers => {
+            Holder::NoLoadBalancers(provider.unwrap_or_else(|| "(unnamed)".into()))
+        }
+        None => Holder::Serving(provider),
     })
+}
+
+/// A Service that wants a load balancer while the provider serves none: nothing is written to
+/// it (no finalizer, no provider record: the provider makes nothing), and it is reported once per
+/// provider (a Warning and a log line). It is synced again when a provider that serves load
+/// balancers is back ([`recheck_provider`], or the swap's resync of every Service).
+async fn not_served(ctx: &Context, svc: &Service, regarding: &ObjectReference, provider: String) {
+    let key = key_of(svc);
+    let waiting = NotServed {
+        provider: provider.clone(),
+        service: ObjectRef::from_obj(svc),
+    };
+    let before = lock(&ctx.not_served).insert(key.clone(), waiting);
+    if before.is_some_and(|b| b.provider == provider) {
+        return;
+    }
+    tracing::warn!(service = %key, provider, "the provider serves no load balancers; the service waits for one that does");
+    let note = format!(
+        "The gateway serves provider {provider}, which has no load balancers: none is made for this Service, and nothing is written to it, until a provider with load balancers serves."
+    );
+    ctx.events
+        .warning(regarding, "LoadBalancersNotServed", "EnsureLoadBalancer", note)
+        .await;
+}
+
+/// While some Service waits for a provider that serves load balancers, or is reported as held
+/// by a former provider (which may come back): asks the gateway once which provider it serves.
+/// An answer naming another provider than the last one resyncs every Service (the controller
+/// follows the provider watch); when the provider serves load balancers, every Service that
+/// waited for them is also sent back to the queue (a gateway of the same provider that gained
+/// them is no swap). Returns how many were sent back.
+///
+/// One question however many Services wait, and none when none does: this controller makes no
+/// call of its own for them, so without it a swap back would go unnoticed until some other
+/// Service changed.
+pub async fn recheck_provider(ctx: &Context) -> usize {
+    if !ctx.waits_for_load_balancers() && lock(&ctx.reported).is_empty() {
+        return 0;
+    }
+    let serving = match ctx.cloud.serving_provider().await {
+        Ok(serving) => serving,
+        Err(err) => {
+            tracing::debug!(error = %err, "cannot ask the gateway which provider it serves");
+            return 0;
+        }
+    };
+    if let Some(name) = &serving.name {
+        ctx.provider.observe(name);
+    }
+    if !serving.load_balancers {
+        return 0;
+    }
+    // Taken, not kept: a Service deleted meanwhile is not waited for forever (the queue drops
+    // it); one whose provider still serves none is reported again.
+    let waiting: Vec<ObjectRef<Service>> = lock(&ctx.not_served).drain().map(|(_, w)| w.service).collect();
+    if !waiting.is_empty() {
+        tracing::info!(provider = ?serving.name, services = waiting.len(), "the provider serves load balancers; syncing the services that waited for one");
+    }
+    waiting
+        .into_iter()
+        .filter(|service| ctx.retries.send(service.clone()).is_ok())
+        .count()
 }
 
 /// When the same sync of the same Service (no change that needs the cloud since) failed and
@@ -546,7 +656,10 @@ async fn write_service(
 }
 
 /// Upstream's ensure: the event, the finalizer before any cloud call, EnsureLoadBalancer over
-/// the backends, the event, then the status if it changed.
+/// the backends, the event, then the status if it changed. Only at a provider that serves load
+/// balancers: the finalizer and the provider record are written for a load balancer about to be
+/// made, never for a call bound to fail (a Service recorded at a provider that never made
+/// anything was then held for it after the next swap).
 async fn ensure(
     ctx: &Context,
     svc: &Service,

@@ -5,7 +5,10 @@
 //! `reconcile` / `error_policy` return.
 
 use std::{
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -13,13 +16,13 @@ use controller_kit::{
     events::Events,
     gateway::GatewayError,
     gateway_provider::ProviderWatch,
-    load_balancers::CloudLoadBalancers as _,
+    load_balancers::{BackendNode, CloudLoadBalancers, ServingProvider},
     names::{FINALIZER_LB_CLEANUP, callers::SERVICE_CONTROLLER, labels::EXCLUDE_FROM_EXTERNAL_LBS},
     shards::Shards,
 };
 use http::Method;
 use k8s_openapi::api::{
-    core::v1::{Node, Service},
+    core::v1::{LoadBalancerStatus, Node, Service},
     events::v1::Event,
 };
 use kube::{
@@ -53,6 +56,8 @@ struct Harness {
     /// What the controller sent to the API server.
     requests: intercept::Log,
     cloud: Arc<FakeCloud>,
+    /// The gateway in front of `cloud`, as the controller sees it.
+    gateway: Arc<Gateway>,
     ctx: Arc<Context>,
     metrics: MetricsRegistry,
     /// Feeds the controller's Node cache, as its watch would.
@@ -93,12 +98,17 @@ where
     let client = server.client().unwrap();
     let (controllers_client, requests) = intercept::client(&server, hook);
     let cloud = FakeCloud::new();
+    let gateway = Arc::new(Gateway {
+        cloud: cloud.clone(),
+        load_balancers: AtomicBool::new(true),
+        asked: AtomicUsize::new(0),
+    });
     let metrics = MetricsRegistry::new();
     let (store, writer) = reflector::store();
     let (retry, retries) = tokio::sync::mpsc::unbounded_channel();
     let ctx = Context::new(
         controllers_client.clone(),
-        cloud.clone(),
+        gateway.clone(),
         CLUSTER.into(),
         None,
         shards.clone(),
@@ -117,6 +127,7 @@ where
         events: Api::namespaced(client, "default"),
         requests,
         cloud,
+        gateway,
         ctx,
         metrics,
         nodes: Mutex::new(writer),
@@ -124,7 +135,86 @@ where
     }
 }
 
+/// A gateway in front of the fake cloud, its provider's capabilities scripted: a provider
+/// without load balancers (OpenStack's, today) says so when asked, and answers every
+/// load-balancer call UNIMPLEMENTED (the calls still reach the fake cloud, which records them).
+struct Gateway {
+    cloud: Arc<FakeCloud>,
+    load_balancers: AtomicBool,
+    /// How many times it was asked which provider it serves.
+    asked: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl CloudLoadBalancers for Gateway {
+    async fn get_load_balancer(
+        &self,
+        cluster: &str,
+        service: &Service,
+    ) -> Result<Option<LoadBalancerStatus>, GatewayError> {
+        self.cloud.get_load_balancer(cluster, service).await
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[BackendNode],
+    ) -> Result<LoadBalancerStatus, GatewayError> {
+        self.cloud.ensure_load_balancer(cluster, service, nodes).await
+    }
+
+    async fn update_load_balancer(
+        &self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[BackendNode],
+    ) -> Result<(), GatewayError> {
+        self.cloud.update_load_balancer(cluster, service, nodes).await
+    }
+
+    async fn ensure_load_balancer_deleted(
+        &self,
+        cluster: &str,
+        service: &Service,
+    ) -> Result<(), GatewayError> {
+        self.cloud.ensure_load_balancer_deleted(cluster, service).await
+    }
+
+    async fn current_provider(&self) -> Result<Option<String>, GatewayError> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        self.cloud.current_provider().await
+    }
+
+    async fn serving_provider(&self) -> Result<ServingProvider, GatewayError> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        Ok(ServingProvider {
+            name: self.cloud.current_provider().await?,
+            load_balancers: self.load_balancers.load(Ordering::SeqCst),
+        })
+    }
+}
+
 impl Harness {
+    /// The gateway at the address now serves `provider` (a swap, which no answer has told the
+    /// controller of yet), with or without load balancers.
+    fn serve(&self, provider: &str, load_balancers: bool) {
+        self.cloud.serve_provider(Some(provider));
+        self.gateway
+            .load_balancers
+            .store(load_balancers, Ordering::SeqCst);
+        let unimplemented = (!load_balancers)
+            .then(|| GatewayError::NotImplemented(format!("provider {provider} has no load balancers")));
+        for op in [
+            LoadBalancerOp::Get,
+            LoadBalancerOp::Ensure,
+            LoadBalancerOp::Update,
+            LoadBalancerOp::Delete,
+        ] {
+            self.cloud.fail_load_balancer_calls(op, unimplemented.clone());
+        }
+    }
+
     /// The Node cache after a (re)list that found exactly `nodes`.
     fn list_nodes(&self, nodes: &[NodeBuilder]) {
         let mut writer = self.nodes.lock().unwrap();
@@ -1126,4 +1216,183 @@ async fn a_former_vendors_service_deleted_during_a_swap_is_reported_not_deleted_
         "the load balancer left at the former vendor is reported: {:?}",
         h.events().await
     );
+}
+
+/// Found by the end-to-end swap from the simulator to OpenStack: at the first node-set change
+/// after the swap, the backends update of a simulator load balancer went to the gateway now at
+/// the address (OpenStack: "UpdateLoadBalancerFailed … not implemented"; AWS would have been
+/// asked to update a load balancer it does not hold), though ensure and cleanup ask first which
+/// provider serves. The update asks too: the Service is reported as held by its provider, as an
+/// ensure reports it, and nothing is asked of the new vendor.
+#[tokio::test]
+async fn a_backends_update_after_a_swap_is_not_sent_to_a_vendor_that_does_not_hold_the_load_balancer() {
+    for (vendor, load_balancers) in [("openstack", false), ("aws", true)] {
+        let h = harness_believing("simulator").await;
+        h.serve("simulator", true);
+        h.list_nodes(&[node("n1")]);
+        let svc = h.create(ServiceBuilder::new("web")).await;
+        h.reconcile(&svc).await.unwrap();
+        let svc = h.service("web").await;
+        assert_eq!(recorded_provider(&svc).as_deref(), Some("simulator"));
+        // The swap: no answer has told the controller yet.
+        h.serve(vendor, load_balancers);
+        h.cloud.clear_load_balancer_calls();
+
+        h.apply_node(node("n2"));
+        let failed = reconcile::sync_nodes(&h.ctx, vec![svc.clone()], 4).await;
+
+        assert_eq!(
+            h.cloud.described_load_balancer_calls(),
+            Vec::<String>::new(),
+            "{vendor}: nothing asked of the new vendor for the simulator's load balancer"
+        );
+        let events = h.events().await;
+        assert!(
+            !events.contains(&"Warning UpdateLoadBalancerFailed".to_owned()),
+            "{vendor}: {events:?}"
+        );
+        assert_eq!(
+            events.last().map(String::as_str),
+            Some("Warning LoadBalancerAtFormerProvider"),
+            "{vendor}: reported as an ensure reports it: {events:?}"
+        );
+        let note = h.note("LoadBalancerAtFormerProvider").await;
+        assert!(
+            note.contains("provider simulator") && note.contains(&format!("now serves {vendor}")),
+            "{vendor}: {note}"
+        );
+        assert_eq!(
+            (failed, h.retried()),
+            (0, vec![]),
+            "{vendor}: not a failure to retry"
+        );
+        let metrics = h.metrics.render();
+        assert!(
+            metrics.contains("service_controller_nodesync_error_total 0"),
+            "{vendor}: {metrics}"
+        );
+        assert!(
+            metrics.contains(
+                "service_lb_controller_load_balancer_at_former_provider{namespace=\"default\",name=\"web\",provider=\"simulator\"} 1"
+            ),
+            "{vendor}: {metrics}"
+        );
+        let uid = svc.metadata.uid.as_deref().unwrap();
+        assert_eq!(h.cloud.load_balancer(uid).unwrap().backend_names(), ["n1"]);
+
+        // Swapped back: the controller asks again (the Services it reported wait for their
+        // provider), and the simulator's load balancer gets the new backends.
+        h.serve("simulator", true);
+        reconcile::recheck_provider(&h.ctx).await;
+        assert_eq!(reconcile::sync_nodes(&h.ctx, vec![svc.clone()], 4).await, 0);
+        assert_eq!(
+            h.cloud.described_load_balancer_calls(),
+            ["Update default/web [n1 n2]"],
+            "{vendor}"
+        );
+        assert_eq!(h.cloud.load_balancer(uid).unwrap().backend_names(), ["n1", "n2"]);
+    }
+}
+
+/// Found by the end-to-end swap to OpenStack, whose provider serves no load balancers: a Service
+/// created meanwhile got the finalizer and the record "openstack" before the call that failed
+/// (`SyncLoadBalancerFailed … not implemented`), and after the swap back to the simulator it was
+/// reported as held by OpenStack, which never made anything: it never got a load balancer. Now
+/// nothing is written to it while no load balancers are served (one Warning says why), and it
+/// is provisioned as soon as a provider with load balancers serves.
+#[tokio::test]
+async fn a_service_created_while_no_load_balancers_are_served_gets_one_when_they_are_again() {
+    let h = harness_believing("openstack").await;
+    h.serve("openstack", false);
+    h.list_nodes(&[node("n1")]);
+    let svc = h.create(ServiceBuilder::new("web")).await;
+
+    let result = h.reconcile(&svc).await;
+
+    let stored = h.service("web").await;
+    assert!(
+        !has_finalizer(&stored) && recorded_provider(&stored).is_none(),
+        "nothing written to the Service: {:?}",
+        stored.metadata
+    );
+    assert_eq!(result.unwrap(), Action::await_change(), "not a failure to retry");
+    assert_eq!(stored.metadata.resource_version, svc.metadata.resource_version);
+    assert_eq!(
+        h.cloud.described_load_balancer_calls(),
+        Vec::<String>::new(),
+        "nothing asked of a provider without load balancers"
+    );
+    assert_eq!(h.events().await, ["Warning LoadBalancersNotServed"]);
+    let note = h.note("LoadBalancersNotServed").await;
+    assert!(note.contains("provider openstack"), "{note}");
+    // Its next change is not reported again, nor written.
+    let changed = h
+        .patch(
+            "web",
+            json!({ "metadata": { "annotations": { "lb": "bigger" } } }),
+        )
+        .await;
+    assert_eq!(h.reconcile(&changed).await.unwrap(), Action::await_change());
+    assert_eq!(h.events().await.len(), 1);
+    assert!(!has_finalizer(&*h.service("web").await));
+    // While OpenStack serves, asking again sends nothing back.
+    assert_eq!(reconcile::recheck_provider(&h.ctx).await, 0);
+    assert!(h.retried().is_empty());
+
+    // The simulator back at the address: the next question finds load balancers, and the
+    // Service goes back to the queue, which provisions it as any other.
+    h.serve("simulator", true);
+    assert_eq!(reconcile::recheck_provider(&h.ctx).await, 1);
+    assert_eq!(h.retried(), [ObjectRef::from_obj(&*changed)]);
+    let changed = h.service("web").await;
+    assert_eq!(h.reconcile(&changed).await.unwrap(), Action::await_change());
+
+    let stored = h.service("web").await;
+    assert!(has_finalizer(&stored));
+    assert_eq!(recorded_provider(&stored).as_deref(), Some("simulator"));
+    assert_eq!(ingress_ips(&stored), ["203.0.113.1"]);
+    assert_eq!(
+        h.cloud.described_load_balancer_calls(),
+        ["Ensure default/web [n1]"]
+    );
+    assert!(
+        !h.events().await.iter().any(|e| e.contains("FormerProvider")),
+        "{:?}",
+        h.events().await
+    );
+    // Nothing waits any more: no question is asked.
+    let asked = h.gateway.asked.load(Ordering::SeqCst);
+    assert_eq!(reconcile::recheck_provider(&h.ctx).await, 0);
+    assert_eq!(h.gateway.asked.load(Ordering::SeqCst), asked);
+}
+
+/// The swap back noticed by the controller's resync of every Service (an answer naming another
+/// provider) rather than by its own question: the Service is provisioned the same.
+#[tokio::test]
+async fn a_service_that_waited_for_load_balancers_is_provisioned_by_the_resync_after_a_swap() {
+    let h = harness_believing("openstack").await;
+    h.serve("openstack", false);
+    h.list_nodes(&[node("n1")]);
+    let svc = h.create(ServiceBuilder::new("web")).await;
+    let _ = h.reconcile(&svc).await; // what it comes to: the test above
+
+    h.serve("simulator", true);
+    h.reconcile(&h.service("web").await).await.unwrap();
+
+    let stored = h.service("web").await;
+    assert_eq!(
+        recorded_provider(&stored).as_deref(),
+        Some("simulator"),
+        "recorded at the provider that made its load balancer, not at one that never made anything"
+    );
+    assert_eq!(ingress_ips(&stored), ["203.0.113.1"]);
+    assert_eq!(
+        h.events().await,
+        [
+            "Warning LoadBalancersNotServed",
+            "Normal EnsuringLoadBalancer",
+            "Normal EnsuredLoadBalancer"
+        ]
+    );
+    assert!(!h.ctx.waits_for_load_balancers());
 }

@@ -1,0 +1,348 @@
+//! End-to-end: `cloudgateway-conformance` (the outside tool, as a vendor or an operator runs it)
+//! against `cloud-gateway --provider openstack --cloud-config cloud.conf` as a process, over the
+//! real OpenStack test cloud (`openstack-fixture`; shared, so everything is named uniquely).
+//!
+//! The fixture file is the one an operator of an OpenStack cloud writes: servers booted for the
+//! run (two running, of two flavors; one stopped; one deleted), described as the provider
+//! reports them (providerID `openstack:///<id>`, the flavor's name, zone `nova`, the region,
+//! the port's address), a pod CIDR on `router1` for the routes case, and
+//! `capabilities: {load_balancers: false}`: the provider serves no load balancers yet, so the
+//! tool skips those cases for that reason and checks that LoadBalancers answers UNIMPLEMENTED.
+//!
+//! The test cloud never throttles, so the gateway reaches Nova and Neutron through a small
+//! throttling proxy, registered as a catalog region of its own, which answers 429 while a flag
+//! file exists: the fixture's `hooks.throttle` creates and removes it (as the AWS run's fault
+//! proxy in front of moto, `crates/providers/aws/tests/conformance.rs`).
+
+mod openstack_support;
+
+use std::{
+    collections::BTreeMap,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use e2e::{Procs, binary, free_port, http_get, spawn, wait_for};
+use openstack_fixture::{TestCloud, User};
+use openstack_support::{Leftovers, boot, nexthops, spread, write_cloud_conf};
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::{TcpListener, TcpStream},
+    task::JoinHandle,
+};
+
+/// The cases that must pass.
+const MUST_PASS: [&str; 16] = [
+    "capabilities_describe_the_provider",
+    "every_answer_names_the_provider",
+    "running_instance_exists_and_is_not_shut_down",
+    "stopped_instance_exists_and_is_shut_down",
+    "terminated_instance_does_not_exist",
+    "unknown_provider_id_does_not_exist",
+    "metadata_describes_the_instance",
+    "lookup_by_name_when_provider_id_is_empty",
+    "batch_lookup_answers_each_node_in_order",
+    "routes_lifecycle",
+    "gateway_validation_rejects_bad_requests",
+    "garbage_bytes_get_a_status_and_the_gateway_lives_on",
+    "an_unknown_caller_header_is_served_as_anonymous",
+    "an_unknown_caller_header_reaches_no_metric",
+    "missing_capabilities_answer_unimplemented",
+    "throttled_is_typed",
+];
+
+/// The cases that must skip, for want of the load balancer capability the fixture does not
+/// expect.
+const NO_LOAD_BALANCERS: [&str; 6] = [
+    "load_balancer_lifecycle",
+    "ensure_twice_creates_one_load_balancer",
+    "update_changes_backends",
+    "implemented_elsewhere_is_typed",
+    "provider_invalid_argument_is_typed",
+    "retry_after_is_typed",
+];
+
+// ---------------------------------------------------------------------------------------------
+// The throttling proxy
+// ---------------------------------------------------------------------------------------------
+
+/// What Nova's and Neutron's rate limiting middlewares answer.
+const TOO_MANY_REQUESTS: &str =
+    r#"{"overLimit": {"code": 429, "message": "Rate limit exceeded (test proxy)", "retryAfter": "1"}}"#;
+
+/// A TCP proxy in front of one OpenStack service: bytes go through unchanged, but a request
+/// that arrives while `flag` exists gets 429 and the connection is closed. Checked on every
+/// read from the client, so a pooled keep-alive connection is throttled from its next request
+/// on. Stops when dropped.
+struct ThrottleProxy {
+    addr: SocketAddr,
+    task: JoinHandle<()>,
+}
+
+impl Drop for ThrottleProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ThrottleProxy {
+    async fn start(upstream: SocketAddr, flag: PathBuf) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind the proxy");
+        let addr = listener.local_addr().expect("the proxy's address");
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                tokio::spawn(relay(client, upstream, flag.clone()));
+            }
+        });
+        Self { addr, task }
+    }
+}
+
+async fn relay(client: TcpStream, upstream: SocketAddr, flag: PathBuf) {
+    let Ok(server) = TcpStream::connect(upstream).await else {
+        return;
+    };
+    let (mut from_client, mut to_client) = client.into_split();
+    let (mut from_server, mut to_server) = server.into_split();
+    let up = async {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = from_client.read(&mut buf).await.unwrap_or(0);
+            if n == 0 {
+                return false;
+            }
+            if flag.exists() {
+                return true;
+            }
+            if to_server.write_all(&buf[..n]).await.is_err() {
+                return false;
+            }
+        }
+    };
+    let throttled = tokio::select! {
+        throttled = up => throttled,
+        _ = tokio::io::copy(&mut from_server, &mut to_client) => false,
+    };
+    if throttled {
+        // HTTP/1.1 clients send the next request only once the last answer is read: nothing of
+        // the server's is in flight.
+        let answer = format!(
+            "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 1\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{TOO_MANY_REQUESTS}",
+            TOO_MANY_REQUESTS.len()
+        );
+        let _ = to_client.write_all(answer.as_bytes()).await;
+        let _ = to_client.shutdown().await;
+    }
+}
+
+/// `host:port` of an endpoint URL.
+fn socket_of(url: &str) -> SocketAddr {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or(rest);
+    authority
+        .parse()
+        .unwrap_or_else(|e| panic!("endpoint {url}: {e}"))
+}
+
+/// `url` with its `scheme://host:port` replaced by the proxy's, its path kept.
+fn through(url: &str, proxy: SocketAddr) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let path = rest.find('/').map_or("", |i| &rest[i..]);
+    format!("http://{proxy}{path}")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The run
+// ---------------------------------------------------------------------------------------------
+
+/// The verdict printed for `case`, and the rest of its line.
+fn verdict<'a>(stdout: &'a str, case: &str) -> (&'a str, &'a str) {
+    stdout
+        .lines()
+        .find_map(|l| {
+            let (verdict, rest) = l.split_once(' ')?;
+            let rest = rest.strip_prefix(case)?.strip_prefix(':')?;
+            Some((verdict, rest))
+        })
+        .unwrap_or_else(|| panic!("no line for {case} in:\n{stdout}"))
+}
+
+/// Starts `cloud-gateway --provider openstack --cloud-config conf` on free ports; (gRPC, HTTP).
+async fn openstack_gateway(procs: &mut Procs, dir: &Path, conf: &Path) -> (SocketAddr, SocketAddr) {
+    let grpc: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let http: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let args: Vec<String> = [
+        "--insecure-plaintext",
+        "--grpc-listen",
+        &grpc.to_string(),
+        "--http-listen",
+        &http.to_string(),
+        "--provider",
+        "openstack",
+        "--cloud-config",
+        &conf.display().to_string(),
+        // The subject is the contract, not the gateway's own limiter.
+        "--read-rate",
+        "1000",
+        "--read-burst",
+        "1000",
+        "--write-rate",
+        "1000",
+        "--write-burst",
+        "1000",
+    ]
+    .map(String::from)
+    .to_vec();
+    procs.push(spawn(dir, "cloud-gateway", &binary("cloud-gateway"), &args));
+    wait_for(
+        "the OpenStack gateway to be ready",
+        Duration::from_secs(60),
+        || async move { matches!(http_get(http, "/readyz").await, Some((200, _))).then_some(()) },
+    )
+    .await;
+    (grpc, http)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cloudgateway_conformance_passes_against_our_gateway_on_openstack() {
+    let cloud = TestCloud::shared();
+    let client = cloud.client(User::Ccm).await;
+    let admin = cloud.admin().await;
+
+    // The cloud the fixture describes: two running servers of two flavors, one stopped, one
+    // deleted.
+    let (run_1, run_2, sleeper, gone) = tokio::join!(
+        boot(cloud, &client, "conf-run-1", "m1.tiny"),
+        boot(cloud, &client, "conf-run-2", "m1.small"),
+        boot(cloud, &client, "conf-sleeper", "m1.tiny"),
+        boot(cloud, &client, "conf-gone", "m1.tiny"),
+    );
+    let mut leftovers = Leftovers::servers([&run_1, &run_2, &sleeper, &gone]);
+    tokio::join!(
+        cloud.stop_server(&client, &sleeper.id),
+        cloud.delete_server(&client, &gone.id),
+    );
+    leftovers.deleted(&gone);
+
+    // Nova and Neutron behind the throttling proxy, in a region of their own.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let flag = dir.path().join("throttle");
+    let endpoints = &cloud.info.endpoints;
+    let nova = ThrottleProxy::start(socket_of(&endpoints["compute"]), flag.clone()).await;
+    let neutron = ThrottleProxy::start(socket_of(&endpoints["network"]), flag.clone()).await;
+    let region = cloud.unique_name("conformance");
+    let catalog: BTreeMap<String, String> = [
+        ("identity", endpoints["identity"].clone()),
+        ("compute", through(&endpoints["compute"], nova.addr)),
+        ("network", through(&endpoints["network"], neutron.addr)),
+    ]
+    .map(|(kind, url)| (kind.to_owned(), url))
+    .into();
+    leftovers.region = Some(cloud.add_region(&admin, &region, &catalog).await);
+
+    let conf = write_cloud_conf(cloud, dir.path(), Some(&region));
+    let mut procs = Procs::default();
+    let (grpc, http) = openstack_gateway(&mut procs, dir.path(), &conf).await;
+
+    // router1 is shared: a pod CIDR (and a cluster name, which tags the routes) of this run only.
+    let cluster = cloud.unique_name("conformance");
+    leftovers.cluster = Some(cluster.clone());
+    let h = spread(&cluster);
+    let cidr = format!("10.{}.{}.0/24", 100 + h % 50, (h >> 8) % 256);
+    let running = |s: &openstack_support::Server| {
+        format!(
+            "    - {{node_name: {}, provider_id: \"{}\", instance_type: {}, zone: nova, region: {region},\n       internal_ip: {}}}\n",
+            s.name,
+            s.provider_id(),
+            s.flavor,
+            s.ipv4
+        )
+    };
+    let fixture = format!(
+        r#"provider_name: openstack
+capabilities: {{instances: true, load_balancers: false, routes: true}}
+cluster_name: {cluster}
+instances:
+  running:
+{}{}  stopped:
+    - {{node_name: {}, provider_id: "{}"}}
+  terminated:
+    - {{node_name: {}, provider_id: "{}"}}
+  unknown_provider_id: "openstack:///{}"
+routes:
+  destination_cidr: {cidr}
+  target_node: {}
+hooks:
+  throttle: {{on: "touch '{flag}'", off: "rm -f '{flag}'"}}
+"#,
+        running(&run_1),
+        running(&run_2),
+        sleeper.name,
+        sleeper.provider_id(),
+        gone.name,
+        gone.provider_id(),
+        uuid_like(&cluster),
+        run_1.name,
+        flag = flag.display(),
+    );
+    let fixture_path = dir.path().join("openstack.yaml");
+    std::fs::write(&fixture_path, &fixture).expect("write the fixture");
+    println!("fixture:\n{fixture}");
+
+    let started = Instant::now();
+    let mut command = tokio::process::Command::new(binary("cloudgateway-conformance"));
+    command
+        .args(["--address", &grpc.to_string(), "--fixture"])
+        .arg(&fixture_path)
+        .args(["--metrics-url", &format!("http://{http}/metrics"), "--verbose"])
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(300), command.output())
+        .await
+        .expect("the conformance run ends within 300s")
+        .expect("run cloudgateway-conformance");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    println!(
+        "{stdout}{}(run in {:.1}s)",
+        String::from_utf8_lossy(&output.stderr),
+        started.elapsed().as_secs_f64()
+    );
+
+    assert!(output.status.success(), "{:?}:\n{stdout}", output.status);
+    let not_passed: Vec<&str> = MUST_PASS
+        .into_iter()
+        .filter(|case| verdict(&stdout, case).0 != "PASS")
+        .collect();
+    assert!(not_passed.is_empty(), "not passed: {not_passed:?}\n{stdout}");
+    for case in NO_LOAD_BALANCERS {
+        let (verdict, why) = verdict(&stdout, case);
+        assert!(
+            verdict == "SKIP" && why.contains("load_balancers capability"),
+            "{case} must skip for want of load balancers:\n{stdout}"
+        );
+    }
+    assert_eq!(
+        stdout.lines().count(),
+        MUST_PASS.len() + NO_LOAD_BALANCERS.len() + 1,
+        "one line per case and a summary:\n{stdout}"
+    );
+    assert!(!flag.exists(), "the throttle hook was undone");
+    // The routes case cleaned up after itself on the shared router.
+    let router = &cloud.info.ids.router1;
+    assert_eq!(nexthops(&client, router, &cidr).await, Vec::<String>::new());
+    drop(procs);
+}
+
+/// A well-formed server id (a UUID's shape) that Nova never gave: hex digits from `seed`.
+fn uuid_like(seed: &str) -> String {
+    let hex = format!("{:016x}{:016x}", spread(seed), spread(&format!("{seed}-2")));
+    format!(
+        "{}-{}-4{}-8{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &hex[20..32]
+    )
+}

@@ -1,0 +1,208 @@
+//! What the end-to-end tests of `cloud-gateway --provider openstack` share
+//! (`openstack_conformance.rs`, `openstack_vendor_swap.rs`): servers booted on the shared test
+//! cloud (`openstack-fixture`) with unique names and deleted whatever happens, the test cloud's
+//! `cloud.conf` as an operator would hand it to the gateway, and `router1`'s routes.
+
+use std::{
+    collections::BTreeSet,
+    hash::{DefaultHasher, Hash, Hasher},
+    path::{Path, PathBuf},
+};
+
+use openstack_fixture::{Region, TestCloud, User};
+use provider_openstack::client::{Client, Service};
+use serde_json::Value;
+
+/// A server booted for a test, as its Node knows it.
+#[derive(Debug, Clone)]
+pub struct Server {
+    /// Nova's id.
+    pub id: String,
+    /// Its name: unique in the shared cloud, and the Node's name.
+    pub name: String,
+    /// Its flavor's name: the instance type.
+    pub flavor: String,
+    /// The IPv4 address of its port on `private`: its InternalIP.
+    pub ipv4: String,
+}
+
+impl Server {
+    /// `openstack:///<id>`, as OCCM (and our provider, not regional) writes it.
+    pub fn provider_id(&self) -> String {
+        format!("openstack:///{}", self.id)
+    }
+}
+
+/// Boots a server (`prefix` made unique) of `flavor` on `private` as the CCM's user and waits
+/// for it to be ACTIVE.
+pub async fn boot(cloud: &TestCloud, client: &Client, prefix: &str, flavor: &str) -> Server {
+    let name = cloud.unique_name(prefix);
+    let id = cloud.boot_server(client, &name, flavor, "private").await;
+    let ports: Value = client
+        .get(Service::Network, "/ports")
+        .query(&[("device_id", id.as_str())])
+        .send_json()
+        .await
+        .expect("the server's ports");
+    let private = cloud.info.ids.network_private.as_str();
+    let ipv4 = ports["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["network_id"].as_str() == Some(private))
+        .flat_map(|p| p["fixed_ips"].as_array().cloned().unwrap_or_default())
+        .filter_map(|ip| ip["ip_address"].as_str().map(str::to_owned))
+        .find(|ip| !ip.contains(':'))
+        .unwrap_or_else(|| panic!("server {name} has no IPv4 address on private: {ports}"));
+    Server {
+        id,
+        name,
+        flavor: flavor.to_owned(),
+        ipv4,
+    }
+}
+
+/// What a test leaves in the shared cloud until it ends: its servers (those it did not delete
+/// itself), a catalog region, routes on `router1`. Removed when dropped, pass or fail (on a
+/// runtime of its own: the test's may be gone).
+#[derive(Default)]
+pub struct Leftovers {
+    servers: BTreeSet<String>,
+    /// A catalog region to remove at the end.
+    pub region: Option<Region>,
+    /// A cluster name whose routes on `router1` go at the end (those its controllers or cases
+    /// did not delete themselves, when the test failed half-way).
+    pub cluster: Option<String>,
+}
+
+impl Leftovers {
+    /// Servers to delete at the end.
+    pub fn servers<'a>(servers: impl IntoIterator<Item = &'a Server>) -> Self {
+        Self {
+            servers: servers.into_iter().map(|s| s.id.clone()).collect(),
+            region: None,
+            cluster: None,
+        }
+    }
+
+    /// The test deleted this server itself.
+    pub fn deleted(&mut self, server: &Server) {
+        self.servers.remove(&server.id);
+    }
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        let servers = std::mem::take(&mut self.servers);
+        let region = self.region.take();
+        let cluster = self.cluster.take();
+        if servers.is_empty() && region.is_none() && cluster.is_none() {
+            return;
+        }
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("cleanup runtime");
+            rt.block_on(async {
+                let cloud = TestCloud::shared();
+                let client = cloud.client(User::Ccm).await;
+                if let Some(cluster) = cluster {
+                    remove_routes(&client, &cloud.info.ids.router1, &cluster).await;
+                }
+                for id in servers {
+                    let _ = client
+                        .delete(Service::Compute, &format!("/servers/{id}"))
+                        .send_empty()
+                        .await;
+                }
+                if let Some(region) = region {
+                    region.remove(&cloud.admin().await).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// Removes the routes and tags of `cluster` from `router`, as the provider tags them
+/// (`kube-route:<cluster>:<destination with _ for />:<nexthop>`); a route another tag still
+/// names (another cluster's, the very same route) stays. IPv4 routes (the tests make no other).
+async fn remove_routes(client: &Client, router: &str, cluster: &str) {
+    let path = format!("/routers/{router}");
+    let Ok(body) = client.get(Service::Network, &path).send_json::<Value>().await else {
+        return;
+    };
+    let tags: Vec<String> = body["router"]["tags"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.as_str().map(str::to_owned))
+        .collect();
+    let prefix = format!("kube-route:{cluster}:");
+    for tag in tags.iter().filter(|t| t.starts_with(&prefix)) {
+        let Some((destination, nexthop)) = tag[prefix.len()..].rsplit_once(':') else {
+            continue;
+        };
+        let suffix = format!(":{destination}:{nexthop}");
+        if !tags.iter().any(|t| t != tag && t.ends_with(&suffix)) {
+            let route = serde_json::json!({"router": {"routes": [
+                {"destination": destination.replace('_', "/"), "nexthop": nexthop},
+            ]}});
+            let _ = client
+                .put(Service::Network, &format!("{path}/remove_extraroutes"))
+                .json(&route)
+                .send_empty()
+                .await;
+        }
+        let _ = client
+            .delete(Service::Network, &format!("{path}/tags/{tag}"))
+            .send_empty()
+            .await;
+    }
+}
+
+/// Writes the test cloud's `cloud.conf` (the CCM's user, project `ccm`) into `dir`, as an
+/// operator hands it to the gateway, with `[Route] router-id = router1` and, when given, another
+/// `region`. Returns its path.
+pub fn write_cloud_conf(cloud: &TestCloud, dir: &Path, region: Option<&str>) -> PathBuf {
+    let text = std::fs::read_to_string(cloud.dir.join("cloud.conf")).expect("the test cloud's cloud.conf");
+    let mut conf = String::new();
+    for line in text.lines() {
+        let key = line.split_once('=').map(|(k, _)| k.trim());
+        match region {
+            Some(region) if key == Some("region") => conf.push_str(&format!("region = {region}\n")),
+            _ => {
+                conf.push_str(line);
+                conf.push('\n');
+            }
+        }
+    }
+    conf.push_str(&format!("\n[Route]\nrouter-id = {}\n", cloud.info.ids.router1));
+    let path = dir.join("cloud.conf");
+    std::fs::write(&path, conf).expect("write cloud.conf");
+    path
+}
+
+/// A number from `name`, to derive pod CIDRs no other test of the shared `router1` uses.
+pub fn spread(name: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    name.hash(&mut h);
+    h.finish()
+}
+
+/// `router1`'s routes to `cidr`, as Neutron lists them: their nexthops.
+pub async fn nexthops(client: &Client, router: &str, cidr: &str) -> Vec<String> {
+    let body: Value = client
+        .get(Service::Network, &format!("/routers/{router}"))
+        .send_json()
+        .await
+        .expect("router GET");
+    body["router"]["routes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["destination"].as_str() == Some(cidr))
+        .filter_map(|r| r["nexthop"].as_str().map(str::to_owned))
+        .collect()
+}

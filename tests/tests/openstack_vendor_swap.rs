@@ -1,0 +1,532 @@
+//! End-to-end: the gateway is swapped from the simulator to OpenStack at the same address while
+//! every controller runs (`vendor_swap.rs` swaps to AWS and to a Python gateway). The OpenStack
+//! gateway is `cloud-gateway --provider openstack --cloud-config cloud.conf` over the real test
+//! cloud (`openstack-fixture`; shared, so everything is named uniquely), with `[Route] router-id
+//! = router1`.
+//!
+//! Before: two simulator machines are Nodes, one with a pod CIDR routed at the simulator, and a
+//! Service has a simulator load balancer. After the swap, with no controller restarted:
+//! - servers booted in OpenStack join: `a` by name (kubelet without `--provider-id`), `b` with
+//!   its providerID; both initialize as OCCM initializes them (providerID `openstack:///<id>`,
+//!   instance type, zone and region labels, InternalIP of their port), and their pod CIDRs
+//!   become routes on `router1` via their addresses;
+//! - the simulator's nodes are "not mine" for OpenStack: a NotReady one is kept, and nothing is
+//!   routed on `router1` for them;
+//! - the Service at the simulator is reported as held by the former provider, its status kept
+//!   (OpenStack serves no load balancers yet: nothing is made, updated or deleted for it, not
+//!   even when the node set changes);
+//! - a Service created while OpenStack serves gets nothing written (no finalizer, no provider
+//!   record), only a Warning that load balancers are not served;
+//! - `b`'s server deleted: its Node is deleted and its route leaves `router1`;
+//! - every controller reports the provider it now talks to (`gateway_provider_info`), keeps its
+//!   PID, and no Service sync fails visibly (`SyncLoadBalancerFailed`, `UpdateLoadBalancerFailed`).
+//!
+//! Then the simulator is swapped back in: the Service created while OpenStack served gets its
+//! load balancer there, and the simulator's own Service is no longer reported as held elsewhere.
+
+mod openstack_support;
+
+use std::time::{Duration, Instant};
+
+use e2e::{Cluster, ClusterSpec, binary, http_get, ingress_ips, wait_for};
+use k8s_openapi::api::{
+    core::v1::{Node, Service},
+    events::v1::Event,
+};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use openstack_fixture::{TestCloud, User};
+use openstack_support::{Leftovers, Server, boot, nexthops, spread, write_cloud_conf};
+use serde_json::json;
+
+const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
+const ANNOTATION_PROVIDER: &str = "service.cloudgateway.io/load-balancer-provider";
+const FINALIZER_LB_CLEANUP: &str = "service.kubernetes.io/load-balancer-cleanup";
+
+/// The simulator's machines, at addresses outside the test cloud's networks (10.0.0.0/24,
+/// 172.24.4.0/24): nothing of OpenStack's may ever be taken for them.
+const INVENTORY: &str = "\
+region: sim-east-1
+zones: [sim-east-1a, sim-east-1b]
+instance_subnet: 10.20.0.0/16
+instances:
+  - {name: sim-a, type: sim.medium, zone: sim-east-1a, private_ip: 10.20.1.10}
+  - {name: sim-b, type: sim.medium, zone: sim-east-1b, private_ip: 10.20.2.10}
+";
+
+const CONTROLLERS: [&str; 4] = [
+    "cloud-node-controller",
+    "cloud-node-lifecycle-controller",
+    "service-lb-controller",
+    "node-route-controller",
+];
+
+fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+fn has_taint(node: &Node, key: &str) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == key))
+}
+
+fn provider_id(node: &Node) -> &str {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.provider_id.as_deref())
+        .unwrap_or_default()
+}
+
+/// The node once initialized: no uninitialized taint, a providerID, an InternalIP.
+fn initialized(node: Node) -> Option<Node> {
+    let has_internal_ip = node
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .is_some_and(|a| a.iter().any(|a| a.type_ == "InternalIP"));
+    (!has_taint(&node, UNINITIALIZED) && !provider_id(&node).is_empty() && has_internal_ip).then_some(node)
+}
+
+/// `(status, reason)` of the node's NetworkUnavailable condition.
+fn network_unavailable(node: &Node) -> Option<(String, String)> {
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "NetworkUnavailable")
+        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
+}
+
+/// The provider the Service records as holding its load balancer.
+fn recorded_provider(service: &Service) -> Option<&str> {
+    service
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(ANNOTATION_PROVIDER)
+        .map(String::as_str)
+}
+
+fn has_finalizer(service: &Service) -> bool {
+    service
+        .metadata
+        .finalizers
+        .iter()
+        .flatten()
+        .any(|f| f == FINALIZER_LB_CLEANUP)
+}
+
+/// Waits for an event about Service `name` with one of `reasons`.
+async fn wait_event(cluster: &Cluster, reasons: &[&str], name: &str) -> Event {
+    wait_for(
+        &format!("a {reasons:?} event about {name}"),
+        Duration::from_secs(30),
+        || async move {
+            events(cluster).await.into_iter().find(|e| {
+                reasons.contains(&e.reason.as_deref().unwrap_or_default())
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+            })
+        },
+    )
+    .await
+}
+
+async fn events(cluster: &Cluster) -> Vec<Event> {
+    let events: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
+    events
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+async fn set_pod_cidr(nodes: &Api<Node>, name: &str, cidr: &str) {
+    let patch = json!({"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}});
+    nodes
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("pod CIDR of {name}: {e}"));
+}
+
+async fn wait_gone(nodes: &Api<Node>, name: &str, why: &str) {
+    wait_for(why, Duration::from_secs(90), || {
+        let nodes = nodes.clone();
+        async move { matches!(nodes.get_opt(name).await, Ok(None)).then_some(()) }
+    })
+    .await;
+}
+
+/// Waits until `router1` routes `cidr` via exactly `want` (none: not at all).
+async fn wait_routed(
+    client: &provider_openstack::client::Client,
+    router: &str,
+    cidr: &str,
+    want: &[&str],
+    why: &str,
+) {
+    wait_for(why, Duration::from_secs(60), || async move {
+        let hops = nexthops(client, router, cidr).await;
+        (hops == want).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_controllers() {
+    // The OpenStack side first: the servers of the nodes to come.
+    let cloud = TestCloud::shared();
+    let client = cloud.client(User::Ccm).await;
+    let (a, b) = tokio::join!(
+        boot(cloud, &client, "swap-a", "m1.tiny"),
+        boot(cloud, &client, "swap-b", "m1.small"),
+    );
+    let mut leftovers = Leftovers::servers([&a, &b]);
+    let router = cloud.info.ids.router1.clone();
+    // router1 is shared: the cluster name tags our routes, the pod CIDRs are this test's.
+    let cluster_name = cloud.unique_name("swap");
+    leftovers.cluster = Some(cluster_name.clone());
+    let h = spread(&cluster_name);
+    let (second, third) = (150 + h % 50, (h >> 8) % 80 * 3);
+    let cluster_cidr = format!("10.{second}.0.0/16");
+    let cidr = |i: u64| format!("10.{second}.{}.0/24", third + i);
+    let (cidr_sim_a, cidr_a, cidr_b) = (cidr(0), cidr(1), cidr(2));
+
+    // The cluster, on the simulator, with every controller running.
+    let mut cluster = Cluster::start(ClusterSpec {
+        inventory: INVENTORY.into(),
+        gateway_args: Vec::new(),
+    })
+    .await;
+    let nodes = cluster.nodes();
+    let services = cluster.services("default");
+    for node in ["sim-a", "sim-b"] {
+        cluster.register_node(node, true).await;
+    }
+    set_pod_cidr(&nodes, "sim-a", &cidr_sim_a).await;
+    let name_flag = ["--cluster-name", cluster_name.as_str()];
+    cluster.start_controller("cloud-node-controller", "cloud-node-controller", &name_flag);
+    cluster.start_controller(
+        "cloud-node-lifecycle-controller",
+        "cloud-node-lifecycle-controller",
+        &[&name_flag[..], &["--node-monitor-period", "1s"]].concat(),
+    );
+    cluster.start_controller("service-lb-controller", "service-lb-controller", &name_flag);
+    cluster.start_controller(
+        "node-route-controller",
+        "node-route-controller",
+        &[
+            &name_flag[..],
+            &[
+                "--cluster-cidr",
+                &cluster_cidr,
+                "--route-reconciliation-period",
+                "2s",
+            ],
+        ]
+        .concat(),
+    );
+    let proc = |cluster: &Cluster, name: &str| cluster.procs.iter().position(|p| p.name == name).unwrap();
+    let pids: Vec<u32> = CONTROLLERS
+        .iter()
+        .map(|name| cluster.procs[proc(&cluster, name)].id().unwrap())
+        .collect();
+    for node in ["sim-a", "sim-b"] {
+        wait_for(
+            &format!("{node} initialized by the simulator"),
+            Duration::from_secs(60),
+            || {
+                let nodes = nodes.clone();
+                async move {
+                    let node = nodes.get(node).await.ok().and_then(initialized)?;
+                    provider_id(&node).starts_with("simulator://").then_some(())
+                }
+            },
+        )
+        .await;
+    }
+    wait_for("sim-a routed at the simulator", Duration::from_secs(60), || {
+        let nodes = nodes.clone();
+        async move {
+            let node = nodes.get("sim-a").await.ok()?;
+            (network_unavailable(&node)? == ("False".into(), "RouteCreated".into())).then_some(())
+        }
+    })
+    .await;
+    cluster.create_lb_service("default", "before", json!({})).await;
+    let before = wait_for(
+        "before provisioned by the simulator",
+        Duration::from_secs(60),
+        || {
+            let services = services.clone();
+            async move {
+                services
+                    .get("before")
+                    .await
+                    .ok()
+                    .filter(|s| !ingress_ips(s).is_empty())
+            }
+        },
+    )
+    .await;
+    let before_ips = ingress_ips(&before);
+
+    // The swap: the simulator's gateway goes (SIGTERM, as a rollout), OpenStack's comes at the
+    // same address with the operator's cloud.conf.
+    let handover = Instant::now();
+    let conf = write_cloud_conf(cloud, cluster.dir.path(), None);
+    let args: Vec<String> = [
+        "--insecure-plaintext",
+        "--provider",
+        "openstack",
+        "--cloud-config",
+        &conf.display().to_string(),
+        "--instance-cache-ttl",
+        "0s",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    cluster.swap_gateway(&binary("cloud-gateway"), &args, &[]).await;
+
+    // OpenStack's servers join: a as kubelet --cloud-provider=external registers it (found by
+    // name), b with --provider-id.
+    cluster.register_node(&a.name, true).await;
+    let node_b: Node = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": { "name": b.name, "labels": { "kubernetes.io/hostname": b.name } },
+        "spec": {
+            "providerID": b.provider_id(),
+            "taints": [{ "key": UNINITIALIZED, "value": "true", "effect": "NoSchedule" }],
+        },
+    }))
+    .unwrap();
+    nodes
+        .create(&PostParams::default(), &node_b)
+        .await
+        .expect("node b");
+    cluster.set_ready(&b.name, true).await;
+    for (server, cidr) in [(&a, &cidr_a), (&b, &cidr_b)] {
+        set_pod_cidr(&nodes, &server.name, cidr).await;
+    }
+    for server in [&a, &b] {
+        let node = wait_for(
+            &format!("{} initialized from OpenStack", server.name),
+            Duration::from_secs(90),
+            || {
+                let nodes = nodes.clone();
+                let name = server.name.clone();
+                async move { nodes.get(&name).await.ok().and_then(initialized) }
+            },
+        )
+        .await;
+        check_openstack_node(&node, server);
+    }
+
+    // Their pod CIDRs become routes on router1 via their ports' addresses.
+    for (server, cidr) in [(&a, &cidr_a), (&b, &cidr_b)] {
+        wait_routed(
+            &client,
+            &router,
+            cidr,
+            &[server.ipv4.as_str()],
+            &format!("a route to {cidr} via {} on router1", server.name),
+        )
+        .await;
+    }
+    // The simulator's node is not OpenStack's: nothing routes its pod CIDR on router1 (the route
+    // controller has made its creates by now: the two above are there).
+    assert_eq!(
+        nexthops(&client, &router, &cidr_sim_a).await,
+        Vec::<String>::new(),
+        "sim-a is no OpenStack server: no route on router1 for it"
+    );
+
+    // The Service at the simulator is reported as held by the former provider; its status stays.
+    wait_event(&cluster, &["LoadBalancerAtFormerProvider"], "before").await;
+    assert_eq!(ingress_ips(&services.get("before").await.unwrap()), before_ips);
+
+    // A Service created while OpenStack serves: nothing is written to it (a finalizer and the
+    // record "openstack" written for a call bound to fail held it for OpenStack after the swap
+    // back, though OpenStack never made anything), one Warning says why.
+    cluster.create_lb_service("default", "unserved", json!({})).await;
+    let warning = wait_event(
+        &cluster,
+        &["LoadBalancersNotServed", "SyncLoadBalancerFailed"],
+        "unserved",
+    )
+    .await;
+    let unserved = services.get("unserved").await.unwrap();
+    assert!(
+        !has_finalizer(&unserved) && recorded_provider(&unserved).is_none(),
+        "nothing written to a Service while no load balancers are served: {:?}",
+        unserved.metadata
+    );
+    assert_eq!(warning.reason.as_deref(), Some("LoadBalancersNotServed"));
+    let note = warning.note.unwrap_or_default();
+    assert!(note.contains("provider openstack"), "{note}");
+    assert!(ingress_ips(&unserved).is_empty());
+    let lb_metrics = controller_metrics(&cluster, "service-lb-controller").await;
+    assert!(
+        lb_metrics.contains(
+            "service_lb_controller_load_balancer_at_former_provider{namespace=\"default\",name=\"before\",provider=\"simulator\"} 1"
+        ),
+        "{lb_metrics}"
+    );
+
+    // Lifecycle: sim-b (a former vendor's node) goes NotReady, then b's server is deleted and its
+    // Node goes NotReady. b's Node is deleted, its route with it; sim-b, judged in the same
+    // passes, is kept: OpenStack answers "not mine", never "not found", for a simulator ID.
+    cluster.set_ready("sim-b", false).await;
+    cloud.delete_server(&client, &b.id).await;
+    leftovers.deleted(&b);
+    cluster.set_ready(&b.name, false).await;
+    wait_gone(&nodes, &b.name, "b's Node deleted (its server is gone)").await;
+    wait_routed(&client, &router, &cidr_b, &[], "b's route removed from router1").await;
+    assert!(
+        nodes.get_opt("sim-b").await.unwrap().is_some(),
+        "a former vendor's NotReady node was deleted"
+    );
+    let node = nodes.get(&a.name).await.expect("a stays");
+    check_openstack_node(&node, &a);
+    assert_eq!(nexthops(&client, &router, &cidr_a).await, vec![a.ipv4.clone()]);
+
+    // Every controller has called the gateway since (the lifecycle controller only for NotReady
+    // nodes), and follows the provider it serves now.
+    for name in CONTROLLERS {
+        let metrics = controller_metrics(&cluster, name).await;
+        for (provider, value) in [("openstack", 1), ("simulator", 0)] {
+            let series = format!("gateway_provider_info{{provider=\"{provider}\"}} {value}");
+            assert!(metrics.contains(&series), "{name}: no {series}:\n{metrics}");
+        }
+    }
+
+    // No controller restarted, none exited, and no sync failed visibly through the handover.
+    for (name, pid) in CONTROLLERS.iter().zip(&pids) {
+        let index = proc(&cluster, name);
+        assert_eq!(cluster.procs[index].id(), Some(*pid), "{name} restarted");
+        assert!(cluster.procs[index].exited().is_none(), "{name} exited");
+    }
+    // (The node-set changes above sent the simulator's load balancer to OpenStack once:
+    // `UpdateLoadBalancerFailed … not implemented`.)
+    let failed = failures(&cluster).await;
+    assert!(
+        failed.is_empty(),
+        "a sync failed visibly during the handover ({:?} ago): {failed:?}",
+        handover.elapsed()
+    );
+
+    // Leave router1 clean: a's Node goes, its route with it.
+    nodes
+        .delete(&a.name, &Default::default())
+        .await
+        .expect("delete a's Node");
+    wait_routed(&client, &router, &cidr_a, &[], "a's route removed from router1").await;
+
+    // The simulator back at the address (same state): the controller, which makes no call for
+    // the Services that wait, asks by itself and finds load balancers served again. The Service
+    // created meanwhile gets its load balancer at the simulator; the simulator's own Service is
+    // no longer reported as held elsewhere.
+    cluster.stop_gateway().await;
+    cluster.start_gateway().await;
+    let unserved = wait_for(
+        "unserved provisioned by the simulator once it is back",
+        Duration::from_secs(60),
+        || {
+            let services = services.clone();
+            async move {
+                services
+                    .get("unserved")
+                    .await
+                    .ok()
+                    .filter(|s| !ingress_ips(s).is_empty())
+            }
+        },
+    )
+    .await;
+    assert_eq!(recorded_provider(&unserved), Some("simulator"));
+    assert!(has_finalizer(&unserved));
+    assert!(
+        cluster
+            .load_balancers()
+            .await
+            .iter()
+            .any(|lb| lb["service_uid"].as_str() == unserved.metadata.uid.as_deref()),
+        "a load balancer at the simulator for unserved: {:?}",
+        cluster.load_balancers().await
+    );
+    wait_for(
+        "before no longer reported as held by a former provider",
+        Duration::from_secs(30),
+        || {
+            let cluster = &cluster;
+            async move {
+                let metrics = controller_metrics(cluster, "service-lb-controller").await;
+                (!metrics.contains("service_lb_controller_load_balancer_at_former_provider{namespace=\"default\",name=\"before\",provider=\"simulator\"} 1"))
+                    .then_some(())
+            }
+        },
+    )
+    .await;
+    assert_eq!(ingress_ips(&services.get("before").await.unwrap()), before_ips);
+    let failed = failures(&cluster).await;
+    assert!(
+        failed.is_empty(),
+        "a sync failed visibly after the swap back: {failed:?}"
+    );
+    cluster.stop().await;
+    drop(leftovers);
+}
+
+/// The Service syncs that failed visibly: `SyncLoadBalancerFailed` (ensure, cleanup) and
+/// `UpdateLoadBalancerFailed` (backends update), as `name: note`.
+async fn failures(cluster: &Cluster) -> Vec<String> {
+    events(cluster)
+        .await
+        .into_iter()
+        .filter(|e| {
+            matches!(
+                e.reason.as_deref(),
+                Some("SyncLoadBalancerFailed" | "UpdateLoadBalancerFailed")
+            )
+        })
+        .map(|e| format!("{:?}: {:?}", e.regarding.and_then(|r| r.name), e.note))
+        .collect()
+}
+
+/// The node of `server` as OCCM initializes it.
+fn check_openstack_node(node: &Node, server: &Server) {
+    assert_eq!(provider_id(node), server.provider_id(), "{}", server.name);
+    for (key, want) in [
+        ("node.kubernetes.io/instance-type", server.flavor.as_str()),
+        ("beta.kubernetes.io/instance-type", server.flavor.as_str()),
+        ("topology.kubernetes.io/zone", "nova"),
+        ("failure-domain.beta.kubernetes.io/zone", "nova"),
+        ("topology.kubernetes.io/region", "RegionOne"),
+        ("failure-domain.beta.kubernetes.io/region", "RegionOne"),
+    ] {
+        assert_eq!(label(node, key), Some(want), "{}: label {key}", server.name);
+    }
+    let addresses = node.status.as_ref().unwrap().addresses.clone().unwrap();
+    assert!(
+        addresses
+            .iter()
+            .any(|x| x.type_ == "InternalIP" && x.address == server.ipv4),
+        "{}: InternalIP {} from its port: {addresses:?}",
+        server.name,
+        server.ipv4
+    );
+}
+
+async fn controller_metrics(cluster: &Cluster, name: &str) -> String {
+    let index = cluster
+        .procs
+        .iter()
+        .position(|p| p.name == name)
+        .unwrap_or_else(|| panic!("no process {name}"));
+    http_get(cluster.procs[index].http.expect("a side port"), "/metrics")
+        .await
+        .unwrap_or_else(|| panic!("{name}: /metrics"))
+        .1
+}
