@@ -33,7 +33,7 @@ use tokio::{
 };
 
 /// The cases that must pass.
-const MUST_PASS: [&str; 16] = [
+const MUST_PASS: [&str; 17] = [
     "capabilities_describe_the_provider",
     "every_answer_names_the_provider",
     "running_instance_exists_and_is_not_shut_down",
@@ -44,6 +44,7 @@ const MUST_PASS: [&str; 16] = [
     "lookup_by_name_when_provider_id_is_empty",
     "batch_lookup_answers_each_node_in_order",
     "routes_lifecycle",
+    "routes_lifecycle_as_the_route_controller_sends",
     "gateway_validation_rejects_bad_requests",
     "garbage_bytes_get_a_status_and_the_gateway_lives_on",
     "an_unknown_caller_header_is_served_as_anonymous",

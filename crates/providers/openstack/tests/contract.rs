@@ -451,6 +451,12 @@ must_pass!(
     garbage_bytes_get_a_status_and_the_gateway_lives_on,
     an_unknown_caller_header_is_served_as_anonymous,
     an_unknown_caller_header_reaches_no_metric,
+    // CreateRoute with the target's name only: the provider finds the server by name and routes
+    // to its port's address.
+    routes_lifecycle,
+    // As the route controller sends it: the target's providerID and the addresses the gateway
+    // reports for the server.
+    routes_lifecycle_as_the_route_controller_sends,
     // Not in contract_suite! (its fixtures claim everything): here LoadBalancers is missing.
     missing_capabilities_answer_unimplemented,
 );
@@ -467,107 +473,8 @@ must_skip_for_no_lbs!(
 #[test]
 fn the_suite_expands_every_case() {
     let mut want: Vec<&str> = cases::ALL.iter().map(|c| c.name).collect();
-    let mut got: Vec<&str> = MUST_PASS
-        .iter()
-        .chain(NO_LBS)
-        .chain(&["routes_lifecycle"])
-        .copied()
-        .collect();
+    let mut got: Vec<&str> = MUST_PASS.iter().chain(NO_LBS).copied().collect();
     want.sort_unstable();
     got.sort_unstable();
     assert_eq!(got, want, "every case of cases::ALL must be expanded here");
-}
-
-/// The case as the suite has it sends CreateRoute with the target's name only: the provider finds
-/// the server by name and routes to its port's address.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn routes_lifecycle() {
-    let fixture = start().await;
-    runner::must_pass("routes_lifecycle", cases::routes_lifecycle(&fixture).await);
-}
-
-/// `routes_lifecycle` as the route controller calls it: the target's providerID and its
-/// InternalIP in the route. list → create → create again → list → delete → delete again → list.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn routes_lifecycle_with_node_addresses() {
-    use gateway_api::v1 as pb;
-    let f = start().await;
-    let cluster = f.cluster_name();
-    let (cidr, target) = f.route_target().await.expect("route target");
-    let mut c = f.target().clients("contract-tests").await;
-    let list = pb::ListRoutesRequest {
-        cluster_name: cluster.clone(),
-    };
-    let to_cidr = |routes: Vec<pb::Route>| -> Vec<pb::Route> {
-        routes
-            .into_iter()
-            .filter(|r| r.destination_cidr == cidr)
-            .collect()
-    };
-    let listed = c
-        .routes
-        .list_routes(list.clone())
-        .await
-        .expect("ListRoutes")
-        .into_inner()
-        .routes;
-    assert!(
-        to_cidr(listed).is_empty(),
-        "{cidr} routed before the test creates it"
-    );
-    let route = pb::Route {
-        target_node: target.node_name.clone(),
-        destination_cidr: cidr.clone(),
-        target_node_addresses: vec![
-            pb::NodeAddress {
-                r#type: pb::AddressType::Hostname as i32,
-                address: target.node_name.clone(),
-            },
-            pb::NodeAddress {
-                r#type: pb::AddressType::InternalIp as i32,
-                address: target.internal_ip.clone(),
-            },
-        ],
-        target_provider_id: target.provider_id.clone(),
-        ..Default::default()
-    };
-    let create = pb::CreateRouteRequest {
-        cluster_name: cluster.clone(),
-        name_hint: uuid::Uuid::new_v4().to_string(),
-        route: Some(route),
-    };
-    c.routes.create_route(create.clone()).await.expect("CreateRoute");
-    c.routes
-        .create_route(create)
-        .await
-        .expect("CreateRoute again must succeed");
-    let routes = to_cidr(
-        c.routes
-            .list_routes(list.clone())
-            .await
-            .expect("ListRoutes")
-            .into_inner()
-            .routes,
-    );
-    assert_eq!(routes.len(), 1, "one route to {cidr}: {routes:?}");
-    assert_eq!(routes[0].target_node, target.node_name, "target node");
-    assert!(!routes[0].blackhole, "a route to a running node is no blackhole");
-    let delete = pb::DeleteRouteRequest {
-        cluster_name: cluster.clone(),
-        route: Some(routes[0].clone()),
-    };
-    c.routes.delete_route(delete.clone()).await.expect("DeleteRoute");
-    c.routes
-        .delete_route(delete)
-        .await
-        .expect("DeleteRoute again must succeed");
-    let after = to_cidr(
-        c.routes
-            .list_routes(list)
-            .await
-            .expect("ListRoutes")
-            .into_inner()
-            .routes,
-    );
-    assert!(after.is_empty(), "deleted, yet listed: {after:?}");
 }

@@ -71,6 +71,7 @@ cases! {
     implemented_elsewhere_is_typed: "a service left to another controller gets typed IMPLEMENTED_ELSEWHERE; delete still works",
     provider_invalid_argument_is_typed: "a service the cloud cannot honour gets typed INVALID_ARGUMENT, and nothing is created",
     routes_lifecycle: "list, create, create again, list, delete, delete again, list",
+    routes_lifecycle_as_the_route_controller_sends: "routes_lifecycle with the route as the route controller sends it: the target's providerID and the addresses the gateway reports for it",
     gateway_validation_rejects_bad_requests: "requests that can never succeed get typed INVALID_ARGUMENT",
     garbage_bytes_get_a_status_and_the_gateway_lives_on: "bytes that are no protobuf message get an error status, and the gateway keeps serving",
     an_unknown_caller_header_is_served_as_anonymous: "an unknown or malformed caller header does not break the call",
@@ -823,11 +824,85 @@ pub async fn throttled_is_typed(f: &dyn CloudFixture) -> CaseResult {
     pass()
 }
 
-/// list → create → create again → list → delete → delete again → list.
+/// list → create → create again → list → delete → delete again → list, the route naming its
+/// target by Node name only.
 pub async fn routes_lifecycle(f: &dyn CloudFixture) -> CaseResult {
     require(f, Capability::Routes)?;
-    let cluster = f.cluster_name();
     let (cidr, target) = f.route_target().await?;
+    let route = pb::Route {
+        target_node: target.node_name.clone(),
+        destination_cidr: cidr,
+        ..Default::default()
+    };
+    route_lifecycle(f, route, &target).await
+}
+
+/// [`routes_lifecycle`] as the route controller calls it: CreateRoute carries the target Node's
+/// providerID (the provider finds the target by it first) and its status addresses, which are
+/// what the gateway's InstanceMetadata reported for the instance (the node controller wrote
+/// them to the Node, keeping kubelet's Hostname when the cloud reports none).
+pub async fn routes_lifecycle_as_the_route_controller_sends(f: &dyn CloudFixture) -> CaseResult {
+    require(f, Capability::Routes)?;
+    let (cidr, target) = f.route_target().await?;
+    let (addresses, note) = node_addresses(f, &target).await;
+    let route = pb::Route {
+        target_node: target.node_name.clone(),
+        destination_cidr: cidr,
+        target_node_addresses: addresses,
+        target_provider_id: target.provider_id.clone(),
+        ..Default::default()
+    };
+    route_lifecycle(f, route, &target).await?;
+    note.map_or_else(pass, pass_with)
+}
+
+/// The addresses of `target`'s Node as the node controller sets them: the gateway's
+/// InstanceMetadata addresses, and kubelet's Hostname (the Node name) when they hold none. A
+/// gateway without Instances leaves the Node kubelet's addresses: its Hostname and the fixture's
+/// InternalIP (then also the note saying so).
+async fn node_addresses(
+    f: &dyn CloudFixture,
+    target: &TestInstance,
+) -> (Vec<pb::NodeAddress>, Option<String>) {
+    let hostname = pb::NodeAddress {
+        r#type: pb::AddressType::Hostname as i32,
+        address: target.node_name.clone(),
+    };
+    if !f.capabilities().has(Capability::Instances) {
+        let mut addresses = vec![hostname];
+        if !target.internal_ip.is_empty() {
+            addresses.push(pb::NodeAddress {
+                r#type: pb::AddressType::InternalIp as i32,
+                address: target.internal_ip.clone(),
+            });
+        }
+        let note = "the gateway serves no Instances: the route carries kubelet's addresses \
+                    (the node name and the fixture's internal_ip)";
+        return (addresses, Some(note.into()));
+    }
+    let mut c = f.target().clients(CALLER).await;
+    let metadata = c
+        .instances
+        .instance_metadata(instance_request(node(target)))
+        .await
+        .answer("InstanceMetadata of the route's target")
+        .metadata
+        .expect("InstanceMetadataResponse.metadata is unset");
+    let mut addresses = metadata.addresses;
+    if !addresses
+        .iter()
+        .any(|a| a.r#type == pb::AddressType::Hostname as i32)
+    {
+        addresses.push(hostname);
+    }
+    (addresses, None)
+}
+
+/// list → create → create again → list → delete → delete again → list of `route`, whose target
+/// is `target`.
+async fn route_lifecycle(f: &dyn CloudFixture, route: pb::Route, target: &TestInstance) -> CaseResult {
+    let cluster = f.cluster_name();
+    let cidr = route.destination_cidr.clone();
     let mut c = f.target().clients(CALLER).await;
     let list = pb::ListRoutesRequest {
         cluster_name: cluster.clone(),
@@ -849,11 +924,6 @@ pub async fn routes_lifecycle(f: &dyn CloudFixture) -> CaseResult {
         to_cidr(&before).is_empty(),
         "{cidr} is routed before the case creates it (left over from an earlier run?): {before:?}"
     );
-    let route = pb::Route {
-        target_node: target.node_name.clone(),
-        destination_cidr: cidr.clone(),
-        ..Default::default()
-    };
     let create = pb::CreateRouteRequest {
         cluster_name: cluster.clone(),
         name_hint: uuid::Uuid::new_v4().to_string(),
@@ -872,7 +942,7 @@ pub async fn routes_lifecycle(f: &dyn CloudFixture) -> CaseResult {
             .routes,
     );
     assert_eq!(routes.len(), 1, "one route to {cidr}: {routes:?}");
-    assert_eq!(routes[0].target_node, target.node_name, "target node");
+    assert_targets(&routes[0], target);
     assert!(!routes[0].blackhole, "a route to a running node is no blackhole");
     let delete = pb::DeleteRouteRequest {
         cluster_name: cluster.clone(),
@@ -886,6 +956,23 @@ pub async fn routes_lifecycle(f: &dyn CloudFixture) -> CaseResult {
     let after = c.routes.list_routes(list).await.answer("ListRoutes").routes;
     assert!(to_cidr(&after).is_empty(), "deleted, yet listed: {after:?}");
     pass()
+}
+
+/// Fails unless the route controller would take the listed `route` for `target`'s: by its
+/// `target_provider_id` when the route carries one, else by its `target_node`.
+fn assert_targets(route: &pb::Route, target: &TestInstance) {
+    if route.target_provider_id.is_empty() {
+        assert_eq!(
+            route.target_node, target.node_name,
+            "the listed route's target_node (it carries no target_provider_id): {route:?}"
+        );
+    } else {
+        assert_eq!(
+            route.target_provider_id, target.provider_id,
+            "the listed route's target_provider_id (the route controller matches it to the Node \
+             with that providerID): {route:?}"
+        );
+    }
 }
 
 fn check<T: std::fmt::Debug>(answer: Result<T, Status>, what: &str) {

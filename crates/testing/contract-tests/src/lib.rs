@@ -80,6 +80,7 @@ macro_rules! contract_suite {
             provider_invalid_argument_is_typed,
             throttled_is_typed,
             routes_lifecycle,
+            routes_lifecycle_as_the_route_controller_sends,
             gateway_validation_rejects_bad_requests,
             garbage_bytes_get_a_status_and_the_gateway_lives_on,
             an_unknown_caller_header_is_served_as_anonymous,
