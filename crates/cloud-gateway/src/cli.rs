@@ -13,8 +13,8 @@ use telemetry::{LogFormat, TraceArgs};
 use token_bucket::Limit;
 
 use crate::{
-    GatewayConfig, Security, ServerFiles, adaptive::AdaptiveConfig, auth::Policy, lookups::LookupConfig,
-    peers::PeerConfig,
+    GatewayConfig, Security, ServerFiles, adaptive::AdaptiveConfig, auth::Policy, lb_reads::LbReadConfig,
+    lookups::LookupConfig, peers::PeerConfig,
 };
 
 /// `cloud-gateway` flags.
@@ -50,6 +50,10 @@ pub struct Args {
     /// Most nodes per batched instance lookup (the provider's own limit also applies).
     #[arg(long, default_value_t = 100)]
     pub instance_batch_size: usize,
+    /// Most Services per batched load-balancer read (the provider's own limit also applies:
+    /// AWS 20); 1 turns batching off.
+    #[arg(long, default_value_t = 20)]
+    pub load_balancer_batch_size: usize,
     /// Whether an instance lookup joins an identical one already in flight (from any caller).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub instance_coalescing: bool,
@@ -434,6 +438,9 @@ impl Args {
                 batch_size: self.instance_batch_size,
                 cache_ttl: self.instance_cache_ttl,
                 coalesce: self.instance_coalescing,
+            },
+            lb_reads: LbReadConfig {
+                batch_size: self.load_balancer_batch_size,
             },
             max_call_duration: self.max_call_duration,
             shutdown_grace: self.shutdown_grace,

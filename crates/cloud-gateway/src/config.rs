@@ -6,7 +6,9 @@ use token_bucket::Limit;
 
 pub use tls_files::ServerFiles;
 
-use crate::{adaptive::AdaptiveConfig, auth::Policy, lookups::LookupConfig, peers::PeerConfig};
+use crate::{
+    adaptive::AdaptiveConfig, auth::Policy, lb_reads::LbReadConfig, lookups::LookupConfig, peers::PeerConfig,
+};
 
 /// The longest `--peer-probe-interval` accepted: the replicas' shares follow membership that
 /// much later.
@@ -23,6 +25,8 @@ pub struct GatewayConfig {
     pub adaptive: AdaptiveConfig,
     /// Instance lookup batching and cache.
     pub lookups: LookupConfig,
+    /// Batching of load-balancer reads.
+    pub lb_reads: LbReadConfig,
     /// Upper bound of any call, queueing included, when the client sets no shorter deadline.
     pub max_call_duration: Duration,
     /// How long in-flight calls may finish after a shutdown signal.
@@ -70,6 +74,7 @@ impl Default for GatewayConfig {
             },
             adaptive: AdaptiveConfig::default(),
             lookups: LookupConfig::default(),
+            lb_reads: LbReadConfig::default(),
             max_call_duration: Duration::from_secs(120),
             shutdown_grace: Duration::from_secs(20),
             security: Security::InsecurePlaintext {
@@ -107,6 +112,9 @@ impl GatewayConfig {
         }
         if self.lookups.batch_size == 0 {
             return Err("instance batch size must be at least 1".into());
+        }
+        if self.lb_reads.batch_size == 0 {
+            return Err("load balancer batch size must be at least 1".into());
         }
         if self.max_call_duration.is_zero() {
             return Err("max call duration must be positive".into());

@@ -16,6 +16,8 @@
 //! - [`adaptive`]: lowers the rate when the cloud throttles, recovers it gradually.
 //! - [`clock`]: tokio's clock, so tests with paused time are exact.
 //! - [`lookups`]: instance lookups: cache, joining in-flight lookups, batching.
+//! - [`lb_reads`]: load-balancer reads (gets, and the check an ensure starts with) batched
+//!   across Services.
 //! - [`peers`]: replicas that share the provider limits (membership by probing each other).
 //! - [`metrics`]: Prometheus metrics, served on the `side-port` crate's `/healthz`, `/readyz`,
 //!   `/metrics` port.
@@ -29,6 +31,7 @@ pub mod config;
 pub mod convert;
 pub mod dry_run;
 pub mod gate;
+pub mod lb_reads;
 pub mod lookups;
 pub mod metrics;
 pub mod peers;

@@ -82,6 +82,8 @@ pub struct Metrics {
     pub coalesced_saved: Counter,
     /// Nodes per batched provider lookup.
     pub batch_size: Histogram,
+    /// Services per batched provider load-balancer read.
+    pub lb_read_batch_size: Histogram,
     /// gRPC calls by method, caller and status code.
     pub rpc_calls: Family<RpcLabels, Counter>,
     /// Calls refused by the authorization policy, by method.
@@ -114,6 +116,7 @@ impl Metrics {
             cache_misses: Counter::default(),
             coalesced_saved: Counter::default(),
             batch_size: Histogram::new([1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0]),
+            lb_read_batch_size: Histogram::new([1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]),
             rpc_calls: Family::default(),
             denied: Family::default(),
             tls_refused: Counter::default(),
@@ -170,6 +173,11 @@ impl Metrics {
             "instance_batch_size",
             "Nodes per batched instance lookup sent to the provider",
             metrics.batch_size.clone(),
+        );
+        registry.register(
+            "load_balancer_read_batch_size",
+            "Services per batched load-balancer read sent to the provider",
+            metrics.lb_read_batch_size.clone(),
         );
         registry.register(
             "grpc_calls",

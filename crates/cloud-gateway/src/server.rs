@@ -17,6 +17,7 @@ use crate::{
     config::{GatewayConfig, Security},
     dry_run::DryRunLog,
     gate::ProviderGate,
+    lb_reads::LoadBalancerReads,
     lookups::InstanceLookups,
     metrics::Metrics,
     peers::Membership,
@@ -81,6 +82,7 @@ pub async fn serve_with_handles(
     );
     let gate = Arc::new(ProviderGate::new(scheduler.clone(), metrics.clone()));
     let lookups = InstanceLookups::new(provider.clone(), gate.clone(), metrics.clone(), config.lookups);
+    let lb_reads = LoadBalancerReads::new(provider.clone(), gate.clone(), metrics.clone(), config.lb_reads);
     let limits = pb::ProviderLimits {
         max_instance_batch: u32::try_from(
             config
@@ -104,6 +106,7 @@ pub async fn serve_with_handles(
         provider.clone(),
         gate,
         lookups,
+        lb_reads,
         metrics.clone(),
         limits,
         authorizer,

@@ -11,6 +11,7 @@ use crate::{
     convert,
     dry_run::{self, DryRunLog},
     gate::ProviderGate,
+    lb_reads::LoadBalancerReads,
     lookups::InstanceLookups,
     metrics::{Metrics, RpcLabels},
     scheduler::Class,
@@ -24,6 +25,8 @@ pub struct GatewayService {
     provider: Arc<dyn Provider>,
     gate: Arc<ProviderGate>,
     lookups: Arc<InstanceLookups>,
+    /// Load-balancer reads, batched across Services.
+    lb_reads: Arc<LoadBalancerReads>,
     metrics: Arc<Metrics>,
     limits: pb::ProviderLimits,
     authorizer: Authorizer,
@@ -38,10 +41,12 @@ type RpcResult<T> = Result<Response<T>, Status>;
 
 impl GatewayService {
     /// The services over `provider`.
+    #[allow(clippy::too_many_arguments)] // the shared parts, each built once by the server
     pub fn new(
         provider: Arc<dyn Provider>,
         gate: Arc<ProviderGate>,
         lookups: Arc<InstanceLookups>,
+        lb_reads: Arc<LoadBalancerReads>,
         metrics: Arc<Metrics>,
         limits: pb::ProviderLimits,
         authorizer: Authorizer,
@@ -53,6 +58,7 @@ impl GatewayService {
             provider_header,
             gate,
             lookups,
+            lb_reads,
             metrics,
             limits,
             authorizer,
@@ -326,12 +332,24 @@ impl pb::load_balancers_server::LoadBalancers for GatewayService {
     ) -> RpcResult<pb::GetLoadBalancerResponse> {
         self.handle("GetLoadBalancer", request, |caller, req| async move {
             let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, req.service)?;
-            let status = self
-                .gate
-                .call(Class::Read, &caller, "get_load_balancer", || {
-                    lbs.get_load_balancer(&cluster, &svc)
-                })
-                .await?;
+            let read = provider::LoadBalancerRead {
+                service: svc.clone(),
+                ensure_nodes: None,
+            };
+            // Batched with concurrent reads of other Services.
+            let status = match self.lb_reads.read(&caller, &cluster, read).await? {
+                provider::LoadBalancerObservation::Absent => None,
+                provider::LoadBalancerObservation::Present(status)
+                | provider::LoadBalancerObservation::Converged(status) => Some(status),
+                // Not a get's answer: asked on its own.
+                provider::LoadBalancerObservation::NeedsEnsure => {
+                    self.gate
+                        .call(Class::Read, &caller, "get_load_balancer", || {
+                            lbs.get_load_balancer(&cluster, &svc)
+                        })
+                        .await?
+                }
+            };
             Ok(pb::GetLoadBalancerResponse {
                 exists: status.is_some(),
                 status: status.as_ref().map(convert::lb_status_to_pb),
@@ -360,6 +378,25 @@ impl pb::load_balancers_server::LoadBalancers for GatewayService {
         self.handle_write("EnsureLoadBalancer", request, |caller, req| async move {
             let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, req.service)?;
             let nodes = convert::lb_nodes(req.nodes)?;
+            // The check an ensure starts with, batched with concurrent Services' reads: a load
+            // balancer already as asked is answered without a write turn.
+            if lbs.checks_before_ensure()
+                && let provider::LoadBalancerObservation::Converged(status) = self
+                    .lb_reads
+                    .read(
+                        &caller,
+                        &cluster,
+                        provider::LoadBalancerRead {
+                            service: svc.clone(),
+                            ensure_nodes: Some(nodes.clone()),
+                        },
+                    )
+                    .await?
+            {
+                return Ok(pb::EnsureLoadBalancerResponse {
+                    status: Some(convert::lb_status_to_pb(&status)),
+                });
+            }
             let status = self
                 .gate
                 .call(Class::Write, &caller, "ensure_load_balancer", || {

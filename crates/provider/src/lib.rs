@@ -21,8 +21,8 @@ pub mod routes;
 pub use error::{ProviderError, Result};
 pub use instances::{AddressType, InstanceInfo, InstanceMetadata, Instances, NodeAddress, NodeRef};
 pub use load_balancers::{
-    ExternalTrafficPolicy, LoadBalancerIngress, LoadBalancerNode, LoadBalancerStatus, LoadBalancers,
-    Protocol, ServicePort, ServiceSpec, default_load_balancer_name,
+    ExternalTrafficPolicy, LoadBalancerIngress, LoadBalancerNode, LoadBalancerObservation, LoadBalancerRead,
+    LoadBalancerStatus, LoadBalancers, Protocol, ServicePort, ServiceSpec, default_load_balancer_name,
 };
 pub use routes::{Route, Routes};
 

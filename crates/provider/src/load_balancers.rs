@@ -122,6 +122,30 @@ pub fn default_load_balancer_name(service_uid: &str) -> String {
     name
 }
 
+/// One Service's load-balancer read in a batch ([`LoadBalancers::read_load_balancers`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LoadBalancerRead {
+    /// The Service whose load balancer is read.
+    pub service: ServiceSpec,
+    /// `Some(nodes)` for the check an ensure starts with: whether the load balancer is already
+    /// as `service` on `nodes` asks. `None` for a plain get.
+    pub ensure_nodes: Option<Vec<LoadBalancerNode>>,
+}
+
+/// What a batched read found for one Service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadBalancerObservation {
+    /// No load balancer of this cluster's for the Service.
+    Absent,
+    /// The Service's load balancer exists (a get).
+    Present(LoadBalancerStatus),
+    /// (ensure reads) The load balancer is known to be exactly as the request asks: the ensure
+    /// may answer this status without a write.
+    Converged(LoadBalancerStatus),
+    /// (ensure reads) The read cannot settle it: a full ensure must run.
+    NeedsEnsure,
+}
+
 /// cloudprovider.LoadBalancer.
 ///
 /// # Guarantees every implementation gives
@@ -166,11 +190,70 @@ pub trait LoadBalancers: Send + Sync {
     /// Deletes the load balancer and everything created for it; succeeds when nothing is left.
     /// Never returns `ImplementedElsewhere`.
     async fn ensure_load_balancer_deleted(&self, cluster: &str, service: &ServiceSpec) -> Result<()>;
+
+    /// Which reads may share one batched provider call: reads whose keys differ go in different
+    /// batches (AWS: Classic ELBs and ELBv2 load balancers are read by different APIs). No cloud
+    /// call. The default puts every read in one batch.
+    fn read_batch_key(&self, cluster: &str, service: &ServiceSpec) -> String {
+        let _ = (cluster, service);
+        String::new()
+    }
+
+    /// Whether an ensure read ([`LoadBalancerRead::ensure_nodes`] set) can answer `Converged`.
+    /// When it can, the gateway asks it before every ensure (batched with other Services'
+    /// reads) and answers a converged load balancer without a write; when not (the default), an
+    /// ensure goes straight to [`Self::ensure_load_balancer`].
+    fn checks_before_ensure(&self) -> bool {
+        false
+    }
+
+    /// Most reads one [`Self::read_load_balancers`] call may carry. The gateway spends one
+    /// rate-limit token per call, so a provider that reads one by one (the default) says 1.
+    fn max_read_batch(&self) -> usize {
+        1
+    }
+
+    /// Reads many Services' load balancers at once (at most [`Self::max_read_batch`], all of one
+    /// [`Self::read_batch_key`]),
+    /// so the gateway can merge concurrent gets and the reads ensures start with into a few cloud
+    /// calls (AWS: one DescribeLoadBalancers and one DescribeTags for 20 names; a cloud with
+    /// tags on its load balancers: one list filtered by the cluster's tag).
+    ///
+    /// # Guarantees
+    /// Exactly one answer per read, in order. A read's own problem goes in its own entry, never
+    /// in its neighbours' (one name not found among 20 is that one's `Absent`). A plain get
+    /// answers `Absent` or `Present`; an ensure read answers `Converged` only when an ensure
+    /// would change nothing, else `NeedsEnsure` (or an error an ensure would answer too).
+    ///
+    /// The default reads one by one: a get through [`Self::get_load_balancer`], and an ensure
+    /// read answers `NeedsEnsure` without a cloud call (the ensure itself then decides).
+    ///
+    /// # Errors
+    /// The outer error fails the whole batch (the cloud unreachable).
+    async fn read_load_balancers(
+        &self,
+        cluster: &str,
+        reads: &[LoadBalancerRead],
+    ) -> Result<Vec<Result<LoadBalancerObservation>>> {
+        let mut answers = Vec::with_capacity(reads.len());
+        for read in reads {
+            answers.push(if read.ensure_nodes.is_some() {
+                Ok(LoadBalancerObservation::NeedsEnsure)
+            } else {
+                self.get_load_balancer(cluster, &read.service)
+                    .await
+                    .map(|status| {
+                        status.map_or(LoadBalancerObservation::Absent, LoadBalancerObservation::Present)
+                    })
+            });
+        }
+        Ok(answers)
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::default_load_balancer_name;
+    use super::*;
 
     #[test]
     fn default_name_matches_upstream() {
@@ -200,5 +283,81 @@ mod tests {
         let name = default_load_balancer_name(&uid);
         assert_eq!(name, format!("a{}", "0".repeat(30)));
         assert!(default_load_balancer_name(&"ü".repeat(40)).len() <= 32);
+    }
+
+    /// A provider with only the required methods: services whose UID starts with `x` have no
+    /// load balancer, `e` ones fail.
+    struct OneByOne(std::sync::Mutex<usize>);
+
+    #[async_trait]
+    impl LoadBalancers for OneByOne {
+        async fn get_load_balancer(
+            &self,
+            _: &str,
+            service: &ServiceSpec,
+        ) -> Result<Option<LoadBalancerStatus>> {
+            *self.0.lock().unwrap() += 1;
+            match service.uid.chars().next() {
+                Some('x') => Ok(None),
+                Some('e') => Err(crate::ProviderError::Unavailable(service.uid.clone())),
+                _ => Ok(Some(LoadBalancerStatus {
+                    ingress: vec![LoadBalancerIngress {
+                        ip: String::new(),
+                        hostname: format!("{}.lb", service.uid),
+                    }],
+                })),
+            }
+        }
+        async fn ensure_load_balancer(
+            &self,
+            _: &str,
+            _: &ServiceSpec,
+            _: &[LoadBalancerNode],
+        ) -> Result<LoadBalancerStatus> {
+            unreachable!("a read never ensures")
+        }
+        async fn update_load_balancer(&self, _: &str, _: &ServiceSpec, _: &[LoadBalancerNode]) -> Result<()> {
+            unreachable!("a read never updates")
+        }
+        async fn ensure_load_balancer_deleted(&self, _: &str, _: &ServiceSpec) -> Result<()> {
+            unreachable!("a read never deletes")
+        }
+    }
+
+    #[tokio::test]
+    async fn the_default_batch_read_answers_each_read_on_its_own() {
+        let p = OneByOne(std::sync::Mutex::new(0));
+        let read = |uid: &str, ensure: bool| LoadBalancerRead {
+            service: ServiceSpec {
+                uid: uid.into(),
+                ..Default::default()
+            },
+            ensure_nodes: ensure.then(Vec::new),
+        };
+        // (read, what it answers)
+        let cases: [(LoadBalancerRead, std::result::Result<Option<&str>, ()>); 4] = [
+            (read("a", false), Ok(Some("a.lb"))),
+            (read("x", false), Ok(None)),
+            (read("e", false), Err(())),
+            (read("a", true), Ok(None)), // NeedsEnsure: the ensure decides
+        ];
+        let reads: Vec<LoadBalancerRead> = cases.iter().map(|(r, _)| r.clone()).collect();
+        let answers = p.read_load_balancers("c", &reads).await.unwrap();
+        assert_eq!(answers.len(), cases.len());
+        for ((read, want), got) in cases.iter().zip(answers) {
+            match (want, got) {
+                (Ok(Some(host)), Ok(LoadBalancerObservation::Present(s))) => {
+                    assert_eq!(s.ingress[0].hostname, *host)
+                }
+                (Ok(None), Ok(LoadBalancerObservation::Absent)) => assert!(read.ensure_nodes.is_none()),
+                (Ok(None), Ok(LoadBalancerObservation::NeedsEnsure)) => assert!(read.ensure_nodes.is_some()),
+                (Err(()), Err(crate::ProviderError::Unavailable(uid))) => assert_eq!(uid, "e"),
+                (want, got) => panic!("{read:?}: wanted {want:?}, got {got:?}"),
+            }
+        }
+        assert_eq!(*p.0.lock().unwrap(), 3, "an ensure read makes no call by default");
+        assert_eq!(p.read_batch_key("c", &read("a", false).service), "");
+        assert_eq!(p.max_read_batch(), 1);
+        assert!(!p.checks_before_ensure());
     }
 }

@@ -33,6 +33,7 @@ pub mod instances;
 pub mod load_balancers;
 pub mod naming;
 pub mod nlb;
+pub mod reads;
 pub mod routes;
 pub mod sdk_overrides;
 pub mod security_groups;

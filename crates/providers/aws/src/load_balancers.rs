@@ -7,13 +7,13 @@
 //! now: a load balancer of either type with the Service's name, its target groups, its security
 //! group, and the nodes' rules for it, also when the load balancer itself is already gone.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use async_trait::async_trait;
 use aws_sdk_ec2::types::Filter;
 use provider::{
-    LoadBalancerIngress, LoadBalancerNode, LoadBalancerStatus, LoadBalancers, NodeRef, ProviderError, Result,
-    ServiceSpec,
+    LoadBalancerIngress, LoadBalancerNode, LoadBalancerObservation, LoadBalancerRead, LoadBalancerStatus,
+    LoadBalancers, NodeRef, ProviderError, Result, ServiceSpec,
 };
 
 use crate::{
@@ -941,6 +941,164 @@ impl AwsProvider {
     }
 }
 
+/// What a read in a batch asks, once the request is parsed.
+enum ReadPlan {
+    /// Answered without a cloud call.
+    Done(Result<LoadBalancerObservation>),
+    /// A Classic ELB's (`fingerprint` set for an ensure read).
+    Classic {
+        name: String,
+        fingerprint: Option<String>,
+    },
+    /// An NLB's.
+    Network {
+        name: String,
+        fingerprint: Option<String>,
+    },
+}
+
+impl AwsProvider {
+    /// What a read asks: its load balancer's type and name, and for an ensure read the request's
+    /// fingerprint. A request the ensure would refuse (or hand elsewhere) needs the ensure to say
+    /// so: `NeedsEnsure` without a call.
+    fn read_plan(&self, tagging: &ClusterTagging, read: &LoadBalancerRead) -> ReadPlan {
+        let service = &read.service;
+        let unread = || {
+            ReadPlan::Done(Ok(if read.ensure_nodes.is_some() {
+                LoadBalancerObservation::NeedsEnsure
+            } else {
+                LoadBalancerObservation::Absent
+            }))
+        };
+        if spec::implemented_elsewhere(service).is_some() {
+            return unread();
+        }
+        let Some(nodes) = &read.ensure_nodes else {
+            let Ok(name) = load_balancer_name(&service.uid) else {
+                return unread();
+            };
+            return if spec::wants_network(service) {
+                ReadPlan::Network {
+                    name,
+                    fingerprint: None,
+                }
+            } else {
+                ReadPlan::Classic {
+                    name,
+                    fingerprint: None,
+                }
+            };
+        };
+        let Ok(spec) = spec::parse(tagging, &self.config.load_balancers, service) else {
+            return unread();
+        };
+        let targets = spec::target_nodes(nodes, &spec.target_node_labels);
+        let fingerprint = Some(self.request_fingerprint(&spec, &targets));
+        match spec.kind {
+            Kind::Classic(_) => ReadPlan::Classic {
+                name: spec.name,
+                fingerprint,
+            },
+            Kind::Network(_) => ReadPlan::Network {
+                name: spec.name,
+                fingerprint,
+            },
+        }
+    }
+
+    /// [`LoadBalancers::read_load_balancers`]: the Classic ELBs and the NLBs asked for, each
+    /// type described in batches of 20, then each read answered as a get or as the fingerprint
+    /// check [`Self::converge`] starts with (the same trust, so an ensure after `NeedsEnsure`
+    /// decides exactly as it would have).
+    async fn read_many(
+        &self,
+        cluster: &str,
+        reads: &[LoadBalancerRead],
+    ) -> Result<Vec<Result<LoadBalancerObservation>>> {
+        let tagging = self.tagging(cluster)?;
+        let plans: Vec<ReadPlan> = reads.iter().map(|r| self.read_plan(&tagging, r)).collect();
+        let classic_names: Vec<String> = plans
+            .iter()
+            .filter_map(|p| match p {
+                ReadPlan::Classic { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+            .collect();
+        let network_names: Vec<String> = plans
+            .iter()
+            .filter_map(|p| match p {
+                ReadPlan::Network { name, .. } => Some(name.clone()),
+                _ => None,
+            })
+            .collect();
+        let classic = if classic_names.is_empty() {
+            HashMap::new()
+        } else {
+            self.describe_classic_many(&classic_names).await
+        };
+        let network = if network_names.is_empty() {
+            HashMap::new()
+        } else {
+            self.describe_nlb_many(&network_names).await
+        };
+        let missing = |name: &str| ProviderError::Internal(format!("load balancer {name} was not read"));
+        Ok(plans
+            .into_iter()
+            .map(|plan| match plan {
+                ReadPlan::Done(answer) => answer,
+                ReadPlan::Classic { name, fingerprint } => {
+                    let found = classic
+                        .get(&name)
+                        .cloned()
+                        .unwrap_or_else(|| Err(missing(&name)))?;
+                    Ok(match (found, fingerprint) {
+                        (Some(lb), fp) if tagging.has_cluster_tag(&lb.tags) => match fp {
+                            None => LoadBalancerObservation::Present(hostname(&lb.dns_name)),
+                            Some(fp)
+                                if self.verified.trusted(
+                                    &name,
+                                    &lb.dns_name,
+                                    &fp,
+                                    lb.tags.get(MARKER_TAG).map(String::as_str),
+                                ) =>
+                            {
+                                LoadBalancerObservation::Converged(hostname(&lb.dns_name))
+                            }
+                            Some(_) => LoadBalancerObservation::NeedsEnsure,
+                        },
+                        (_, None) => LoadBalancerObservation::Absent,
+                        (_, Some(_)) => LoadBalancerObservation::NeedsEnsure,
+                    })
+                }
+                ReadPlan::Network { name, fingerprint } => {
+                    let found = network
+                        .get(&name)
+                        .cloned()
+                        .unwrap_or_else(|| Err(missing(&name)))?;
+                    match (found, fingerprint) {
+                        (Some(lb), fp) if tagging.has_cluster_tag(&lb.tags) => match fp {
+                            None => nlb_status(&lb).map(LoadBalancerObservation::Present),
+                            Some(fp)
+                                if self.verified.trusted(
+                                    &name,
+                                    &lb.arn,
+                                    &fp,
+                                    lb.tags.get(MARKER_TAG).map(String::as_str),
+                                ) =>
+                            {
+                                nlb_status(&lb).map(LoadBalancerObservation::Converged)
+                            }
+                            Some(_) => Ok(LoadBalancerObservation::NeedsEnsure),
+                        },
+                        (_, None) => Ok(LoadBalancerObservation::Absent),
+                        (_, Some(_)) => Ok(LoadBalancerObservation::NeedsEnsure),
+                    }
+                }
+            })
+            .collect())
+    }
+}
+
 /// Whether a rule's description makes it one of `lb`'s health rules.
 fn is_health_rule_of(description: &str, lb: &str) -> bool {
     description == format!("{NLB_HEALTH}={lb}")
@@ -989,6 +1147,34 @@ impl LoadBalancers for AwsProvider {
         nodes: &[LoadBalancerNode],
     ) -> Result<()> {
         self.converge(cluster, service, nodes, false).await.map(|_| ())
+    }
+
+    fn read_batch_key(&self, _cluster: &str, service: &ServiceSpec) -> String {
+        // Classic ELBs and NLBs are described by different APIs.
+        if spec::wants_network(service) {
+            "nlb"
+        } else {
+            "classic"
+        }
+        .to_owned()
+    }
+
+    fn checks_before_ensure(&self) -> bool {
+        // A zero verify period trusts nothing: every ensure reads everything, so a check
+        // first would only read twice.
+        !self.config.verify_period.is_zero()
+    }
+
+    fn max_read_batch(&self) -> usize {
+        crate::reads::MAX_NAMES
+    }
+
+    async fn read_load_balancers(
+        &self,
+        cluster: &str,
+        reads: &[LoadBalancerRead],
+    ) -> Result<Vec<Result<LoadBalancerObservation>>> {
+        self.read_many(cluster, reads).await
     }
 
     async fn ensure_load_balancer_deleted(&self, cluster: &str, service: &ServiceSpec) -> Result<()> {

@@ -13,7 +13,8 @@ mod support;
 use std::collections::BTreeMap;
 
 use provider::{
-    ExternalTrafficPolicy, LoadBalancerNode, LoadBalancers, Protocol, ProviderError, ServicePort, ServiceSpec,
+    ExternalTrafficPolicy, LoadBalancerNode, LoadBalancerObservation, LoadBalancerRead, LoadBalancers,
+    Protocol, ProviderError, ServicePort, ServiceSpec,
 };
 use provider_aws::{annotations as a, converged::MARKER_TAG};
 use support::{Harness, Instance};
@@ -1380,4 +1381,150 @@ async fn no_read_scans_the_region_or_the_account() {
         assert!(scoped, "an unscoped read: {body}");
     }
     assert!(seen > 5, "{bodies:?}");
+}
+
+/// Ensures `services` (concurrently, a few at a time) and returns the provider a restarted
+/// gateway would have: nothing remembered.
+async fn made_then_restarted(
+    h: &Harness,
+    services: &[ServiceSpec],
+    nodes: &[LoadBalancerNode],
+) -> std::sync::Arc<provider_aws::AwsProvider> {
+    let cluster = h.cluster().to_owned();
+    for chunk in services.chunks(5) {
+        let mut ensures = tokio::task::JoinSet::new();
+        for s in chunk {
+            let (p, cluster, s, nodes) = (h.provider.clone(), cluster.clone(), s.clone(), nodes.to_vec());
+            ensures.spawn(async move { p.ensure_load_balancer(&cluster, &s, &nodes).await });
+        }
+        for made in ensures.join_all().await {
+            made.expect("ensure");
+        }
+    }
+    h.fresh_provider(|_| {}).await
+}
+
+fn get_read(svc: &ServiceSpec) -> LoadBalancerRead {
+    LoadBalancerRead {
+        service: svc.clone(),
+        ensure_nodes: None,
+    }
+}
+
+/// The test: a batch of reads for 20 Services where one has no load balancer answers 19
+/// load balancers and one not-found, for both types, in one DescribeTags each and few
+/// DescribeLoadBalancers (AWS fails the whole call for one missing name; moto's ELBv2 leaves the
+/// missing name out instead, its Classic ELB fails as AWS does). Then the 19 Services' ensures,
+/// unchanged after a restart, are all answered converged by one DescribeLoadBalancers and one
+/// DescribeTags per type: ceil(N/20) each, where one by one they cost N each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_of_20_reads_with_one_missing_answers_19_load_balancers_and_one_not_found() {
+    let h = Harness::start("batch-reads", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let nodes = [lb_node(&a)];
+    for (kind, annotations) in [("classic", vec![]), ("nlb", vec![(a::TYPE, "nlb")])] {
+        let base = if kind == "nlb" { 300 } else { 200 };
+        let services: Vec<ServiceSpec> = (0..20).map(|n| service(base + n, &annotations)).collect();
+        // The 8th has no load balancer: never ensured.
+        let missing = &services[7];
+        let made: Vec<ServiceSpec> = services
+            .iter()
+            .filter(|s| s.uid != missing.uid)
+            .cloned()
+            .collect();
+        let restarted = made_then_restarted(&h, &made, &nodes).await;
+        assert_eq!(restarted.max_read_batch(), 20);
+        assert!(
+            services
+                .iter()
+                .all(|s| restarted.read_batch_key(&cluster, s) == kind),
+            "{kind}: one batch key"
+        );
+
+        h.proxy.reset_counts();
+        let reads: Vec<LoadBalancerRead> = services.iter().map(get_read).collect();
+        let answers = restarted
+            .read_load_balancers(&cluster, &reads)
+            .await
+            .expect("the batch");
+        let describes = h.proxy.count("DescribeLoadBalancers");
+        let tags = h.proxy.count("DescribeTags");
+        // One missing among 20 is found by halving: at most 11 calls (1 when the cloud leaves
+        // it out), and the 19 found share one DescribeTags.
+        assert!((1..=11).contains(&describes), "{kind}: {:?}", calls(&h));
+        assert_eq!(tags, 1, "{kind}: {:?}", calls(&h));
+        assert!(h.proxy.writes().is_empty());
+        println!("{kind}: 20 reads, 1 missing: {describes} DescribeLoadBalancers, {tags} DescribeTags");
+
+        assert_eq!(answers.len(), 20);
+        for (svc, answer) in services.iter().zip(&answers) {
+            let answer = answer.as_ref().expect("no read fails");
+            if svc.uid == missing.uid {
+                assert_eq!(
+                    *answer,
+                    LoadBalancerObservation::Absent,
+                    "{kind}: the missing one"
+                );
+                continue;
+            }
+            let one = h
+                .provider
+                .get_load_balancer(&cluster, svc)
+                .await
+                .expect("get one")
+                .expect("exists");
+            assert_eq!(
+                *answer,
+                LoadBalancerObservation::Present(one),
+                "{kind}: {}",
+                svc.name
+            );
+        }
+        // The unchanged ensures' checks: all converged, one call of each kind for the 19.
+        h.proxy.reset_counts();
+        let checks: Vec<LoadBalancerRead> = made
+            .iter()
+            .map(|s| LoadBalancerRead {
+                service: s.clone(),
+                ensure_nodes: Some(nodes.to_vec()),
+            })
+            .collect();
+        let answers = restarted
+            .read_load_balancers(&cluster, &checks)
+            .await
+            .expect("the batch");
+        for (svc, answer) in made.iter().zip(answers) {
+            assert!(
+                matches!(answer, Ok(LoadBalancerObservation::Converged(_))),
+                "{kind}: {}: {answer:?}",
+                svc.name
+            );
+        }
+        assert_eq!(
+            calls(&h),
+            ["DescribeLoadBalancers", "DescribeTags"],
+            "{kind}: ceil(19/20) of each"
+        );
+        // A changed request (another node set) is not converged: the ensure decides.
+        let b = h.cloud.run_instance(&h.network, 1).await;
+        let changed = LoadBalancerRead {
+            service: made[0].clone(),
+            ensure_nodes: Some(vec![lb_node(&a), lb_node(&b)]),
+        };
+        let answer = restarted
+            .read_load_balancers(&cluster, &[changed])
+            .await
+            .expect("read");
+        assert!(
+            matches!(answer[..], [Ok(LoadBalancerObservation::NeedsEnsure)]),
+            "{answer:?}"
+        );
+        for s in &made {
+            restarted
+                .ensure_load_balancer_deleted(&cluster, s)
+                .await
+                .expect("delete");
+        }
+    }
 }

@@ -9,7 +9,10 @@
 //!   each with the gateway's default (a sync reads the load balancer and its tags, and everything
 //!   only after the verify period) and with `--aws-load-balancer-verify-period 0s` (everything,
 //!   every sync, as upstream reads);
-//! - 50 unchanged Services ensured once more right after the gateway restarted.
+//! - 50 unchanged Services ensured once more right after the gateway restarted;
+//! - 1000 unchanged Services, Classic ELBs and NLBs mixed, ensured at once right after the
+//!   gateway restarted: their reads batched across Services (one DescribeLoadBalancers and one
+//!   DescribeTags per 20 load balancers of a type).
 //!
 //! Upstream's figures are cloud-provider-aws's own call sequence for the same syncs
 //! (`../shared/reference/cloud-provider-aws.md` §8, read from its code at v1.36): a Classic ELB
@@ -39,6 +42,10 @@ const CLUSTER: &str = "bench";
 const CERT: &str = "arn:aws:iam::123456789012:server-certificate/web";
 /// Each Classic ELB adds a rule to the nodes' group, whose default quota (AWS and moto) is 60.
 const SERVICES_AFTER_RESTART: usize = 50;
+/// Services of the mixed restart row (half Classic ELBs, half NLBs). Their nodes' rules are off
+/// (cloud-config `DisableSecurityGroupIngress`), else the nodes' group quota above caps the
+/// Classic ELBs; the reads measured do not touch rules.
+const MIXED_AFTER_RESTART: usize = 1000;
 
 /// A gateway process on the proxy.
 struct Gateway {
@@ -160,6 +167,30 @@ async fn ensure(gateway: &Gateway, svc: &pb::Service, nodes: &[pb::LoadBalancerN
         })
         .await
         .unwrap_or_else(|e| panic!("EnsureLoadBalancer {}: {e}", svc.name));
+}
+
+/// [`ensure`], tried again a few times: making hundreds of load balancers, moto now and then
+/// answers one call with a server error.
+async fn make(gateway: &Gateway, svc: &pb::Service, nodes: &[pb::LoadBalancerNode]) {
+    for attempt in 1.. {
+        let made = gateway
+            .client()
+            .await
+            .ensure_load_balancer(pb::EnsureLoadBalancerRequest {
+                cluster_name: CLUSTER.into(),
+                service: Some(svc.clone()),
+                nodes: nodes.to_vec(),
+            })
+            .await;
+        match made {
+            Ok(_) => return,
+            Err(e) if attempt < 5 => {
+                eprintln!("EnsureLoadBalancer {} (try {attempt}): {e}", svc.name);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => panic!("EnsureLoadBalancer {}: {e}", svc.name),
+        }
+    }
 }
 
 /// Reads and writes among the proxy's recorded calls.
@@ -292,6 +323,84 @@ async fn main() {
         // Each sync as above, and one account-wide DescribeInstances filling the emptied cache.
         upstream: (SERVICES_AFTER_RESTART * 9 + 1, SERVICES_AFTER_RESTART),
         calls: Vec::new(),
+    });
+    restarted.stop().await;
+
+    // 1000 unchanged Services, Classic and NLB mixed, right after a gateway restart.
+    let no_rules = dir.path().join("no-node-rules.conf");
+    std::fs::write(&no_rules, "[Global]\nDisableSecurityGroupIngress = true\n").expect("cloud config");
+    let no_rules = no_rules.to_str().expect("a UTF-8 temp path").to_owned();
+    let mixed_args = ["--cloud-config", no_rules.as_str()];
+    let mixed: Vec<pb::Service> = (0..MIXED_AFTER_RESTART)
+        .map(|n| {
+            let annotations: &[(&str, &str)] = if n % 2 == 1 { &[nlb] } else { &[] };
+            let node_port = 30000 + u16::try_from(n % 2000).expect("small");
+            service(2000 + n, annotations, &[(80, node_port)], false)
+        })
+        .collect();
+    let maker = Gateway::start(
+        &proxy.endpoint,
+        &network.vpc_id,
+        &mixed_args,
+        &dir.path().join("gateway-mixed.log"),
+    )
+    .await;
+    let started = Instant::now();
+    for chunk in mixed.chunks(20) {
+        futures::future::join_all(chunk.iter().map(|s| make(&maker, s, &nodes))).await;
+    }
+    eprintln!(
+        "made {MIXED_AFTER_RESTART} load balancers in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    maker.stop().await;
+    let restarted = Gateway::start(
+        &proxy.endpoint,
+        &network.vpc_id,
+        &mixed_args,
+        &dir.path().join("gateway-mixed-restarted.log"),
+    )
+    .await;
+    // One channel, as the service controller has.
+    let client = restarted.client().await;
+    proxy.reset_counts();
+    let started = Instant::now();
+    futures::future::join_all(mixed.iter().map(|s| {
+        let mut client = client.clone();
+        let nodes = &nodes;
+        async move {
+            client
+                .ensure_load_balancer(pb::EnsureLoadBalancerRequest {
+                    cluster_name: CLUSTER.into(),
+                    service: Some(s.clone()),
+                    nodes: nodes.to_vec(),
+                })
+                .await
+                .unwrap_or_else(|e| panic!("EnsureLoadBalancer {}: {e}", s.name));
+        }
+    }))
+    .await;
+    let took = started.elapsed();
+    let (reads, writes) = counted(&proxy);
+    let classic = mixed.len().div_ceil(2);
+    let network_lbs = mixed.len() - classic;
+    let mut kinds: Vec<String> = proxy.actions();
+    kinds.sort();
+    kinds.dedup_by(|a, b| a == b);
+    rows.push(Row {
+        scenario: format!(
+            "{MIXED_AFTER_RESTART} unchanged Services ({classic} Classic, {network_lbs} NLB) after a gateway restart ({:.1} s)",
+            took.as_secs_f64()
+        ),
+        mode: "ours",
+        reads,
+        writes,
+        // Each sync as the rows above, and one DescribeInstances filling the emptied cache.
+        upstream: (classic * 9 + network_lbs * 11 + 1, classic),
+        calls: kinds
+            .iter()
+            .map(|k| format!("{k} ×{}", proxy.count(k)))
+            .collect(),
     });
     restarted.stop().await;
 

@@ -4,7 +4,7 @@
 pub mod plan;
 pub mod spec;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use aws_sdk_elasticloadbalancing::types::{
     AccessLog, ConnectionDraining, ConnectionSettings, CrossZoneLoadBalancing, HealthCheck as SdkHealthCheck,
@@ -19,6 +19,7 @@ use self::{
 use crate::{
     AwsProvider,
     errors::{BUSY_RETRY_AFTER, code_of, sdk_error},
+    reads::{Described, describe_by_chunks},
     tags::Tags,
     writes::Writes,
 };
@@ -161,6 +162,86 @@ impl AwsProvider {
             .remove(name)
             .unwrap_or_default();
         Ok(Some(observed))
+    }
+
+    /// The Classic ELBs named `names` with their tags, by name (`None`: no such ELB), in
+    /// batches: one DescribeLoadBalancers and one DescribeTags per 20 names, a missing name
+    /// answered as its own (see [`crate::reads`]).
+    pub(crate) async fn describe_classic_many(
+        &self,
+        names: &[String],
+    ) -> HashMap<String, Result<Option<ClassicObserved>>> {
+        let mut described = describe_by_chunks(names, |chunk| async move {
+            match self
+                .classic
+                .describe_load_balancers()
+                .set_load_balancer_names(Some(chunk))
+                .send()
+                .await
+            {
+                Ok(out) => Described::Found(
+                    out.load_balancer_descriptions()
+                        .iter()
+                        .map(|d| {
+                            let o = observed_from_sdk(d);
+                            (o.name.clone(), o)
+                        })
+                        .collect(),
+                ),
+                Err(e) if matches!(code_of(&e), Some("LoadBalancerNotFound" | "AccessPointNotFound")) => {
+                    Described::NotFound
+                }
+                Err(e) => Described::Failed(sdk_error("DescribeLoadBalancers", &e)),
+            }
+        })
+        .await;
+        let found: Vec<String> = names
+            .iter()
+            .filter(|n| matches!(described.get(*n), Some(Ok(Some(_)))))
+            .cloned()
+            .collect();
+        let mut tags = describe_by_chunks(&found, |chunk| async move {
+            match self
+                .classic
+                .describe_tags()
+                .set_load_balancer_names(Some(chunk))
+                .send()
+                .await
+            {
+                Ok(resp) => Described::Found(
+                    resp.tag_descriptions()
+                        .iter()
+                        .filter_map(|d| {
+                            let tags = d
+                                .tags()
+                                .iter()
+                                .map(|t| (t.key().to_owned(), t.value().unwrap_or_default().to_owned()));
+                            Some((d.load_balancer_name()?.to_owned(), tags.collect::<Tags>()))
+                        })
+                        .collect(),
+                ),
+                Err(e) if matches!(code_of(&e), Some("LoadBalancerNotFound" | "AccessPointNotFound")) => {
+                    Described::NotFound
+                }
+                Err(e) => Described::Failed(sdk_error("DescribeTags", &e)),
+            }
+        })
+        .await;
+        for name in &found {
+            if let Some(Ok(Some(observed))) = described.get_mut(name) {
+                match tags.remove(name) {
+                    Some(Ok(Some(t))) => observed.tags = t,
+                    // Deleted between the two calls.
+                    Some(Ok(None)) | None => {
+                        described.insert(name.clone(), Ok(None));
+                    }
+                    Some(Err(e)) => {
+                        described.insert(name.clone(), Err(e));
+                    }
+                }
+            }
+        }
+        described
     }
 
     /// Tags of Classic ELBs by name.

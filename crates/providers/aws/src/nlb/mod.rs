@@ -20,6 +20,7 @@ use self::{
 use crate::{
     AwsProvider,
     errors::{BUSY_RETRY_AFTER, code_of, message_of, sdk_error},
+    reads::{Described, describe_by_chunks},
     tags::Tags,
     writes::Writes,
 };
@@ -132,6 +133,84 @@ impl AwsProvider {
             .remove(&view.arn)
             .unwrap_or_default();
         Ok(Some(view))
+    }
+
+    /// The NLBs named `names` with their tags, by name (`None`: no such load balancer), in
+    /// batches: one DescribeLoadBalancers and one DescribeTags per 20 names, a missing name
+    /// answered as its own (see [`crate::reads`]).
+    pub(crate) async fn describe_nlb_many(
+        &self,
+        names: &[String],
+    ) -> HashMap<String, Result<Option<NlbView>>> {
+        let mut described = describe_by_chunks(names, |chunk| async move {
+            match self
+                .elb
+                .describe_load_balancers()
+                .set_names(Some(chunk))
+                .send()
+                .await
+            {
+                Ok(out) => Described::Found(
+                    out.load_balancers()
+                        .iter()
+                        .filter_map(|lb| Some((lb.load_balancer_name()?.to_owned(), NlbView::from_sdk(lb)?)))
+                        .collect(),
+                ),
+                Err(e) if code_of(&e) == Some("LoadBalancerNotFound") => Described::NotFound,
+                Err(e) => Described::Failed(sdk_error("DescribeLoadBalancers", &e)),
+            }
+        })
+        .await;
+        let arns: HashMap<String, String> = names
+            .iter()
+            .filter_map(|n| match described.get(n) {
+                Some(Ok(Some(view))) => Some((view.arn.clone(), n.clone())),
+                _ => None,
+            })
+            .collect();
+        let arn_list: Vec<String> = arns.keys().cloned().collect();
+        let tags = describe_by_chunks(&arn_list, |chunk| async move {
+            match self
+                .elb
+                .describe_tags()
+                .set_resource_arns(Some(chunk))
+                .send()
+                .await
+            {
+                Ok(resp) => Described::Found(
+                    resp.tag_descriptions()
+                        .iter()
+                        .filter_map(|d| {
+                            let tags = d.tags().iter().filter_map(|t| {
+                                Some((t.key()?.to_owned(), t.value().unwrap_or_default().to_owned()))
+                            });
+                            Some((d.resource_arn()?.to_owned(), tags.collect::<Tags>()))
+                        })
+                        .collect(),
+                ),
+                Err(e) if code_of(&e) == Some("LoadBalancerNotFound") => Described::NotFound,
+                Err(e) => Described::Failed(sdk_error("DescribeTags", &e)),
+            }
+        })
+        .await;
+        for (arn, answer) in tags {
+            let Some(name) = arns.get(&arn) else { continue };
+            match answer {
+                Ok(Some(t)) => {
+                    if let Some(Ok(Some(view))) = described.get_mut(name) {
+                        view.tags = t;
+                    }
+                }
+                // Deleted between the two calls.
+                Ok(None) => {
+                    described.insert(name.clone(), Ok(None));
+                }
+                Err(e) => {
+                    described.insert(name.clone(), Err(e));
+                }
+            }
+        }
+        described
     }
 
     /// Tags of ELBv2 resources by ARN.
