@@ -98,9 +98,25 @@ pub fn match_by_name<'a>(name: &str, servers: &'a [Server]) -> ByNameMatch<'a> {
         .unwrap_or(ByNameMatch::NotFound)
 }
 
-/// A safe default for [`batch_name_filters`]: URL-encoding can triple the filter, and API
-/// front ends commonly refuse request lines over 8 KiB (eventlet, Apache, nginx).
-pub const DEFAULT_MAX_NAME_FILTER_LEN: usize = 2048;
+/// A safe default for [`batch_name_filters`], in bytes of the URL-encoded filter: API front ends
+/// commonly refuse request lines over 8 KiB (eventlet, Apache, nginx), and the rest of the line
+/// (method, path, version) stays well under 2 KiB. About 200 names of 27 characters, so a
+/// gateway batch of 100 Nodes is one Nova list.
+pub const DEFAULT_MAX_NAME_FILTER_LEN: usize = 6144;
+
+/// Bytes of `s` once percent-encoded in a query (unreserved characters stay as they are; every
+/// other byte counts 3, the most it takes).
+pub fn encoded_len(s: &str) -> usize {
+    s.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                1
+            } else {
+                3
+            }
+        })
+        .sum()
+}
 
 /// One Nova list call for several Nodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -111,9 +127,10 @@ pub struct NameBatch {
     pub names: Vec<String>,
 }
 
-/// Groups Node names into as few `name` filters as fit in `max_filter_len` bytes each. Empty
-/// and repeated names are left out (an empty name is [`ByNameMatch::InvalidName`]); a name too
-/// long for the limit on its own still gets a filter of its own.
+/// Groups Node names into as few `name` filters as fit in `max_filter_len` bytes each, counted
+/// URL-encoded ([`encoded_len`]). Empty and repeated names are left out (an empty name is
+/// [`ByNameMatch::InvalidName`]); a name too long for the limit on its own still gets a filter of
+/// its own.
 pub fn batch_name_filters<S: AsRef<str>>(names: &[S], max_filter_len: usize) -> Vec<NameBatch> {
     fn finish(quoted: &[String], names: Vec<String>) -> NameBatch {
         let filter = match quoted {
@@ -130,14 +147,14 @@ pub fn batch_name_filters<S: AsRef<str>>(names: &[S], max_filter_len: usize) -> 
             continue;
         }
         let q = quote_meta(name);
-        // "^(" + ")$" around, "|" between.
-        let added = q.len() + usize::from(!quoted.is_empty());
-        if !quoted.is_empty() && len + added + 4 > max_filter_len {
+        // "^(" + ")$" around, "|" between: 3 bytes each once encoded.
+        let added = encoded_len(&q) + 3 * usize::from(!quoted.is_empty());
+        if !quoted.is_empty() && len + added + 12 > max_filter_len {
             batches.push(finish(&quoted, std::mem::take(&mut members)));
             quoted.clear();
             len = 0;
         }
-        len += q.len() + usize::from(!quoted.is_empty());
+        len += encoded_len(&q) + 3 * usize::from(!quoted.is_empty());
         quoted.push(q);
         members.push(name.to_owned());
     }
@@ -259,19 +276,24 @@ mod tests {
         assert_eq!(batch_name_filters(&["web"], 100)[0].filter, "^web$");
         assert!(batch_name_filters::<&str>(&[], 100).is_empty());
         assert!(batch_name_filters(&[""], 100).is_empty());
-        // Split by length: "^(aaaa|bbbb)$" is 13 bytes.
+        // Split by encoded length: "^(aaaa|bbbb)$" is 23 bytes encoded (^ ( | ) $ take 3).
         let names = ["aaaa", "bbbb", "cccc", "dddddddddddddddddddd"];
-        let b = batch_name_filters(&names, 13);
+        let b = batch_name_filters(&names, 23);
         let filters: Vec<_> = b.iter().map(|b| b.filter.as_str()).collect();
         assert_eq!(filters, [r"^(aaaa|bbbb)$", "^cccc$", "^dddddddddddddddddddd$"]);
         for batch in &b[..2] {
-            assert!(batch.filter.len() <= 13);
+            assert!(encoded_len(&batch.filter) <= 23);
         }
         let covered: Vec<_> = b
             .iter()
             .flat_map(|b| b.names.iter().map(String::as_str))
             .collect();
         assert_eq!(covered, names);
+        // The default takes a gateway batch of 100 Nodes named as kubelet names them in one list.
+        let hundred: Vec<String> = (0..100)
+            .map(|i| format!("k8s-worker-pool-a-{i:03}-x7f2k"))
+            .collect();
+        assert_eq!(batch_name_filters(&hundred, DEFAULT_MAX_NAME_FILTER_LEN).len(), 1);
     }
 
     #[test]
