@@ -6,8 +6,14 @@
 use std::{
     convert::Infallible,
     net::SocketAddr,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
 };
+
+/// Arrival numbers, unique across the proxies of a process.
+static NEXT: AtomicU64 = AtomicU64::new(0);
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -21,13 +27,16 @@ use tokio::{net::TcpListener, task::JoinHandle};
 /// One request as the proxy forwarded it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Call {
+    /// Its arrival order at this proxy.
+    pub seq: u64,
     /// `GET`, `POST`, ...
     pub method: Method,
     /// The path, without the query.
     pub path: String,
     /// The query string, empty when none.
     pub query: String,
-    /// The upstream's answer (502 when it could not be reached).
+    /// The upstream's answer (502 when it could not be reached; 0 while none came, or when the
+    /// client went away first: the call was made all the same).
     pub status: u16,
 }
 
@@ -111,11 +120,18 @@ async fn forward(
     let (parts, body) = req.into_parts();
     let body = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let path_and_query = parts.uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
-    let mut call = Call {
-        method: parts.method.clone(),
-        path: parts.uri.path().to_owned(),
-        query: parts.uri.query().unwrap_or_default().to_owned(),
-        status: 502,
+    // Recorded on arrival: a client that gives up before the answer still made the call.
+    let seq = {
+        let mut calls = calls.lock().expect("calls lock");
+        let seq = NEXT.fetch_add(1, Ordering::Relaxed);
+        calls.push(Call {
+            seq,
+            method: parts.method.clone(),
+            path: parts.uri.path().to_owned(),
+            query: parts.uri.query().unwrap_or_default().to_owned(),
+            status: 0,
+        });
+        seq
     };
     let mut request = Request::builder()
         .method(parts.method)
@@ -140,8 +156,16 @@ async fn forward(
             ),
         },
     };
-    call.status = answer.status().as_u16();
-    calls.lock().expect("calls lock").push(call);
+    // A take() since the arrival moved the call out: its status stays unknown there.
+    if let Some(call) = calls
+        .lock()
+        .expect("calls lock")
+        .iter_mut()
+        .rev()
+        .find(|c| c.seq == seq)
+    {
+        call.status = answer.status().as_u16();
+    }
     Ok(answer)
 }
 

@@ -54,17 +54,26 @@ const PARALLEL: usize = 20;
 struct Args {
     sizes: Vec<usize>,
     json: Option<PathBuf>,
+    /// `--keep PREFIX`: use the servers named `PREFIX-…` a former run kept (booting only what
+    /// is missing) and keep them at the end, for runs one after another.
+    keep: Option<String>,
+    /// `--skip-routes`: the nodes' rows only.
+    skip_routes: bool,
 }
 
 fn args() -> Args {
     let mut args = Args {
         sizes: vec![1, 50, 200],
         json: None,
+        keep: None,
+        skip_routes: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--json" => args.json = it.next().map(PathBuf::from),
+            "--keep" => args.keep = it.next(),
+            "--skip-routes" => args.skip_routes = true,
             "--sizes" => {
                 args.sizes = it
                     .next()
@@ -89,8 +98,9 @@ fn args() -> Args {
 
 fn usage(problem: &str) -> ! {
     eprintln!(
-        "{problem}\nusage: openstack-bench [--sizes 1,50,200] [--json PATH]\n\
-         The last size is also the refresh's and the routes' node count."
+        "{problem}\nusage: openstack-bench [--sizes 1,50,200] [--json PATH] [--keep PREFIX] [--skip-routes]\n\
+         The largest size is also the refresh's and the routes' node count. --keep PREFIX uses\n\
+         and keeps the servers PREFIX-… (booting the missing ones), for runs one after another."
     );
     std::process::exit(if problem.is_empty() { 0 } else { 64 })
 }
@@ -162,7 +172,11 @@ fn describe(service: &str, call: &Call) -> String {
             }
         })
         .collect();
-    format!("{service} {} {} → {}", call.method, path.join("/"), call.status)
+    let status = match call.status {
+        0 => "no answer (the caller gave up)".to_owned(),
+        status => status.to_string(),
+    };
+    format!("{service} {} {} → {status}", call.method, path.join("/"))
 }
 
 struct Row {
@@ -205,31 +219,31 @@ async fn main() {
     let largest = *args.sizes.iter().max().expect("a size");
 
     let quotas = Quotas::lift(&admin, &cloud.info.ids.project_ccm).await;
-    let prefix = cloud.unique_name("bench");
-    eprintln!("booting {largest} servers {prefix}-<n> …");
+    let prefix = args.keep.clone().unwrap_or_else(|| cloud.unique_name("bench"));
     let started = Instant::now();
-    let servers: Vec<(String, String)> = stream::iter(0..largest)
-        .map(|i| {
-            let (cloud, ccm, name) = (cloud, &ccm, format!("{prefix}-{i}"));
-            async move {
-                let id = cloud.boot_server(ccm, &name, "m1.tiny", "private").await;
-                (name, id)
-            }
-        })
-        .buffered(PARALLEL)
-        .collect()
-        .await;
+    let have = listed(&ccm, &prefix).await.map(|s| s.len()).unwrap_or(0);
+    eprintln!(
+        "{have} servers {prefix}-…; booting {} more …",
+        largest.saturating_sub(have)
+    );
+    let booted = boot_many(cloud, &ccm, &prefix, have, largest.saturating_sub(have)).await;
+    let servers = listed(&ccm, &prefix).await.unwrap_or_default();
+    if let Err(e) = booted {
+        eprintln!("openstack-bench: booting the servers: {e}");
+        if args.keep.is_none() {
+            delete_all(&ccm, &servers).await;
+        }
+        quotas.restore(&admin).await;
+        std::process::exit(1)
+    }
     eprintln!("booted in {:.0} s", started.elapsed().as_secs_f64());
 
-    let outcome = run(cloud, &admin, &args, &servers).await;
+    let outcome = run(cloud, &admin, &args, &servers[..largest]).await;
 
-    eprintln!("deleting the servers …");
-    stream::iter(servers.iter())
-        .for_each_concurrent(PARALLEL, |(_, id)| {
-            let ccm = &ccm;
-            async move { cloud.delete_server(ccm, id).await }
-        })
-        .await;
+    if args.keep.is_none() {
+        eprintln!("deleting the servers …");
+        delete_all(&ccm, &servers).await;
+    }
     quotas.restore(&admin).await;
 
     let rows = outcome.unwrap_or_else(|e| {
@@ -263,6 +277,107 @@ async fn main() {
         eprintln!("targets missed:\n  {}", missed.join("\n  "));
         std::process::exit(1);
     }
+}
+
+/// Servers booted per Nova request (`min_count` = `max_count`: Nova names them `<name>-<i>`),
+/// so that 200 servers are 8 requests, not 200 that queue behind each other in Nova's API.
+const BOOT_BATCH: usize = 25;
+
+/// Boots `n` more servers (m1.tiny on `private`) named `<prefix>-<batch>-<i>`, `have` being
+/// there already, and waits until every one is ACTIVE.
+async fn boot_many(
+    cloud: &TestCloud,
+    ccm: &Client,
+    prefix: &str,
+    have: usize,
+    n: usize,
+) -> Result<(), String> {
+    let mut left = n;
+    let mut batch = have;
+    while left > 0 {
+        let count = left.min(BOOT_BATCH);
+        let body = json!({"server": {
+            "name": format!("{prefix}-{batch}"),
+            "flavorRef": cloud.flavor_id("m1.tiny"),
+            "imageRef": cloud.info.ids.image_cirros,
+            "networks": [{"uuid": cloud.network_id("private")}],
+            "min_count": count,
+            "max_count": count,
+        }});
+        ccm.post(Service::Compute, "/servers")
+            .json(&body)
+            .send_empty()
+            .await
+            .map_err(|e| format!("booting batch {batch} ({count} servers): {e}"))?;
+        left -= count;
+        batch += 1;
+    }
+    let deadline = Instant::now() + Duration::from_secs(900);
+    loop {
+        let statuses = statuses(ccm, prefix).await?;
+        let active = statuses.iter().filter(|s| s.as_str() == "ACTIVE").count();
+        if let Some(error) = statuses.iter().find(|s| s.starts_with("ERROR")) {
+            return Err(format!("a server went to {error}"));
+        }
+        if active >= have + n {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("{active} of {} servers ACTIVE after 15 min", have + n));
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// The servers named `<prefix>-…`, as Nova lists them (one call: at most 1000 a page).
+async fn prefixed(ccm: &Client, prefix: &str) -> Result<Vec<Value>, String> {
+    let body: Value = ccm
+        .get(Service::Compute, "/servers/detail")
+        .query(&[("name", format!("^{prefix}-"))])
+        .send_json()
+        .await
+        .map_err(|e| format!("listing the servers: {e}"))?;
+    Ok(body["servers"].as_array().cloned().unwrap_or_default())
+}
+
+/// Each server's status, with its fault for ERROR.
+async fn statuses(ccm: &Client, prefix: &str) -> Result<Vec<String>, String> {
+    Ok(prefixed(ccm, prefix)
+        .await?
+        .iter()
+        .map(|s| match s["status"].as_str().unwrap_or_default() {
+            "ERROR" => format!("ERROR ({}: {})", s["name"], s["fault"]),
+            status => status.to_owned(),
+        })
+        .collect())
+}
+
+/// (name, id) of the servers named `<prefix>-…`, by name.
+async fn listed(ccm: &Client, prefix: &str) -> Result<Vec<(String, String)>, String> {
+    let mut servers: Vec<(String, String)> = prefixed(ccm, prefix)
+        .await?
+        .iter()
+        .filter_map(|s| Some((s["name"].as_str()?.to_owned(), s["id"].as_str()?.to_owned())))
+        .collect();
+    servers.sort();
+    Ok(servers)
+}
+
+/// Asks Nova to delete the servers (it finishes on its own); a failure is reported, not fatal.
+async fn delete_all(ccm: &Client, servers: &[(String, String)]) {
+    stream::iter(servers)
+        .for_each_concurrent(PARALLEL / 2, |(name, id)| async move {
+            let deleted = ccm
+                .delete(Service::Compute, &format!("/servers/{id}"))
+                .send_empty()
+                .await;
+            if let Err(e) = deleted
+                && !e.is_not_found()
+            {
+                eprintln!("deleting server {name}: {e}");
+            }
+        })
+        .await;
 }
 
 /// Every phase, with the region over the proxies; the region is removed whatever happens.
@@ -433,18 +548,20 @@ async fn phases(
             seconds: started.elapsed().as_secs_f64(),
             calls: summarize(&calls),
         });
-        rows.extend(
-            routes(
-                &mut cluster,
-                cloud,
-                proxies,
-                servers,
-                size,
-                &router,
-                router_networks,
-            )
-            .await?,
-        );
+        if !args.skip_routes {
+            rows.extend(
+                routes(
+                    &mut cluster,
+                    cloud,
+                    proxies,
+                    servers,
+                    size,
+                    &router,
+                    router_networks,
+                )
+                .await?,
+            );
+        }
         cluster.stop().await;
     }
     Ok(rows)
@@ -584,10 +701,13 @@ async fn routes(
     };
     wait_for(
         &format!("{size} routes on the router"),
-        Duration::from_secs(300),
+        Duration::from_secs(1200),
         || {
             let admin = admin.clone();
-            async move { (in_cluster(&router_state(&admin, router).await.0) == size).then_some(()) }
+            async move {
+                let (routes, _) = router_state(&admin, router).await?;
+                (in_cluster(&routes) == size).then_some(())
+            }
         },
     )
     .await;
@@ -639,11 +759,11 @@ async fn routes(
         .await;
     wait_for(
         &format!("the {size} routes and their ownership tags removed"),
-        Duration::from_secs(300),
+        Duration::from_secs(1200),
         || {
             let (admin, ours) = (admin.clone(), format!("kube-route:{cluster_name}:"));
             async move {
-                let (routes, tags) = router_state(&admin, router).await;
+                let (routes, tags) = router_state(&admin, router).await?;
                 let tags = tags.iter().filter(|t| t.starts_with(&ours)).count();
                 (in_cluster(&routes) == 0 && tags == 0).then_some(())
             }
@@ -677,15 +797,14 @@ async fn next_reconcile(metrics_at: std::net::SocketAddr, seen: u64) -> u64 {
     .await
 }
 
-/// The router's routes (destination, nexthop) and tags.
-async fn router_state(admin: &Client, router: &str) -> (Vec<(String, String)>, Vec<String>) {
-    let Ok(body) = admin
+/// The router's routes (destination, nexthop) and tags; `None` when Neutron did not answer (a
+/// busy Neutron is no empty router).
+async fn router_state(admin: &Client, router: &str) -> Option<(Vec<(String, String)>, Vec<String>)> {
+    let body = admin
         .get(Service::Network, &format!("/routers/{router}"))
         .send_json::<Value>()
         .await
-    else {
-        return (Vec::new(), Vec::new());
-    };
+        .ok()?;
     let routes = body["router"]["routes"]
         .as_array()
         .into_iter()
@@ -703,7 +822,7 @@ async fn router_state(admin: &Client, router: &str) -> (Vec<(String, String)>, V
         .flatten()
         .filter_map(|t| t.as_str().map(str::to_owned))
         .collect();
-    (routes, tags)
+    Some((routes, tags))
 }
 
 /// The ccm project's quotas, lifted for the run.
