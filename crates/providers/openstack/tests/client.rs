@@ -597,9 +597,7 @@ async fn quota_errors() {
         "{e:?}"
     );
     assert_eq!(e.error_type.as_deref(), Some("OverQuota"));
-    assert!(
-        matches!(ProviderError::from(e), ProviderError::QuotaExceeded(m) if m.contains("['network']"))
-    );
+    assert!(matches!(ProviderError::from(e), ProviderError::QuotaExceeded(m) if m.contains("['network']")));
 
     admin
         .delete(Service::Identity, &format!("/projects/{pid}"))
