@@ -310,7 +310,8 @@ pub struct SimulatorArgs {
     /// Latency added to every simulated API call.
     #[arg(long = "simulator-latency", default_value = "0s", value_parser = humantime::parse_duration)]
     pub latency: Duration,
-    /// The simulated cloud's own API rate limit, `RATE/BURST` (e.g. `50/100`); unlimited when unset.
+    /// The simulated cloud's own API rate limit, `RATE/BURST` (e.g. `50/100`), for reads and for
+    /// writes each; unlimited when unset.
     #[arg(long = "simulator-rate-limit", value_parser = parse_rate_limit)]
     pub rate_limit: Option<(f64, f64)>,
     /// Injected failure probability per operation, `OP=P` (e.g. `describe_instances=0.5`, `*=0.1`); repeatable.

@@ -1,8 +1,9 @@
 //! [`Simulator`]: the simulated cloud behind the `provider` traits.
 //!
 //! Every API call passes one gate, in this order, as a real cloud's front end does:
-//! 1. the rate limit (a token bucket): over it, the call is answered `Throttled` with the time to
-//!    the next token, counted as throttled and not as accepted, and does nothing;
+//! 1. the rate limit (a token bucket for reads and another for writes): over it, the call is
+//!    answered `Throttled` with the time to the next token, counted as throttled and not as
+//!    accepted, and does nothing;
 //! 2. the latency knob (plus jitter);
 //! 3. the injected error rate of the operation (`Unavailable`);
 //! 4. the operation itself; a change is persisted before the call returns.
@@ -20,8 +21,8 @@ use std::{
 use async_trait::async_trait;
 use ipnet::IpNet;
 use provider::{
-    InstanceInfo, Instances, LoadBalancerNode, LoadBalancerStatus, LoadBalancers, NodeRef, Provider,
-    ProviderError, ProviderLimits, Route, Routes, ServiceSpec,
+    InstanceInfo, Instances, LoadBalancerNode, LoadBalancerObservation, LoadBalancerRead, LoadBalancerStatus,
+    LoadBalancers, NodeRef, Provider, ProviderError, ProviderLimits, Route, Routes, ServiceSpec,
 };
 use rand::Rng;
 use serde::Serialize;
@@ -30,7 +31,7 @@ use token_bucket::{Limit, TokenBucket};
 use crate::{
     Capabilities, PROVIDER_NAME, SimulatorConfig, SimulatorError,
     inventory::{self, Inventory},
-    knobs::{Knobs, KnobsPatch, RateLimit},
+    knobs::{self, Knobs, KnobsPatch, RateLimit},
     ops::{
         self,
         instances::{Action, NewInstance},
@@ -39,6 +40,10 @@ use crate::{
     stats::{Recorder, Stats},
     store::Store,
 };
+
+/// Most Services' load balancers one read call carries, as AWS's DescribeLoadBalancers takes
+/// 20 names.
+pub const READ_BATCH: usize = 20;
 
 /// The simulated cloud. Cheap to share behind an `Arc`; every method takes `&self`.
 pub struct Simulator {
@@ -302,7 +307,7 @@ impl Simulator {
             let mut limiter = self.limiter.lock().unwrap_or_else(|p| p.into_inner());
             // Read the clock under the lock, so recorded admission times are in order.
             let now = clock_now();
-            match limiter.admit(now) {
+            match limiter.admit(knobs::is_write(op), now) {
                 Ok(()) => self.stats.accepted(op, now),
                 Err(retry_after) => {
                     self.stats.throttled(op);
@@ -473,11 +478,15 @@ fn lock_state_file(path: &Path) -> Result<File, SimulatorError> {
     }
 }
 
-/// The rate limit state: the knob's value and the bucket that enforces it.
+/// The rate limit state: the knob's value and the buckets that enforce it. Reads and writes
+/// draw from separate buckets of that limit each, as AWS throttles its non-mutating and
+/// mutating API actions separately (so a burst of writes does not starve the reads that
+/// decide them, and the other way round).
 #[derive(Default)]
 struct Limiter {
     limit: Option<RateLimit>,
-    bucket: Option<TokenBucket>,
+    reads: Option<TokenBucket>,
+    writes: Option<TokenBucket>,
 }
 
 impl Limiter {
@@ -486,22 +495,23 @@ impl Limiter {
             return;
         }
         self.limit = limit;
-        match limit
+        let limit = limit
             .filter(|l| !l.is_closed())
-            .map(|l| Limit::new(l.rate, l.burst))
-        {
-            Some(Ok(l)) => match &mut self.bucket {
-                Some(b) => b.set_limit(l, now),
-                None => self.bucket = Some(TokenBucket::new(l, now)),
-            },
-            // closed (or, after normalization, impossible: invalid)
-            _ => self.bucket = None,
+            .and_then(|l| Limit::new(l.rate, l.burst).ok());
+        for bucket in [&mut self.reads, &mut self.writes] {
+            match (limit, bucket.as_mut()) {
+                (Some(l), Some(b)) => b.set_limit(l, now),
+                (Some(l), None) => *bucket = Some(TokenBucket::new(l, now)),
+                // closed (or, after normalization, impossible: invalid)
+                (None, _) => *bucket = None,
+            }
         }
     }
 
     /// `Err(time to the next token)`, `Err(None)` when closed.
-    fn admit(&mut self, now: Instant) -> Result<(), Option<Duration>> {
-        match (&self.limit, &mut self.bucket) {
+    fn admit(&mut self, write: bool, now: Instant) -> Result<(), Option<Duration>> {
+        let bucket = if write { &mut self.writes } else { &mut self.reads };
+        match (&self.limit, bucket) {
             (None, _) => Ok(()),
             (Some(_), Some(b)) => b.try_acquire(now).map_err(Some),
             (Some(_), None) => Err(None),
@@ -541,6 +551,35 @@ impl LoadBalancers for Simulator {
             service,
             crate::state::now(),
         ))
+    }
+
+    /// Like AWS's Describe calls: one call reads up to [`READ_BATCH`] Services' load balancers.
+    fn max_read_batch(&self) -> usize {
+        READ_BATCH
+    }
+
+    fn checks_before_ensure(&self) -> bool {
+        true
+    }
+
+    async fn read_load_balancers(
+        &self,
+        cluster: &str,
+        reads: &[LoadBalancerRead],
+    ) -> Result<Vec<Result<LoadBalancerObservation, ProviderError>>, ProviderError> {
+        if reads.len() > READ_BATCH {
+            return Err(ProviderError::InvalidArgument(format!(
+                "{} load balancers asked in one read; at most {READ_BATCH}",
+                reads.len()
+            )));
+        }
+        self.gate("read_load_balancers").await?;
+        let state = self.store.snapshot();
+        let now = crate::state::now();
+        Ok(reads
+            .iter()
+            .map(|read| ops::load_balancers::observe(&state, cluster, read, now))
+            .collect())
     }
 
     async fn ensure_load_balancer(

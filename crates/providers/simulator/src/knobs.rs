@@ -13,9 +13,10 @@ use std::{collections::BTreeMap, time::Duration};
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// Every operation the simulated cloud API answers, as named in knobs and stats.
-pub const OPERATIONS: [&str; 8] = [
+pub const OPERATIONS: [&str; 9] = [
     "describe_instances",
     "get_load_balancer",
+    "read_load_balancers",
     "ensure_load_balancer",
     "update_load_balancer",
     "delete_load_balancer",
@@ -23,6 +24,18 @@ pub const OPERATIONS: [&str; 8] = [
     "create_route",
     "delete_route",
 ];
+
+/// Whether an operation changes the cloud: writes and reads are rate-limited apart.
+pub fn is_write(operation: &str) -> bool {
+    matches!(
+        operation,
+        "ensure_load_balancer"
+            | "update_load_balancer"
+            | "delete_load_balancer"
+            | "create_route"
+            | "delete_route"
+    )
+}
 
 /// The `error_rate` key that applies to every operation without its own entry.
 pub const ALL_OPERATIONS: &str = "*";
@@ -42,7 +55,9 @@ pub struct Knobs {
     /// A uniformly random extra latency in `[0, latency_jitter]`.
     #[serde(with = "duration_str")]
     pub latency_jitter: Duration,
-    /// The cloud's API rate limit; `None`: unlimited. Calls beyond it answer `Throttled`.
+    /// The cloud's API rate limit, for reads and for writes each (as AWS limits its
+    /// non-mutating and mutating actions apart); `None`: unlimited. Calls beyond it answer
+    /// `Throttled`.
     pub rate_limit: Option<RateLimit>,
     /// Probability in `[0, 1]` that a call of the operation fails with `Unavailable`. The key is an
     /// operation name (see [`OPERATIONS`]) or `"*"` for every operation without its own entry.

@@ -10,7 +10,8 @@ use std::{
 };
 
 use provider::{
-    LoadBalancerNode, NodeRef, Protocol, Provider, ProviderError, Route, ServicePort, ServiceSpec,
+    LoadBalancerNode, LoadBalancerObservation, LoadBalancerRead, NodeRef, Protocol, Provider, ProviderError,
+    Route, ServicePort, ServiceSpec,
 };
 use provider_simulator::{
     Capabilities, InstanceState, Knobs, LoadBalancerState, NewInstance, RateLimit, Simulator,
@@ -652,6 +653,85 @@ async fn lookups_are_one_call_per_batch_and_respect_the_batch_limit() {
     assert!(matches!(
         instances(&sim).lookup_instances(&four).await,
         Err(ProviderError::InvalidArgument(_))
+    ));
+}
+
+/// 20 Services' load balancers in one call, one of them missing: 19 answers and one `Absent`;
+/// an ensure read of a converged one answers without a write; 21 reads are refused.
+#[tokio::test]
+async fn a_batched_read_is_one_call_of_up_to_20_with_an_answer_each() {
+    let sim = in_memory();
+    let nodes = [lb_node("n1", "simulator://sim-east-1a/i-1")];
+    for i in 0..19 {
+        let _ = lbs(&sim)
+            .ensure_load_balancer(CLUSTER, &service(&format!("u-{i}")), &nodes)
+            .await
+            .unwrap();
+    }
+    sim.reset_stats();
+    let reads: Vec<LoadBalancerRead> = (0..20)
+        .map(|i| LoadBalancerRead {
+            service: service(&format!("u-{i}")),
+            ensure_nodes: None,
+        })
+        .collect();
+    let answers = lbs(&sim).read_load_balancers(CLUSTER, &reads).await.unwrap();
+    assert_eq!(answers.len(), 20);
+    assert!(
+        answers[..19]
+            .iter()
+            .all(|a| matches!(a, Ok(LoadBalancerObservation::Present(s)) if !s.ingress.is_empty()))
+    );
+    assert_eq!(answers[19], Ok(LoadBalancerObservation::Absent));
+    let check = [LoadBalancerRead {
+        service: service("u-0"),
+        ensure_nodes: Some(nodes.to_vec()),
+    }];
+    let answers = lbs(&sim).read_load_balancers(CLUSTER, &check).await.unwrap();
+    assert!(matches!(answers[0], Ok(LoadBalancerObservation::Converged(_))));
+    assert!(lbs(&sim).checks_before_ensure());
+    let stats = sim.stats();
+    assert_eq!(stats.operations["read_load_balancers"].calls, 2);
+    assert_eq!(stats.calls_total, 2, "no other call");
+    let too_many = [reads.as_slice(), &reads[..1]].concat();
+    assert!(matches!(
+        lbs(&sim).read_load_balancers(CLUSTER, &too_many).await,
+        Err(ProviderError::InvalidArgument(_))
+    ));
+}
+
+/// Reads and writes draw from buckets of their own: writes at the limit leave reads admitted.
+#[tokio::test(start_paused = true)]
+async fn reads_and_writes_are_rate_limited_apart() {
+    let sim = Simulator::open(SimulatorConfig {
+        knobs: Knobs {
+            rate_limit: Some(RateLimit::new(1.0, 3.0)),
+            ..Knobs::default()
+        },
+        ..SimulatorConfig::default()
+    })
+    .unwrap();
+    for i in 0..3 {
+        lbs(&sim)
+            .ensure_load_balancer_deleted(CLUSTER, &service(&format!("gone-{i}")))
+            .await
+            .expect("the write burst");
+    }
+    assert!(matches!(
+        lbs(&sim)
+            .ensure_load_balancer_deleted(CLUSTER, &service("gone-3"))
+            .await,
+        Err(ProviderError::Throttled { .. })
+    ));
+    for _ in 0..3 {
+        routes(&sim)
+            .list_routes(CLUSTER)
+            .await
+            .expect("the read burst is untouched");
+    }
+    assert!(matches!(
+        routes(&sim).list_routes(CLUSTER).await,
+        Err(ProviderError::Throttled { .. })
     ));
 }
 

@@ -17,7 +17,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use cloud_gateway::{GatewayConfig, lookups::LookupConfig, scheduler::Class};
+use cloud_gateway::{GatewayConfig, lb_reads::LbReadConfig, lookups::LookupConfig, scheduler::Class};
 use contract_tests::{Clients, RunningGateway};
 use gateway_api::{error::GatewayError, v1 as pb};
 use provider::{
@@ -441,6 +441,8 @@ async fn a_flood_of_reads_leaves_another_caller_its_fair_share() {
     let ids = launch(&sim, 20);
     let mut cfg = config((10.0, 1.0), (10.0, 1.0));
     cfg.lookups = no_cache();
+    // Each get a provider call of its own (not merged into batched reads).
+    cfg.lb_reads = LbReadConfig { batch_size: 1 };
     let gateway = RunningGateway::start(cfg, sim.clone(), None).await;
     // Caller A: 1000 GetLoadBalancer calls at once, in the same read bucket as B: 100 s of
     // work at 10/s.
@@ -587,7 +589,7 @@ async fn a_deadline_ends_a_call_stuck_in_the_cloud_or_in_the_queue() {
     assert_eq!(
         sim.stats()
             .operations
-            .get("get_load_balancer")
+            .get("read_load_balancers")
             .map_or(0, |o| o.calls),
         1
     );
@@ -613,7 +615,7 @@ async fn shutdown_drains_calls_in_flight() {
         || {
             sim.stats()
                 .operations
-                .get("get_load_balancer")
+                .get("read_load_balancers")
                 .is_some_and(|o| o.calls >= 1)
         },
     )

@@ -1,4 +1,5 @@
-//! Load balancers: get, ensure (create or update in place), update backends, delete.
+//! Load balancers: get, a batched read (a get, or the check an ensure starts with), ensure
+//! (create or update in place), update backends, delete.
 //!
 //! A load balancer is named after the service UID and tagged with the cluster that created it;
 //! another cluster's load balancer of the same name is never changed (ensure and update answer
@@ -8,8 +9,8 @@ use std::{net::IpAddr, time::Duration, time::SystemTime};
 
 use ipnet::IpNet;
 use provider::{
-    ExternalTrafficPolicy, LoadBalancerIngress, LoadBalancerNode, LoadBalancerStatus, Protocol,
-    ProviderError, ServiceSpec, default_load_balancer_name,
+    ExternalTrafficPolicy, LoadBalancerIngress, LoadBalancerNode, LoadBalancerObservation, LoadBalancerRead,
+    LoadBalancerStatus, Protocol, ProviderError, ServiceSpec, default_load_balancer_name,
 };
 
 use crate::{
@@ -36,6 +37,44 @@ fn invalid(msg: impl Into<String>) -> ProviderError {
 pub fn get(state: &State, cluster: &str, svc: &ServiceSpec, now: SystemTime) -> Option<LoadBalancerStatus> {
     let lb = state.load_balancers.get(&default_load_balancer_name(&svc.uid))?;
     (lb.cluster == cluster).then(|| status(lb, now))
+}
+
+/// One read of a batch: a get's `Absent` or `Present`; for the check an ensure starts with,
+/// `Converged` only when [`ensure`] would change nothing and answer at once (active, every field
+/// it sets already as asked), else `NeedsEnsure`, or the error [`ensure`] would answer.
+pub fn observe(
+    state: &State,
+    cluster: &str,
+    read: &LoadBalancerRead,
+    now: SystemTime,
+) -> Result<LoadBalancerObservation> {
+    let svc = &read.service;
+    let Some(nodes) = &read.ensure_nodes else {
+        return Ok(get(state, cluster, svc, now)
+            .map_or(LoadBalancerObservation::Absent, LoadBalancerObservation::Present));
+    };
+    let want = desired(cluster, svc)?;
+    let Some(lb) = state.load_balancers.get(&default_load_balancer_name(&svc.uid)) else {
+        return Ok(LoadBalancerObservation::NeedsEnsure);
+    };
+    if lb.cluster != cluster {
+        return Err(foreign(lb, cluster));
+    }
+    let converged = lb.ready_at <= now
+        && lb.state_at(now) == LoadBalancerState::Active
+        && lb.service_namespace == svc.namespace
+        && lb.service_name == svc.name
+        && lb.listeners == want.listeners
+        && lb.backends == backends(nodes)
+        && lb.health_check == want.health_check
+        && lb.source_ranges == want.source_ranges
+        && lb.session_affinity_client_ip == svc.session_affinity_client_ip
+        && want.requested_ip.is_none_or(|ip| ip == lb.ip);
+    Ok(if converged {
+        LoadBalancerObservation::Converged(status(lb, now))
+    } else {
+        LoadBalancerObservation::NeedsEnsure
+    })
 }
 
 /// The status a load balancer reports: its IP once active, nothing while provisioning.
@@ -486,6 +525,133 @@ mod tests {
         assert_eq!(lb.created_at, at(0));
         assert_eq!(get(&s, "c", &svc("u"), at(6)), Some(second));
         assert_eq!(get(&s, "other", &svc("u"), at(6)), None);
+    }
+
+    /// Every read against an ensure of the same request on a copy of the state: `Converged`
+    /// exactly when that ensure would change nothing and answer the same status; an error
+    /// exactly when it would answer that error.
+    #[test]
+    fn a_read_says_converged_only_when_an_ensure_would_change_nothing() {
+        let mut s = state("203.0.113.0/24");
+        ensure(
+            &mut s,
+            "c",
+            &svc("u"),
+            &[node("a"), node("b")],
+            Duration::ZERO,
+            at(0),
+        )
+        .unwrap();
+        let _ = ensure(
+            &mut s,
+            "c",
+            &svc("p"),
+            &[node("a")],
+            Duration::from_secs(60),
+            at(0),
+        );
+        ensure(&mut s, "other", &svc("f"), &[node("a")], Duration::ZERO, at(0)).unwrap();
+        let status = get(&s, "c", &svc("u"), at(1)).unwrap();
+        let with = |edit: fn(&mut ServiceSpec)| {
+            let mut spec = svc("u");
+            edit(&mut spec);
+            spec
+        };
+        let get_of = |spec: ServiceSpec| LoadBalancerRead {
+            service: spec,
+            ensure_nodes: None,
+        };
+        let check = |spec: ServiceSpec, nodes: &[&str]| LoadBalancerRead {
+            service: spec,
+            ensure_nodes: Some(nodes.iter().map(|n| node(n)).collect()),
+        };
+        use LoadBalancerObservation::{Absent, Converged, NeedsEnsure, Present};
+        // (read, what it answers: an observation or an error's metric label)
+        let cases: Vec<(LoadBalancerRead, Result<LoadBalancerObservation, &str>)> = vec![
+            (get_of(svc("u")), Ok(Present(status.clone()))),
+            (get_of(svc("missing")), Ok(Absent)),
+            (get_of(svc("f")), Ok(Absent)),
+            (check(svc("u"), &["a", "b"]), Ok(Converged(status.clone()))),
+            (check(svc("u"), &["b", "a", "b"]), Ok(Converged(status.clone()))),
+            (
+                check(with(|s| s.requested_ip = "203.0.113.1".into()), &["a", "b"]),
+                Ok(Converged(status.clone())),
+            ),
+            (check(svc("u"), &["a"]), Ok(NeedsEnsure)),
+            (check(svc("u"), &["a", "b", "c"]), Ok(NeedsEnsure)),
+            (
+                check(with(|s| s.ports[0].port = 8080), &["a", "b"]),
+                Ok(NeedsEnsure),
+            ),
+            (
+                check(with(|s| s.ports[0].node_port = 30081), &["a", "b"]),
+                Ok(NeedsEnsure),
+            ),
+            (
+                check(with(|s| s.source_ranges = vec!["10.0.0.0/8".into()]), &["a", "b"]),
+                Ok(NeedsEnsure),
+            ),
+            (
+                check(
+                    with(|s| {
+                        s.external_traffic_policy = ExternalTrafficPolicy::Local;
+                        s.health_check_node_port = 31000;
+                    }),
+                    &["a", "b"],
+                ),
+                Ok(NeedsEnsure),
+            ),
+            (
+                check(with(|s| s.session_affinity_client_ip = true), &["a", "b"]),
+                Ok(NeedsEnsure),
+            ),
+            (
+                check(with(|s| s.requested_ip = "203.0.113.9".into()), &["a", "b"]),
+                Ok(NeedsEnsure),
+            ),
+            (
+                check(with(|s| s.name = "renamed".into()), &["a", "b"]),
+                Ok(NeedsEnsure),
+            ),
+            (check(svc("missing"), &["a"]), Ok(NeedsEnsure)),
+            (check(svc("p"), &["a"]), Ok(NeedsEnsure)),
+            (check(svc("f"), &["a"]), Err("invalid_argument")),
+            (check(with(|s| s.ports.clear()), &["a"]), Err("invalid_argument")),
+            (
+                check(
+                    with(|s| {
+                        s.annotations.insert(
+                            LOAD_BALANCER_TYPE_ANNOTATION.into(),
+                            LOAD_BALANCER_TYPE_EXTERNAL.into(),
+                        );
+                    }),
+                    &["a"],
+                ),
+                Err("implemented_elsewhere"),
+            ),
+        ];
+        for (read, want) in cases {
+            let got = observe(&s, "c", &read, at(1)).map_err(|e| e.metric_label());
+            assert_eq!(got, want, "{read:?}");
+            let Some(nodes) = &read.ensure_nodes else {
+                continue;
+            };
+            let mut after = s.clone();
+            let ensured = ensure(&mut after, "c", &read.service, nodes, Duration::ZERO, at(1));
+            let unchanged = crate::cloud::dry_run_change(&s, &after).is_empty();
+            match (got, ensured) {
+                (Ok(Converged(seen)), Ok(answer)) => {
+                    assert!(unchanged, "{read:?}: converged, yet an ensure changes the cloud");
+                    assert_eq!(seen, answer);
+                }
+                (Ok(NeedsEnsure), ensured) => assert!(
+                    !unchanged || ensured.is_err(),
+                    "{read:?}: an ensure would change nothing and answer at once"
+                ),
+                (Err(label), Err(e)) => assert_eq!(label, e.metric_label()),
+                (got, ensured) => panic!("{read:?}: read {got:?}, ensure {ensured:?}"),
+            }
+        }
     }
 
     #[test]
