@@ -5,7 +5,10 @@
 //! - (e) then M nodes join with the N load balancers present: backend updates per load balancer
 //!   (target: exactly one) and the time until every load balancer has them;
 //! - (f) where the controller, not the cloud, is the bottleneck (200 writes/s, 200 ms per call,
-//!   `--concurrent-service-syncs 5`): time for N Services with 1, 2 and 4 replicas.
+//!   `--concurrent-service-syncs 5`): time for N Services with 1, 2 and 4 replicas;
+//! - (i) (d) at scale, ours only: 5000 Services at once, 20 writes/s, the peak RSS at 5000;
+//! - (j) then the steady state: the service controller restarted syncs every Service again;
+//!   the cloud's writes (target 0) and reads (target: 2 per 20 Services) until it has.
 //!
 //! Upstream mode runs the same binary configured like upstream's service controller: one
 //! worker, a client-side limit of 20 QPS, backends updated at once on every node change.
@@ -125,12 +128,41 @@ impl Row {
     }
 }
 
-const OPERATIONS: [&str; 4] = [
+const OPERATIONS: [&str; 5] = [
     "ensure_load_balancer",
     "update_load_balancer",
     "get_load_balancer",
-    "ensure_load_balancer_deleted",
+    "read_load_balancers",
+    "delete_load_balancer",
 ];
+
+/// The cloud's limit of (d), (e), (i): 20 writes/s and 20 reads/s, the gateway set to match.
+const WRITE_LIMIT: [&str; 10] = [
+    "--simulator-rate-limit",
+    "20/20",
+    "--write-rate",
+    "20",
+    "--write-burst",
+    "20",
+    "--read-rate",
+    "20",
+    "--read-burst",
+    "20",
+];
+
+/// Least time `n` creations take at 20 writes/s: one ensure per Service, the first 20 ride the
+/// burst.
+fn write_floor(n: usize) -> f64 {
+    n.saturating_sub(20) as f64 / 20.0
+}
+
+fn did_not_converge(seconds: Option<f64>) -> String {
+    if seconds.is_none() {
+        "did not converge".into()
+    } else {
+        String::new()
+    }
+}
 
 struct Bench {
     cluster: Cluster,
@@ -256,7 +288,8 @@ impl Bench {
             if started.elapsed() > deadline {
                 return None;
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            // A list of 5000 Services is megabytes: look less often the more there are.
+            tokio::time::sleep(Duration::from_millis(100.max(n as u64 / 5))).await;
         }
     }
 
@@ -287,15 +320,7 @@ impl Bench {
 /// cloud allowing 20 writes/s, then `sizes.joining_nodes` nodes join.
 pub async fn create_then_join(mode: Mode, sizes: Sizes) -> Vec<Row> {
     const NODES: usize = 3;
-    let write_limit = [
-        "--simulator-rate-limit",
-        "20/20",
-        "--write-rate",
-        "20",
-        "--write-burst",
-        "20",
-    ];
-    let mut bench = Bench::start(&write_limit, NODES).await;
+    let mut bench = Bench::start(&WRITE_LIMIT, NODES).await;
     bench.start_replicas(mode, 1, &[]);
     bench.wait_shards_split().await;
     let n = sizes.services;
@@ -311,19 +336,14 @@ pub async fn create_then_join(mode: Mode, sizes: Sizes) -> Vec<Row> {
         scenario: format!("(d) {n} LoadBalancer Services created at once, cloud 20 writes/s"),
         mode: mode.label().into(),
         seconds: seconds.unwrap_or(f64::NAN),
-        // One ensure per Service; the first 20 ride the burst.
-        floor_seconds: Some(n.saturating_sub(20) as f64 / 20.0),
+        floor_seconds: Some(write_floor(n)),
         provider_calls: delta(&calls, &calls_before),
         throttled: throttled - throttled_before,
         api_requests: api,
         per: n,
         updates_per_load_balancer: None,
         peak_rss_mib: bench.peak_rss(),
-        note: if seconds.is_none() {
-            "did not converge".into()
-        } else {
-            String::new()
-        },
+        note: did_not_converge(seconds),
     };
 
     let joining = sizes.joining_nodes;
@@ -354,21 +374,99 @@ pub async fn create_then_join(mode: Mode, sizes: Sizes) -> Vec<Row> {
         scenario: format!("(e) {joining} nodes join, {n} load balancers present, cloud 20 writes/s"),
         mode: mode.label().into(),
         seconds: seconds.unwrap_or(f64::NAN),
-        floor_seconds: Some(n.saturating_sub(20) as f64 / 20.0),
+        floor_seconds: Some(write_floor(n)),
         provider_calls: calls,
         throttled: throttled - throttled_before,
         api_requests: api,
         per: n,
         updates_per_load_balancer: Some(updates as f64 / n as f64),
         peak_rss_mib: bench.peak_rss(),
-        note: if seconds.is_none() {
-            "did not converge".into()
-        } else {
-            String::new()
-        },
+        note: did_not_converge(seconds),
     };
     bench.cluster.stop().await;
     vec![d, e]
+}
+
+/// (i) `n` Services created at once on a cloud allowing 20 writes/s (ours only: upstream
+/// mode's row is (d)'s), then (j): the service controller restarted, which syncs every
+/// Service again; the cloud calls until the gateway has answered `n` ensures.
+pub async fn at_scale(n: usize) -> Vec<Row> {
+    let mut bench = Bench::start(&WRITE_LIMIT, 3).await;
+    bench.start_replicas(Mode::Ours, 1, &[]);
+    bench.wait_shards_split().await;
+    let (calls_before, throttled_before) = bench.provider_calls().await;
+    let api_before = bench.api_requests().await;
+    let started = Instant::now();
+    bench.create_services(n).await;
+    let deadline = Duration::from_secs_f64(write_floor(n) * 2.0 + 300.0);
+    let seconds = bench.wait_provisioned(n, started, deadline).await;
+    let (calls, throttled) = bench.provider_calls().await;
+    let created = Row {
+        scenario: format!("(i) {n} LoadBalancer Services created at once, cloud 20 writes/s"),
+        mode: Mode::Ours.label().into(),
+        seconds: seconds.unwrap_or(f64::NAN),
+        floor_seconds: Some(write_floor(n)),
+        provider_calls: delta(&calls, &calls_before),
+        throttled: throttled - throttled_before,
+        api_requests: bench.api_requests().await.saturating_sub(api_before),
+        per: n,
+        updates_per_load_balancer: None,
+        peak_rss_mib: bench.peak_rss(),
+        note: did_not_converge(seconds),
+    };
+
+    let old = bench.replicas.pop().expect("one replica");
+    bench.cluster.procs[old].stop(Duration::from_secs(30)).await;
+    let ensures = |metrics: &str| {
+        counter(
+            metrics,
+            "cloudgateway_grpc_calls_total",
+            &[("method", "EnsureLoadBalancer")],
+        )
+    };
+    let gateway = measure::gateway_metrics(&bench.cluster).await;
+    let (calls_before, throttled_before) = (
+        measure::provider_calls(&gateway, &OPERATIONS),
+        measure::throttled(&gateway),
+    );
+    let ensures_before = ensures(&gateway);
+    let api_before = bench.api_requests().await;
+    let started = Instant::now();
+    bench.start_replicas(Mode::Ours, 1, &[]);
+    let mut seconds = None;
+    while started.elapsed() < Duration::from_secs(600) {
+        if ensures(&measure::gateway_metrics(&bench.cluster).await) >= ensures_before + n as u64 {
+            seconds = Some(started.elapsed().as_secs_f64());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (calls, throttled) = bench.provider_calls().await;
+    let calls = delta(&calls, &calls_before);
+    let reads: u64 = ["get_load_balancer", "read_load_balancers"]
+        .iter()
+        .filter_map(|op| calls.get(*op))
+        .sum();
+    let writes: u64 = calls.values().sum::<u64>() - reads;
+    let resynced = Row {
+        scenario: format!("(j) then the service controller restarts and syncs the {n} Services again"),
+        mode: Mode::Ours.label().into(),
+        seconds: seconds.unwrap_or(f64::NAN),
+        floor_seconds: None,
+        provider_calls: calls,
+        throttled: throttled - throttled_before,
+        api_requests: bench.api_requests().await.saturating_sub(api_before),
+        per: n,
+        updates_per_load_balancer: None,
+        peak_rss_mib: bench.peak_rss(),
+        note: if seconds.is_none() {
+            "did not converge".into()
+        } else {
+            format!("{writes} writes, {reads} reads (target ≤ {})", n.div_ceil(20) * 2)
+        },
+    };
+    bench.cluster.stop().await;
+    vec![created, resynced]
 }
 
 /// (f) `sizes.services` Services with `replicas` replicas where the controller is the
@@ -409,11 +507,7 @@ pub async fn spread_over_replicas(replicas: usize, sizes: Sizes) -> Row {
         per: n,
         updates_per_load_balancer: None,
         peak_rss_mib: bench.peak_rss(),
-        note: if seconds.is_none() {
-            "did not converge".into()
-        } else {
-            String::new()
-        },
+        note: did_not_converge(seconds),
     };
     bench.cluster.stop().await;
     row

@@ -17,7 +17,7 @@
 //!   raised as much: provider calls per refresh period, as a real 5-minute period costs;
 //! - (c) a large cluster (5 × N nodes, fast cloud): peak RSS of each process.
 //!
-//! The service controller's scenarios (d), (e), (f) are in `e2e::services_bench`, the route
+//! The service controller's scenarios (d), (e), (f), (i), (j) are in `e2e::services_bench`, the route
 //! controller's (g) and (h) in `e2e::routes_bench`.
 //!
 //! `--quick` runs small sizes (CI checks that it completes and prints the table).
@@ -496,7 +496,7 @@ async fn main() {
             "--ours-only" => modes = vec![Mode::Ours],
             "--json" => json_out = args.next().map(PathBuf::from).unwrap_or(json_out),
             "-h" | "--help" => {
-                println!("usage: ccm-bench [--quick] [--only a|b|c|de|f|gh] [--ours-only] [--json FILE]");
+                println!("usage: ccm-bench [--quick] [--only a|b|c|de|f|ij|gh] [--ours-only] [--json FILE]");
                 return;
             }
             other => {
@@ -576,6 +576,11 @@ async fn main() {
             service_sizes.services
         );
         service_rows.push(services_bench::spread_over_replicas(replicas, service_sizes).await);
+    }
+    if run("ij") && modes.contains(&Mode::Ours) {
+        let n = if quick { 100 } else { 5000 };
+        eprintln!("ccm-bench: (i) {n} Services created, (j) the service controller restarts, ours");
+        service_rows.extend(services_bench::at_scale(n).await);
     }
 
     // The route controller's scenarios: (g) then (h) share a cluster per mode.
