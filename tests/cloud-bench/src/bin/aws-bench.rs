@@ -12,7 +12,10 @@
 //! - 50 unchanged Services ensured once more right after the gateway restarted;
 //! - 1000 unchanged Services, Classic ELBs and NLBs mixed, ensured at once right after the
 //!   gateway restarted: their reads batched across Services (one DescribeLoadBalancers and one
-//!   DescribeTags per 20 load balancers of a type).
+//!   DescribeTags per 20 load balancers of a type);
+//! - then 50 nodes join with those 1000 load balancers present: each load balancer's backends
+//!   updated once (UpdateLoadBalancer per Service): the AWS reads, and the register writes per
+//!   load balancer (target: 1).
 //!
 //! Upstream's figures are cloud-provider-aws's own call sequence for the same syncs
 //! (`../shared/reference/cloud-provider-aws.md` §8, read from its code at v1.36): a Classic ELB
@@ -46,6 +49,8 @@ const SERVICES_AFTER_RESTART: usize = 50;
 /// (cloud-config `DisableSecurityGroupIngress`), else the nodes' group quota above caps the
 /// Classic ELBs; the reads measured do not touch rules.
 const MIXED_AFTER_RESTART: usize = 1000;
+/// Nodes that join with the mixed row's load balancers present.
+const JOINING_NODES: usize = 50;
 
 /// A gateway process on the proxy.
 struct Gateway {
@@ -397,6 +402,53 @@ async fn main() {
         writes,
         // Each sync as the rows above, and one DescribeInstances filling the emptied cache.
         upstream: (classic * 9 + network_lbs * 11 + 1, classic),
+        calls: kinds
+            .iter()
+            .map(|k| format!("{k} ×{}", proxy.count(k)))
+            .collect(),
+    });
+
+    // Then 50 nodes join: every load balancer's backends updated once, as the service
+    // controller does after a node change (one UpdateLoadBalancer per Service, at once).
+    for n in instances.len()..instances.len() + JOINING_NODES {
+        instances.push(cloud.run_instance(&network, n).await);
+    }
+    let joined = self::nodes(&instances);
+    proxy.reset_counts();
+    let started = Instant::now();
+    futures::future::join_all(mixed.iter().map(|s| {
+        let mut client = client.clone();
+        let nodes = &joined;
+        async move {
+            client
+                .update_load_balancer(pb::UpdateLoadBalancerRequest {
+                    cluster_name: CLUSTER.into(),
+                    service: Some(s.clone()),
+                    nodes: nodes.to_vec(),
+                })
+                .await
+                .unwrap_or_else(|e| panic!("UpdateLoadBalancer {}: {e}", s.name));
+        }
+    }))
+    .await;
+    let took = started.elapsed();
+    let (reads, writes) = counted(&proxy);
+    let mut kinds: Vec<String> = proxy.actions();
+    kinds.sort();
+    kinds.dedup_by(|a, b| a == b);
+    rows.push(Row {
+        scenario: format!(
+            "then {JOINING_NODES} nodes join: {MIXED_AFTER_RESTART} load balancers updated ({:.1} s; writes per load balancer {:.2})",
+            took.as_secs_f64(),
+            writes as f64 / MIXED_AFTER_RESTART as f64
+        ),
+        mode: "ours",
+        reads,
+        writes,
+        // A Classic update: DescribeLoadBalancers (its two DescribeSecurityGroups are off with
+        // DisableSecurityGroupIngress) and the register; an NLB update: a describe and the full
+        // ensure (11 reads), the register; one DescribeInstances for the new nodes.
+        upstream: (classic + network_lbs * 12 + 1, MIXED_AFTER_RESTART),
         calls: kinds
             .iter()
             .map(|k| format!("{k} ×{}", proxy.count(k)))
