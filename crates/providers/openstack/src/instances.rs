@@ -15,20 +15,22 @@ use std::{
 };
 
 use async_trait::async_trait;
+use futures::{StreamExt, TryStreamExt};
 use provider::{InstanceInfo, Instances, NodeRef, ProviderError, Result};
 use serde_json::Value;
 
 use crate::{
-    client::{Client, Service},
+    client::{Client, Service, path_segment},
     nodes::{
         AddressOptions, Flavor, FlavorLookups, InstanceTypeChoice, Network, Port, ProviderIdScheme, Server,
         SubportAddresses, batch_name_filters, by_name::DEFAULT_MAX_NAME_FILTER_LEN, choose_instance_type,
         instance_metadata, is_shutdown, match_by_name, metadata::instance_type_of_flavor,
         resolve_trunk_subports, trunk_subport_ids,
     },
-    routes::path_segment,
 };
 
+/// Most single-server GETs in flight at once for one lookup.
+const SERVER_GETS_AT_ONCE: usize = 8;
 /// The Nova microversion of server reads: 2.47 embeds the flavor's name in the server.
 pub const SERVER_MICROVERSION: &str = "2.47";
 /// Most servers (or ports) named in one list call's query: 100 UUIDs keep the request line near
@@ -295,20 +297,31 @@ impl Instances for OpenStackInstances {
         } else {
             self.servers_named(&names).await?
         };
-        // Nodes whose providerID names a server the name list did not return: one GET each.
+        // Nodes whose providerID names a server the name list did not return: one GET each,
+        // a few at a time (a batch of renamed Nodes must not wait out 100 round trips in a row,
+        // nor send Nova 100 requests at once).
+        let missing: std::collections::BTreeSet<String> = wanted
+            .iter()
+            .filter_map(|w| match w {
+                Wanted::Id(id) if !servers.contains_key(*id) => Some((*id).to_owned()),
+                _ => None,
+            })
+            .collect();
+        let gets = missing
+            .into_iter()
+            .map(|id| async move { self.server(&id).await.map(|server| (id, server)) });
+        let fetched: Vec<(String, Option<Server>)> = futures::stream::iter(gets)
+            .buffer_unordered(SERVER_GETS_AT_ONCE)
+            .try_collect()
+            .await?;
         let mut gone = std::collections::BTreeSet::new();
-        for w in &wanted {
-            if let Wanted::Id(id) = w
-                && !servers.contains_key(*id)
-                && !gone.contains(*id)
-            {
-                match self.server(id).await? {
-                    Some(server) => {
-                        servers.insert(server.id.clone(), server);
-                    }
-                    None => {
-                        gone.insert((*id).to_owned());
-                    }
+        for (id, server) in fetched {
+            match server {
+                Some(server) => {
+                    servers.insert(server.id.clone(), server);
+                }
+                None => {
+                    gone.insert(id);
                 }
             }
         }

@@ -58,6 +58,19 @@ use serde::{Serialize, de::DeserializeOwned};
 pub use error::{ApiError, ErrorKind};
 pub use keystone::TokenInfo;
 
+/// What a path segment leaves as is: unreserved characters and `:` (route tags carry colons).
+const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~')
+    .remove(b':');
+
+/// A value (an ID, a tag) as one URL path segment: the rest percent-encoded.
+pub fn path_segment(value: &str) -> String {
+    percent_encoding::utf8_percent_encode(value, PATH_SEGMENT).to_string()
+}
+
 use crate::auth::{Credentials, Secret};
 
 /// After a failed early renewal (the token still valid), how long the old token is used
@@ -920,6 +933,16 @@ mod tests {
     use super::*;
     use crate::auth::Interface;
     use serde_json::json;
+
+    #[test]
+    fn tags_and_ids_travel_as_one_path_segment() {
+        assert_eq!(
+            path_segment("kube-route:prod:10.244.1.0_24:fd00::5"),
+            "kube-route:prod:10.244.1.0_24:fd00::5"
+        );
+        assert_eq!(path_segment("a b/c?d#e%"), "a%20b%2Fc%3Fd%23e%25");
+        assert_eq!(path_segment("é"), "%C3%A9");
+    }
 
     #[test]
     fn urls() {

@@ -46,7 +46,7 @@ use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::json;
 
 use crate::{
-    client::{Client, Service, error::PRECONDITION_RETRY_AFTER},
+    client::{Client, Service, error::PRECONDITION_RETRY_AFTER, path_segment},
     nodes::provider_id::{PROVIDER_NAME, ProviderIdScheme},
 };
 use plan::{ExtraRoute, NexthopOwner, PortView, RouterView};
@@ -227,20 +227,6 @@ pub fn ports_by_address(
         found.insert(address.clone(), first.clone());
     }
     Some(found)
-}
-
-/// A value as one URL path segment (a tag): everything but unreserved characters and `:`
-/// percent-encoded.
-pub fn path_segment(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~:".contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// Removes the tag from the set of creates under way when the create ends, however it ends.
@@ -856,16 +842,6 @@ mod tests {
             Err(ProviderError::NotImplemented(m)) => assert!(m.contains("needs router tags"), "{m}"),
             other => panic!("{other:?}"),
         }
-    }
-
-    #[test]
-    fn tags_travel_as_one_path_segment() {
-        assert_eq!(
-            path_segment("kube-route:prod:10.244.1.0_24:fd00::5"),
-            "kube-route:prod:10.244.1.0_24:fd00::5"
-        );
-        assert_eq!(path_segment("a b/c?d#e%"), "a%20b%2Fc%3Fd%23e%25");
-        assert_eq!(path_segment("é"), "%C3%A9");
     }
 
     fn port(id: &str, owner: &str, device: &str, network: &str, ips: &[&str]) -> PortRow {

@@ -245,7 +245,9 @@ pub fn pairs_without(pairs: &[AddressPair], cidr: &str) -> Option<Vec<AddressPai
         .then(|| pairs.iter().filter(|p| p.ip_address != cidr).cloned().collect())
 }
 
-/// A port as the nexthop lookup sees it.
+/// A port as the nexthop lookup sees it. Strict, unlike the node decisions' lenient
+/// `nodes::model::Port`: its allowed address pairs are written back whole, so a pair that
+/// cannot be read must fail the read, not vanish from the write.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct PortView {
     /// Its ID.
