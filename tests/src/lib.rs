@@ -6,7 +6,9 @@
 //! directory; when a test fails, the tail of every log is printed.
 
 pub mod chaos;
+pub mod conformance;
 pub mod measure;
+pub mod nodes;
 pub mod routes_bench;
 pub mod services_bench;
 pub mod shadow;
@@ -19,10 +21,13 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::api::core::v1::{Node, Service, Taint};
+use k8s_openapi::api::{
+    core::v1::{Node, Service, Taint},
+    events::v1::Event,
+};
 use kube::{
     Api, Client,
-    api::{Patch, PatchParams, PostParams},
+    api::{ListParams, Patch, PatchParams, PostParams},
     config::{KubeConfigOptions, Kubeconfig},
 };
 use serde_json::{Value, json};
@@ -898,4 +903,71 @@ pub fn xml_value(xml: &str, tag: &str) -> Option<String> {
     let start = xml.find(&format!("<{tag}>"))? + tag.len() + 2;
     let end = xml[start..].find(&format!("</{tag}>"))? + start;
     Some(xml[start..end].to_owned())
+}
+
+impl Cluster {
+    /// The index in [`Cluster::procs`] of the first process labelled `name`.
+    pub fn proc_index(&self, name: &str) -> usize {
+        self.procs
+            .iter()
+            .position(|p| p.name == name)
+            .unwrap_or_else(|| panic!("no process {name}"))
+    }
+
+    /// The process ids of the processes labelled `names`, for [`Cluster::assert_not_restarted`].
+    pub fn pids(&self, names: &[&str]) -> Vec<u32> {
+        names
+            .iter()
+            .map(|name| self.procs[self.proc_index(name)].id().unwrap())
+            .collect()
+    }
+
+    /// Asserts that each process labelled `names[i]` still runs as `pids[i]`: neither restarted
+    /// nor exited.
+    pub fn assert_not_restarted(&mut self, names: &[&str], pids: &[u32]) {
+        for (name, pid) in names.iter().zip(pids) {
+            let index = self.proc_index(name);
+            assert_eq!(self.procs[index].id(), Some(*pid), "{name} restarted");
+            assert!(self.procs[index].exited().is_none(), "{name} exited");
+        }
+    }
+
+    /// The `/metrics` of the process labelled `name` (a controller).
+    pub async fn metrics_of(&self, name: &str) -> String {
+        let index = self.proc_index(name);
+        http_get(self.procs[index].http.expect("a side port"), "/metrics")
+            .await
+            .unwrap_or_else(|| panic!("{name}: /metrics"))
+            .1
+    }
+
+    /// The Events of `namespace`; none when the list fails.
+    pub async fn events(&self, namespace: &str) -> Vec<Event> {
+        let events: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        events
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+    }
+}
+
+/// Waits up to 60 s until Service `name` has an ingress IP (`what` names the wait); returns it.
+pub async fn wait_ingress_ip(services: &Api<Service>, name: &str, what: &str) -> Service {
+    wait_service(services, name, what, |s| !ingress_ips(s).is_empty()).await
+}
+
+/// Waits up to 60 s until Service `name` is `ready` (`what` names the wait); returns it.
+pub async fn wait_service(
+    services: &Api<Service>,
+    name: &str,
+    what: &str,
+    ready: impl Fn(&Service) -> bool,
+) -> Service {
+    let ready = &ready;
+    wait_for(what, Duration::from_secs(60), || {
+        let services = services.clone();
+        async move { services.get(name).await.ok().filter(|s| ready(s)) }
+    })
+    .await
 }

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use aws_fixture::{Cloud, FaultProxy, INSTANCE_TYPE};
-use e2e::{Cluster, ClusterSpec, MOTO_ENV, aws_gateway_args, binary, start_moto, wait_for};
+use e2e::{Cluster, ClusterSpec, MOTO_ENV, aws_gateway_args, binary, nodes::label, start_moto, wait_for};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -66,10 +66,6 @@ async fn dual_stack_instance(cloud: &Cloud, vpc_id: &str) -> (String, String, St
         "us-east-1a".to_owned(),
         ipv6.to_string(),
     )
-}
-
-fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
-    node.metadata.labels.as_ref()?.get(key).map(String::as_str)
 }
 
 fn route_created(node: &Node) -> bool {

@@ -10,33 +10,14 @@ use std::{
     time::Duration,
 };
 
-use e2e::{Procs, binary, free_port, http_get, spawn, wait_for};
+use e2e::{
+    Procs, binary,
+    conformance::{assert_passed, cases_except, run, start_gateway, tool_args, verdict},
+    free_port, http_get, spawn, wait_for,
+};
 
-/// Every case of the suite but the one for missing capabilities.
-const EVERY_CASE: [&str; 22] = [
-    "capabilities_describe_the_provider",
-    "every_answer_names_the_provider",
-    "running_instance_exists_and_is_not_shut_down",
-    "stopped_instance_exists_and_is_shut_down",
-    "terminated_instance_does_not_exist",
-    "unknown_provider_id_does_not_exist",
-    "metadata_describes_the_instance",
-    "lookup_by_name_when_provider_id_is_empty",
-    "batch_lookup_answers_each_node_in_order",
-    "load_balancer_lifecycle",
-    "ensure_twice_creates_one_load_balancer",
-    "update_changes_backends",
-    "implemented_elsewhere_is_typed",
-    "provider_invalid_argument_is_typed",
-    "routes_lifecycle",
-    "routes_lifecycle_as_the_route_controller_sends",
-    "gateway_validation_rejects_bad_requests",
-    "garbage_bytes_get_a_status_and_the_gateway_lives_on",
-    "an_unknown_caller_header_is_served_as_anonymous",
-    "an_unknown_caller_header_reaches_no_metric",
-    "retry_after_is_typed",
-    "throttled_is_typed",
-];
+/// The case every gateway that claims every capability skips.
+const MISSING_CAPABILITIES: &str = "missing_capabilities_answer_unimplemented";
 
 const INVENTORY: &str = r#"
 region: conf-1
@@ -80,39 +61,14 @@ hooks:
 async fn sim_gateway(procs: &mut Procs, dir: &Path, extra: &[&str]) -> (SocketAddr, SocketAddr) {
     let inventory = dir.join("inventory.yaml");
     std::fs::write(&inventory, INVENTORY).expect("write the inventory");
-    let grpc: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-    let http: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-    let mut args: Vec<String> = [
-        "--insecure-plaintext",
-        "--grpc-listen",
-        &grpc.to_string(),
-        "--http-listen",
-        &http.to_string(),
+    let provider = [
         "--provider",
         "simulator",
         "--simulator-inventory",
         &inventory.to_string_lossy(),
         "--simulator-no-fsync",
-        "--read-rate",
-        "1000",
-        "--read-burst",
-        "1000",
-        "--write-rate",
-        "1000",
-        "--write-burst",
-        "1000",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.extend(extra.iter().map(|a| (*a).to_owned()));
-    procs.push(spawn(dir, "cloud-gateway", &binary("cloud-gateway"), &args));
-    wait_for(
-        "the gateway to be ready",
-        Duration::from_secs(30),
-        || async move { matches!(http_get(http, "/readyz").await, Some((200, _))).then_some(()) },
-    )
-    .await;
-    (grpc, http)
+    ];
+    start_gateway(procs, dir, &provider, extra, Duration::from_secs(30)).await
 }
 
 /// Writes the simulator's fixture, its hooks calling `cloud-sim` on the gateway at `http`.
@@ -123,55 +79,14 @@ fn sim_fixture(dir: &Path, http: SocketAddr, edit: impl FnOnce(String) -> String
     path
 }
 
-/// Runs the conformance tool; its output is printed (shown when the test fails).
+/// Runs the conformance tool for up to 120 s; its output is printed (shown when the test fails).
 async fn conformance(args: &[String], env: &[(&str, String)]) -> (Output, String) {
-    let mut command = tokio::process::Command::new(binary("cloudgateway-conformance"));
-    command.args(args).kill_on_drop(true);
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    let output = tokio::time::timeout(Duration::from_secs(120), command.output())
-        .await
-        .expect("the conformance run ends within 120s")
-        .expect("run cloudgateway-conformance");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    println!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
-    (output, stdout)
-}
-
-fn args_for(grpc: SocketAddr, fixture: &Path, extra: &[String]) -> Vec<String> {
-    let mut args = vec![
-        "--address".to_owned(),
-        grpc.to_string(),
-        "--fixture".to_owned(),
-        fixture.to_string_lossy().into_owned(),
-    ];
-    args.extend_from_slice(extra);
-    args
-}
-
-/// The verdict printed for `case`.
-fn verdict<'a>(stdout: &'a str, case: &str) -> &'a str {
-    stdout
-        .lines()
-        .find_map(|l| {
-            let (verdict, rest) = l.split_once(' ')?;
-            rest.strip_prefix(case)?.starts_with(':').then_some(verdict)
-        })
-        .unwrap_or_else(|| panic!("no line for {case} in:\n{stdout}"))
+    run(args, env, Duration::from_secs(120)).await
 }
 
 fn assert_every_case_passes(output: &Output, stdout: &str) {
-    assert!(output.status.success(), "{:?}:\n{stdout}", output.status);
-    let not_passed: Vec<&str> = EVERY_CASE
-        .into_iter()
-        .filter(|case| verdict(stdout, case) != "PASS")
-        .collect();
-    assert!(not_passed.is_empty(), "not passed: {not_passed:?}\n{stdout}");
-    assert_eq!(
-        verdict(stdout, "missing_capabilities_answer_unimplemented"),
-        "SKIP"
-    );
+    assert_passed(output, stdout, &cases_except(&[MISSING_CAPABILITIES]));
+    assert_eq!(verdict(stdout, MISSING_CAPABILITIES).0, "SKIP");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -181,7 +96,7 @@ async fn our_gateway_on_the_simulator_passes_every_case() {
     let (grpc, http) = sim_gateway(&mut procs, dir.path(), &[]).await;
     let fixture = sim_fixture(dir.path(), http, |f| f);
     let metrics = vec!["--metrics-url".to_owned(), format!("http://{http}/metrics")];
-    let (output, stdout) = conformance(&args_for(grpc, &fixture, &metrics), &[]).await;
+    let (output, stdout) = conformance(&tool_args(grpc, &fixture, &metrics), &[]).await;
     assert_every_case_passes(&output, &stdout);
 }
 
@@ -204,9 +119,9 @@ async fn a_capability_switched_off_answers_unimplemented_and_its_cases_are_skipp
         .iter()
         .flat_map(|c| ["--case".to_owned(), (*c).to_owned()])
         .collect();
-    let (output, stdout) = conformance(&args_for(grpc, &fixture, &only), &[]).await;
+    let (output, stdout) = conformance(&tool_args(grpc, &fixture, &only), &[]).await;
     assert!(output.status.success(), "{stdout}");
-    let verdicts: Vec<&str> = cases.iter().map(|c| verdict(&stdout, c)).collect();
+    let verdicts: Vec<&str> = cases.iter().map(|c| verdict(&stdout, c).0).collect();
     assert_eq!(verdicts, ["PASS", "PASS", "PASS", "SKIP", "SKIP"], "{stdout}");
     assert_eq!(
         stdout.lines().count(),
@@ -217,7 +132,7 @@ async fn a_capability_switched_off_answers_unimplemented_and_its_cases_are_skipp
     // The same gateway, held to a fixture that expects routes: the capabilities case fails.
     let expects_routes = sim_fixture(dir.path(), http, |f| f);
     let (output, stdout) = conformance(
-        &args_for(
+        &tool_args(
             grpc,
             &expects_routes,
             &[
@@ -229,7 +144,7 @@ async fn a_capability_switched_off_answers_unimplemented_and_its_cases_are_skipp
     )
     .await;
     assert_eq!(output.status.code(), Some(1), "{stdout}");
-    assert_eq!(verdict(&stdout, "capabilities_describe_the_provider"), "FAIL");
+    assert_eq!(verdict(&stdout, "capabilities_describe_the_provider").0, "FAIL");
 }
 
 /// The repository's root.
@@ -270,7 +185,7 @@ async fn the_python_example_gateway_passes_every_case() {
     let fixture = repo().join("examples/python-gateway/conformance.yaml");
     let metrics = vec!["--metrics-url".to_owned(), format!("http://{admin}/metrics")];
     let (output, stdout) = conformance(
-        &args_for(grpc, &fixture, &metrics),
+        &tool_args(grpc, &fixture, &metrics),
         &[("PYTHON_GATEWAY_ADMIN", format!("http://{admin}"))],
     )
     .await;

@@ -3,7 +3,11 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use e2e::{Cluster, ClusterSpec, http_get, wait_for};
+use e2e::{
+    Cluster, ClusterSpec, http_get,
+    nodes::{TAINT_UNINITIALIZED, has_taint},
+    wait_for,
+};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
 use kube::{
@@ -11,15 +15,7 @@ use kube::{
     runtime::{WatchStreamExt, watcher},
 };
 
-const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
-
-fn has_taint(node: &Node, key: &str) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key == key))
-}
 
 /// Initialization is done: the taint is gone, the providerID set, and the cloud's addresses in
 /// (the node is patched first and its status right after, as upstream does).
@@ -29,7 +25,7 @@ fn initialized(node: &Node) -> bool {
         .as_ref()
         .and_then(|s| s.addresses.as_ref())
         .is_some_and(|a| a.iter().any(|a| a.type_ == "InternalIP"));
-    !has_taint(node, UNINITIALIZED)
+    !has_taint(node, TAINT_UNINITIALIZED)
         && node.spec.as_ref().and_then(|s| s.provider_id.as_ref()).is_some()
         && addressed
 }
@@ -142,7 +138,10 @@ async fn a_node_without_an_instance_stays_tainted_until_one_appears() {
         async move { log.contains("late-node").then_some(()) }
     })
     .await;
-    assert!(has_taint(&get(&nodes, "late-node").await.unwrap(), UNINITIALIZED));
+    assert!(has_taint(
+        &get(&nodes, "late-node").await.unwrap(),
+        TAINT_UNINITIALIZED
+    ));
     cluster
         .sim(&["instances", "add", "--name", "late-node", "--type", "sim.large"])
         .await;

@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeSet, time::Duration};
 
-use e2e::{Cluster, ClusterSpec, counter, http_get, wait_for};
+use e2e::{Cluster, ClusterSpec, counter, http_get, nodes::network_unavailable, wait_for};
 use k8s_openapi::api::{core::v1::Node, events::v1::Event};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::json;
@@ -62,17 +62,6 @@ async fn wait_routes(cluster: &Cluster, want: &[&str], what: &str) {
         async move { (routes(cluster).await == want).then_some(()) }
     })
     .await;
-}
-
-/// `(status, reason)` of the node's NetworkUnavailable condition.
-fn network_unavailable(node: &Node) -> Option<(String, String)> {
-    node.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "NetworkUnavailable")
-        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
 }
 
 /// Waits until the node's condition is `status`/`reason`; returns the node.

@@ -19,11 +19,14 @@ mod openstack_support;
 use std::{
     collections::BTreeMap,
     net::SocketAddr,
-    path::{Path, PathBuf},
+    path::PathBuf,
     time::{Duration, Instant},
 };
 
-use e2e::{Procs, binary, free_port, http_get, spawn, wait_for};
+use e2e::{
+    Procs,
+    conformance::{CASES, assert_passed, cases_except, run, start_gateway, tool_args, verdict},
+};
 use openstack_fixture::{TestCloud, User};
 use openstack_support::{Leftovers, boot, nexthops, spread, write_cloud_conf};
 use tokio::{
@@ -32,29 +35,8 @@ use tokio::{
     task::JoinHandle,
 };
 
-/// The cases that must pass.
-const MUST_PASS: [&str; 17] = [
-    "capabilities_describe_the_provider",
-    "every_answer_names_the_provider",
-    "running_instance_exists_and_is_not_shut_down",
-    "stopped_instance_exists_and_is_shut_down",
-    "terminated_instance_does_not_exist",
-    "unknown_provider_id_does_not_exist",
-    "metadata_describes_the_instance",
-    "lookup_by_name_when_provider_id_is_empty",
-    "batch_lookup_answers_each_node_in_order",
-    "routes_lifecycle",
-    "routes_lifecycle_as_the_route_controller_sends",
-    "gateway_validation_rejects_bad_requests",
-    "garbage_bytes_get_a_status_and_the_gateway_lives_on",
-    "an_unknown_caller_header_is_served_as_anonymous",
-    "an_unknown_caller_header_reaches_no_metric",
-    "missing_capabilities_answer_unimplemented",
-    "throttled_is_typed",
-];
-
 /// The cases that must skip, for want of the load balancer capability the fixture does not
-/// expect.
+/// expect; every other case must pass.
 const NO_LOAD_BALANCERS: [&str; 6] = [
     "load_balancer_lifecycle",
     "ensure_twice_creates_one_load_balancer",
@@ -158,54 +140,6 @@ fn through(url: &str, proxy: SocketAddr) -> String {
 // The run
 // ---------------------------------------------------------------------------------------------
 
-/// The verdict printed for `case`, and the rest of its line.
-fn verdict<'a>(stdout: &'a str, case: &str) -> (&'a str, &'a str) {
-    stdout
-        .lines()
-        .find_map(|l| {
-            let (verdict, rest) = l.split_once(' ')?;
-            let rest = rest.strip_prefix(case)?.strip_prefix(':')?;
-            Some((verdict, rest))
-        })
-        .unwrap_or_else(|| panic!("no line for {case} in:\n{stdout}"))
-}
-
-/// Starts `cloud-gateway --provider openstack --cloud-config conf` on free ports; (gRPC, HTTP).
-async fn openstack_gateway(procs: &mut Procs, dir: &Path, conf: &Path) -> (SocketAddr, SocketAddr) {
-    let grpc: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-    let http: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-    let args: Vec<String> = [
-        "--insecure-plaintext",
-        "--grpc-listen",
-        &grpc.to_string(),
-        "--http-listen",
-        &http.to_string(),
-        "--provider",
-        "openstack",
-        "--cloud-config",
-        &conf.display().to_string(),
-        // The subject is the contract, not the gateway's own limiter.
-        "--read-rate",
-        "1000",
-        "--read-burst",
-        "1000",
-        "--write-rate",
-        "1000",
-        "--write-burst",
-        "1000",
-    ]
-    .map(String::from)
-    .to_vec();
-    procs.push(spawn(dir, "cloud-gateway", &binary("cloud-gateway"), &args));
-    wait_for(
-        "the OpenStack gateway to be ready",
-        Duration::from_secs(60),
-        || async move { matches!(http_get(http, "/readyz").await, Some((200, _))).then_some(()) },
-    )
-    .await;
-    (grpc, http)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cloudgateway_conformance_passes_against_our_gateway_on_openstack() {
     let cloud = TestCloud::shared();
@@ -245,7 +179,13 @@ async fn cloudgateway_conformance_passes_against_our_gateway_on_openstack() {
 
     let conf = write_cloud_conf(cloud, dir.path(), Some(&region));
     let mut procs = Procs::default();
-    let (grpc, http) = openstack_gateway(&mut procs, dir.path(), &conf).await;
+    let provider = [
+        "--provider",
+        "openstack",
+        "--cloud-config",
+        &conf.display().to_string(),
+    ];
+    let (grpc, http) = start_gateway(&mut procs, dir.path(), &provider, &[], Duration::from_secs(60)).await;
 
     // router1 is shared: a pod CIDR (and a cluster name, which tags the routes) of this run only.
     let cluster = cloud.unique_name("conformance");
@@ -293,29 +233,20 @@ hooks:
     println!("fixture:\n{fixture}");
 
     let started = Instant::now();
-    let mut command = tokio::process::Command::new(binary("cloudgateway-conformance"));
-    command
-        .args(["--address", &grpc.to_string(), "--fixture"])
-        .arg(&fixture_path)
-        .args(["--metrics-url", &format!("http://{http}/metrics"), "--verbose"])
-        .kill_on_drop(true);
-    let output = tokio::time::timeout(Duration::from_secs(300), command.output())
-        .await
-        .expect("the conformance run ends within 300s")
-        .expect("run cloudgateway-conformance");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    println!(
-        "{stdout}{}(run in {:.1}s)",
-        String::from_utf8_lossy(&output.stderr),
-        started.elapsed().as_secs_f64()
-    );
+    let extra = [
+        "--metrics-url".to_owned(),
+        format!("http://{http}/metrics"),
+        "--verbose".to_owned(),
+    ];
+    let (output, stdout) = run(
+        &tool_args(grpc, &fixture_path, &extra),
+        &[],
+        Duration::from_secs(300),
+    )
+    .await;
+    println!("(run in {:.1}s)", started.elapsed().as_secs_f64());
 
-    assert!(output.status.success(), "{:?}:\n{stdout}", output.status);
-    let not_passed: Vec<&str> = MUST_PASS
-        .into_iter()
-        .filter(|case| verdict(&stdout, case).0 != "PASS")
-        .collect();
-    assert!(not_passed.is_empty(), "not passed: {not_passed:?}\n{stdout}");
+    assert_passed(&output, &stdout, &cases_except(&NO_LOAD_BALANCERS));
     for case in NO_LOAD_BALANCERS {
         let (verdict, why) = verdict(&stdout, case);
         assert!(
@@ -325,7 +256,7 @@ hooks:
     }
     assert_eq!(
         stdout.lines().count(),
-        MUST_PASS.len() + NO_LOAD_BALANCERS.len() + 1,
+        CASES.len() + 1,
         "one line per case and a summary:\n{stdout}"
     );
     assert!(!flag.exists(), "the throttle hook was undone");

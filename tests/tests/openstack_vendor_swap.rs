@@ -28,17 +28,19 @@ mod openstack_support;
 
 use std::time::{Duration, Instant};
 
-use e2e::{Cluster, ClusterSpec, binary, http_get, ingress_ips, wait_for};
-use k8s_openapi::api::{
-    core::v1::{Node, Service},
-    events::v1::Event,
+use e2e::{
+    Cluster, ClusterSpec, binary, ingress_ips,
+    nodes::{initialized, network_unavailable, provider_id, set_pod_cidr, wait_gone},
+    wait_for, wait_ingress_ip,
 };
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::{core::v1::Service, events::v1::Event};
 use openstack_fixture::{TestCloud, User};
-use openstack_support::{Leftovers, Server, boot, nexthops, spread, write_cloud_conf};
+use openstack_support::{
+    Leftovers, boot, check_openstack_node, create_node_with_provider_id, gateway_args, nexthops, spread,
+    wait_openstack_node, wait_routed, write_cloud_conf,
+};
 use serde_json::json;
 
-const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 const ANNOTATION_PROVIDER: &str = "service.cloudgateway.io/load-balancer-provider";
 const FINALIZER_LB_CLEANUP: &str = "service.kubernetes.io/load-balancer-cleanup";
 
@@ -59,45 +61,6 @@ const CONTROLLERS: [&str; 4] = [
     "service-lb-controller",
     "node-route-controller",
 ];
-
-fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
-    node.metadata.labels.as_ref()?.get(key).map(String::as_str)
-}
-
-fn has_taint(node: &Node, key: &str) -> bool {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key == key))
-}
-
-fn provider_id(node: &Node) -> &str {
-    node.spec
-        .as_ref()
-        .and_then(|s| s.provider_id.as_deref())
-        .unwrap_or_default()
-}
-
-/// The node once initialized: no uninitialized taint, a providerID, an InternalIP.
-fn initialized(node: Node) -> Option<Node> {
-    let has_internal_ip = node
-        .status
-        .as_ref()
-        .and_then(|s| s.addresses.as_ref())
-        .is_some_and(|a| a.iter().any(|a| a.type_ == "InternalIP"));
-    (!has_taint(&node, UNINITIALIZED) && !provider_id(&node).is_empty() && has_internal_ip).then_some(node)
-}
-
-/// `(status, reason)` of the node's NetworkUnavailable condition.
-fn network_unavailable(node: &Node) -> Option<(String, String)> {
-    node.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "NetworkUnavailable")
-        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
-}
 
 /// The provider the Service records as holding its load balancer.
 fn recorded_provider(service: &Service) -> Option<&str> {
@@ -124,53 +87,13 @@ async fn wait_event(cluster: &Cluster, reasons: &[&str], name: &str) -> Event {
         &format!("a {reasons:?} event about {name}"),
         Duration::from_secs(30),
         || async move {
-            events(cluster).await.into_iter().find(|e| {
+            cluster.events("default").await.into_iter().find(|e| {
                 reasons.contains(&e.reason.as_deref().unwrap_or_default())
                     && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
             })
         },
     )
     .await
-}
-
-async fn events(cluster: &Cluster) -> Vec<Event> {
-    let events: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
-    events
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-}
-
-async fn set_pod_cidr(nodes: &Api<Node>, name: &str, cidr: &str) {
-    let patch = json!({"spec": {"podCIDR": cidr, "podCIDRs": [cidr]}});
-    nodes
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap_or_else(|e| panic!("pod CIDR of {name}: {e}"));
-}
-
-async fn wait_gone(nodes: &Api<Node>, name: &str, why: &str) {
-    wait_for(why, Duration::from_secs(90), || {
-        let nodes = nodes.clone();
-        async move { matches!(nodes.get_opt(name).await, Ok(None)).then_some(()) }
-    })
-    .await;
-}
-
-/// Waits until `router1` routes `cidr` via exactly `want` (none: not at all).
-async fn wait_routed(
-    client: &provider_openstack::client::Client,
-    router: &str,
-    cidr: &str,
-    want: &[&str],
-    why: &str,
-) {
-    wait_for(why, Duration::from_secs(60), || async move {
-        let hops = nexthops(client, router, cidr).await;
-        (hops == want).then_some(())
-    })
-    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -227,11 +150,7 @@ async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_co
         ]
         .concat(),
     );
-    let proc = |cluster: &Cluster, name: &str| cluster.procs.iter().position(|p| p.name == name).unwrap();
-    let pids: Vec<u32> = CONTROLLERS
-        .iter()
-        .map(|name| cluster.procs[proc(&cluster, name)].id().unwrap())
-        .collect();
+    let pids = cluster.pids(&CONTROLLERS);
     for node in ["sim-a", "sim-b"] {
         wait_for(
             &format!("{node} initialized by the simulator"),
@@ -255,73 +174,27 @@ async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_co
     })
     .await;
     cluster.create_lb_service("default", "before", json!({})).await;
-    let before = wait_for(
-        "before provisioned by the simulator",
-        Duration::from_secs(60),
-        || {
-            let services = services.clone();
-            async move {
-                services
-                    .get("before")
-                    .await
-                    .ok()
-                    .filter(|s| !ingress_ips(s).is_empty())
-            }
-        },
-    )
-    .await;
+    let before = wait_ingress_ip(&services, "before", "before provisioned by the simulator").await;
     let before_ips = ingress_ips(&before);
 
     // The swap: the simulator's gateway goes (SIGTERM, as a rollout), OpenStack's comes at the
     // same address with the operator's cloud.conf.
     let handover = Instant::now();
     let conf = write_cloud_conf(cloud, cluster.dir.path(), None);
-    let args: Vec<String> = [
-        "--insecure-plaintext",
-        "--provider",
-        "openstack",
-        "--cloud-config",
-        &conf.display().to_string(),
-        "--instance-cache-ttl",
-        "0s",
-    ]
-    .map(str::to_owned)
-    .to_vec();
-    cluster.swap_gateway(&binary("cloud-gateway"), &args, &[]).await;
+    cluster
+        .swap_gateway(&binary("cloud-gateway"), &gateway_args(&conf), &[])
+        .await;
 
     // OpenStack's servers join: a as kubelet --cloud-provider=external registers it (found by
     // name), b with --provider-id.
     cluster.register_node(&a.name, true).await;
-    let node_b: Node = serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": { "name": b.name, "labels": { "kubernetes.io/hostname": b.name } },
-        "spec": {
-            "providerID": b.provider_id(),
-            "taints": [{ "key": UNINITIALIZED, "value": "true", "effect": "NoSchedule" }],
-        },
-    }))
-    .unwrap();
-    nodes
-        .create(&PostParams::default(), &node_b)
-        .await
-        .expect("node b");
+    create_node_with_provider_id(&nodes, &b).await;
     cluster.set_ready(&b.name, true).await;
     for (server, cidr) in [(&a, &cidr_a), (&b, &cidr_b)] {
         set_pod_cidr(&nodes, &server.name, cidr).await;
     }
     for server in [&a, &b] {
-        let node = wait_for(
-            &format!("{} initialized from OpenStack", server.name),
-            Duration::from_secs(90),
-            || {
-                let nodes = nodes.clone();
-                let name = server.name.clone();
-                async move { nodes.get(&name).await.ok().and_then(initialized) }
-            },
-        )
-        .await;
-        check_openstack_node(&node, server);
+        wait_openstack_node(&nodes, server).await;
     }
 
     // Their pod CIDRs become routes on router1 via their ports' addresses.
@@ -367,7 +240,7 @@ async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_co
     let note = warning.note.unwrap_or_default();
     assert!(note.contains("provider openstack"), "{note}");
     assert!(ingress_ips(&unserved).is_empty());
-    let lb_metrics = controller_metrics(&cluster, "service-lb-controller").await;
+    let lb_metrics = cluster.metrics_of("service-lb-controller").await;
     assert!(
         lb_metrics.contains(
             "service_lb_controller_load_balancer_at_former_provider{namespace=\"default\",name=\"before\",provider=\"simulator\"} 1"
@@ -395,7 +268,7 @@ async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_co
     // Every controller has called the gateway since (the lifecycle controller only for NotReady
     // nodes), and follows the provider it serves now.
     for name in CONTROLLERS {
-        let metrics = controller_metrics(&cluster, name).await;
+        let metrics = cluster.metrics_of(name).await;
         for (provider, value) in [("openstack", 1), ("simulator", 0)] {
             let series = format!("gateway_provider_info{{provider=\"{provider}\"}} {value}");
             assert!(metrics.contains(&series), "{name}: no {series}:\n{metrics}");
@@ -403,11 +276,7 @@ async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_co
     }
 
     // No controller restarted, none exited, and no sync failed visibly through the handover.
-    for (name, pid) in CONTROLLERS.iter().zip(&pids) {
-        let index = proc(&cluster, name);
-        assert_eq!(cluster.procs[index].id(), Some(*pid), "{name} restarted");
-        assert!(cluster.procs[index].exited().is_none(), "{name} exited");
-    }
+    cluster.assert_not_restarted(&CONTROLLERS, &pids);
     // (The node-set changes above sent the simulator's load balancer to OpenStack once:
     // `UpdateLoadBalancerFailed … not implemented`.)
     let failed = failures(&cluster).await;
@@ -430,19 +299,10 @@ async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_co
     // no longer reported as held elsewhere.
     cluster.stop_gateway().await;
     cluster.start_gateway().await;
-    let unserved = wait_for(
+    let unserved = wait_ingress_ip(
+        &services,
+        "unserved",
         "unserved provisioned by the simulator once it is back",
-        Duration::from_secs(60),
-        || {
-            let services = services.clone();
-            async move {
-                services
-                    .get("unserved")
-                    .await
-                    .ok()
-                    .filter(|s| !ingress_ips(s).is_empty())
-            }
-        },
     )
     .await;
     assert_eq!(recorded_provider(&unserved), Some("simulator"));
@@ -462,7 +322,7 @@ async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_co
         || {
             let cluster = &cluster;
             async move {
-                let metrics = controller_metrics(cluster, "service-lb-controller").await;
+                let metrics = cluster.metrics_of("service-lb-controller").await;
                 (!metrics.contains("service_lb_controller_load_balancer_at_former_provider{namespace=\"default\",name=\"before\",provider=\"simulator\"} 1"))
                     .then_some(())
             }
@@ -482,7 +342,8 @@ async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_co
 /// The Service syncs that failed visibly: `SyncLoadBalancerFailed` (ensure, cleanup) and
 /// `UpdateLoadBalancerFailed` (backends update), as `name: note`.
 async fn failures(cluster: &Cluster) -> Vec<String> {
-    events(cluster)
+    cluster
+        .events("default")
         .await
         .into_iter()
         .filter(|e| {
@@ -493,40 +354,4 @@ async fn failures(cluster: &Cluster) -> Vec<String> {
         })
         .map(|e| format!("{:?}: {:?}", e.regarding.and_then(|r| r.name), e.note))
         .collect()
-}
-
-/// The node of `server` as OCCM initializes it.
-fn check_openstack_node(node: &Node, server: &Server) {
-    assert_eq!(provider_id(node), server.provider_id(), "{}", server.name);
-    for (key, want) in [
-        ("node.kubernetes.io/instance-type", server.flavor.as_str()),
-        ("beta.kubernetes.io/instance-type", server.flavor.as_str()),
-        ("topology.kubernetes.io/zone", "nova"),
-        ("failure-domain.beta.kubernetes.io/zone", "nova"),
-        ("topology.kubernetes.io/region", "RegionOne"),
-        ("failure-domain.beta.kubernetes.io/region", "RegionOne"),
-    ] {
-        assert_eq!(label(node, key), Some(want), "{}: label {key}", server.name);
-    }
-    let addresses = node.status.as_ref().unwrap().addresses.clone().unwrap();
-    assert!(
-        addresses
-            .iter()
-            .any(|x| x.type_ == "InternalIP" && x.address == server.ipv4),
-        "{}: InternalIP {} from its port: {addresses:?}",
-        server.name,
-        server.ipv4
-    );
-}
-
-async fn controller_metrics(cluster: &Cluster, name: &str) -> String {
-    let index = cluster
-        .procs
-        .iter()
-        .position(|p| p.name == name)
-        .unwrap_or_else(|| panic!("no process {name}"));
-    http_get(cluster.procs[index].http.expect("a side port"), "/metrics")
-        .await
-        .unwrap_or_else(|| panic!("{name}: /metrics"))
-        .1
 }

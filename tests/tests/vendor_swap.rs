@@ -6,12 +6,12 @@
 
 use std::time::{Duration, Instant};
 
-use e2e::{Cluster, ClusterSpec, binary, ec2_query, http_get, ingress_ips, start_moto, wait_for, xml_value};
-use k8s_openapi::api::{core::v1::Service, events::v1::Event};
-use kube::{
-    Api,
-    api::{DeleteParams, ListParams},
+use e2e::{
+    Cluster, ClusterSpec, binary, ec2_query, http_get, ingress_ips, start_moto, wait_for, wait_ingress_ip,
+    wait_service, xml_value,
 };
+use k8s_openapi::api::{core::v1::Service, events::v1::Event};
+use kube::api::DeleteParams;
 use serde_json::json;
 
 const ACCESS_KEY_ID: &str = "AKIAEXAMPLESWAP00001";
@@ -31,12 +31,9 @@ fn hostname_or_ip(service: &Service) -> Option<String> {
 }
 
 async fn warnings(cluster: &Cluster) -> Vec<Event> {
-    let events: Api<Event> = Api::namespaced(cluster.client.clone(), "default");
-    events
-        .list(&ListParams::default())
+    cluster
+        .events("default")
         .await
-        .map(|l| l.items)
-        .unwrap_or_default()
         .into_iter()
         .filter(|e| e.type_.as_deref() == Some("Warning"))
         .collect()
@@ -97,11 +94,7 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
         "cloud-node-lifecycle-controller",
         "service-lb-controller",
     ];
-    let proc = |cluster: &Cluster, name: &str| cluster.procs.iter().position(|p| p.name == name).unwrap();
-    let pids: Vec<u32> = controllers
-        .iter()
-        .map(|name| cluster.procs[proc(&cluster, name)].id().unwrap())
-        .collect();
+    let pids = cluster.pids(&controllers);
     let nodes = cluster.nodes();
     let services = cluster.services("default");
     for node in ["sim-a", "sim-b"] {
@@ -119,21 +112,7 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
         .await;
     }
     cluster.create_lb_service("default", "before", json!({})).await;
-    let before = wait_for(
-        "before provisioned by the simulator",
-        Duration::from_secs(60),
-        || {
-            let services = services.clone();
-            async move {
-                services
-                    .get("before")
-                    .await
-                    .ok()
-                    .filter(|s| !ingress_ips(s).is_empty())
-            }
-        },
-    )
-    .await;
+    let before = wait_ingress_ip(&services, "before", "before provisioned by the simulator").await;
     let before_ip = ingress_ips(&before);
 
     // The swap: the simulator's gateway goes (SIGTERM, as a rollout), AWS's comes at the same
@@ -189,20 +168,9 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
     .await;
     assert!(aws_id.ends_with(&aws_instance), "{aws_id}");
     for name in ["during", "after"] {
-        let service = wait_for(
-            &format!("{name} provisioned at AWS"),
-            Duration::from_secs(60),
-            || {
-                let services = services.clone();
-                async move {
-                    services
-                        .get(name)
-                        .await
-                        .ok()
-                        .filter(|s| hostname_or_ip(s).is_some())
-                }
-            },
-        )
+        let service = wait_service(&services, name, &format!("{name} provisioned at AWS"), |s| {
+            hostname_or_ip(s).is_some()
+        })
         .await;
         let ingress = hostname_or_ip(&service).unwrap();
         assert!(
@@ -237,15 +205,7 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
         },
     )
     .await;
-    let lb_metrics = http_get(
-        cluster.procs[proc(&cluster, "service-lb-controller")]
-            .http
-            .unwrap(),
-        "/metrics",
-    )
-    .await
-    .unwrap()
-    .1;
+    let lb_metrics = cluster.metrics_of("service-lb-controller").await;
     assert!(
         lb_metrics.contains(
             "service_lb_controller_load_balancer_at_former_provider{namespace=\"default\",name=\"before\",provider=\"simulator\"} 1"
@@ -271,11 +231,7 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
     }
 
     // No controller restarted, and no sync failed visibly through the handover.
-    for (name, pid) in controllers.iter().zip(&pids) {
-        let index = proc(&cluster, name);
-        assert_eq!(cluster.procs[index].id(), Some(*pid), "{name} restarted");
-        assert!(cluster.procs[index].exited().is_none(), "{name} exited");
-    }
+    cluster.assert_not_restarted(&controllers, &pids);
     let failed: Vec<String> = warnings(&cluster)
         .await
         .into_iter()
@@ -312,28 +268,15 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
         },
     )
     .await;
-    let python_ip = wait_for(
-        "python provisioned by the Python gateway",
-        Duration::from_secs(60),
-        || {
-            let services = services.clone();
-            async move {
-                services
-                    .get("python")
-                    .await
-                    .ok()
-                    .and_then(|s| ingress_ips(&s).first().cloned())
-            }
-        },
-    )
-    .await;
+    let service = wait_ingress_ip(&services, "python", "python provisioned by the Python gateway").await;
+    let python_ip = ingress_ips(&service)[0].clone();
     assert!(
         python_ip.starts_with("198.51.100."),
         "an address of pycloud's pool: {python_ip}"
     );
     for (name, pid) in controllers.iter().zip(&pids) {
         assert_eq!(
-            cluster.procs[proc(&cluster, name)].id(),
+            cluster.procs[cluster.proc_index(name)].id(),
             Some(*pid),
             "{name} restarted"
         );
@@ -347,15 +290,7 @@ async fn the_gateway_is_swapped_for_another_vendor_under_running_controllers() {
         async move { services.get_opt("before").await.ok()?.is_none().then_some(()) }
     })
     .await;
-    let lb_metrics = http_get(
-        cluster.procs[proc(&cluster, "service-lb-controller")]
-            .http
-            .unwrap(),
-        "/metrics",
-    )
-    .await
-    .unwrap()
-    .1;
+    let lb_metrics = cluster.metrics_of("service-lb-controller").await;
     assert!(
         lb_metrics.contains("service_lb_controller_orphaned_load_balancers_total{provider=\"simulator\"} 1"),
         "{lb_metrics}"

@@ -416,13 +416,7 @@ const CLUSTER_CIDR: &str = "10.244.0.0/16";
 
 /// The node's `NetworkUnavailable` condition as `status/reason`.
 fn network_unavailable(node: &Node) -> Option<String> {
-    node.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == "NetworkUnavailable")
-        .map(|c| format!("{}/{}", c.status, c.reason.as_deref().unwrap_or_default()))
+    e2e::nodes::network_unavailable(node).map(|(status, reason)| format!("{status}/{reason}"))
 }
 
 /// Each Node gets a pod CIDR (as kube-controller-manager's node IPAM assigns them) and

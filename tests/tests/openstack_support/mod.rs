@@ -1,17 +1,27 @@
 //! What the end-to-end tests of `cloud-gateway --provider openstack` share
-//! (`openstack_conformance.rs`, `openstack_vendor_swap.rs`): servers booted on the shared test
-//! cloud (`openstack-fixture`) with unique names and deleted whatever happens, the test cloud's
-//! `cloud.conf` as an operator would hand it to the gateway, and `router1`'s routes.
+//! (`openstack_nodes.rs`, `openstack_conformance.rs`, `openstack_vendor_swap.rs`): servers booted
+//! on the shared test cloud (`openstack-fixture`) with unique names and deleted whatever happens,
+//! the test cloud's `cloud.conf` as an operator would hand it to the gateway and the gateway's
+//! flags, their Nodes as OCCM initializes them, and `router1`'s routes.
+// Each test uses a part of it.
+#![allow(dead_code)]
 
 use std::{
     collections::BTreeSet,
     hash::{DefaultHasher, Hash, Hasher},
     path::{Path, PathBuf},
+    time::Duration,
 };
 
+use e2e::{
+    nodes::{TAINT_UNINITIALIZED, initialized, label, provider_id},
+    wait_for,
+};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, PostParams};
 use openstack_fixture::{Region, TestCloud, User};
 use provider_openstack::client::{Client, Service};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// A server booted for a test, as its Node knows it.
 #[derive(Debug, Clone)]
@@ -205,4 +215,89 @@ pub async fn nexthops(client: &Client, router: &str, cidr: &str) -> Vec<String> 
         .filter(|r| r["destination"].as_str() == Some(cidr))
         .filter_map(|r| r["nexthop"].as_str().map(str::to_owned))
         .collect()
+}
+
+/// Waits up to 60 s until `router1` routes `cidr` via exactly `want` (none: not at all).
+pub async fn wait_routed(client: &Client, router: &str, cidr: &str, want: &[&str], why: &str) {
+    wait_for(why, Duration::from_secs(60), || async move {
+        let hops = nexthops(client, router, cidr).await;
+        (hops == want).then_some(())
+    })
+    .await;
+}
+
+/// The flags of `cloud-gateway --provider openstack` with the operator's `conf`, no instance
+/// cache; start it with `Cluster::swap_gateway`.
+pub fn gateway_args(conf: &Path) -> Vec<String> {
+    [
+        "--insecure-plaintext",
+        "--provider",
+        "openstack",
+        "--cloud-config",
+        &conf.display().to_string(),
+        "--instance-cache-ttl",
+        "0s",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// Creates the Node of `server` as kubelet `--cloud-provider=external --provider-id` registers
+/// it: its providerID and the uninitialized taint (no status: set it with `Cluster::set_ready`).
+pub async fn create_node_with_provider_id(nodes: &Api<Node>, server: &Server) {
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": { "name": server.name, "labels": { "kubernetes.io/hostname": server.name } },
+        "spec": {
+            "providerID": server.provider_id(),
+            "taints": [{ "key": TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule" }],
+        },
+    }))
+    .unwrap();
+    nodes
+        .create(&PostParams::default(), &node)
+        .await
+        .unwrap_or_else(|e| panic!("node {}: {e}", server.name));
+}
+
+/// Waits up to 90 s until the Node of `server` is initialized, and checks it as OCCM initializes
+/// it ([`check_openstack_node`]).
+pub async fn wait_openstack_node(nodes: &Api<Node>, server: &Server) {
+    let node = wait_for(
+        &format!("{} initialized from OpenStack", server.name),
+        Duration::from_secs(90),
+        || {
+            let nodes = nodes.clone();
+            let name = server.name.clone();
+            async move { nodes.get(&name).await.ok().and_then(initialized) }
+        },
+    )
+    .await;
+    check_openstack_node(&node, server);
+}
+
+/// The Node of `server` as OCCM initializes it: providerID `openstack:///<id>`, instance type,
+/// zone and region labels (GA and beta), the InternalIP of its port.
+pub fn check_openstack_node(node: &Node, server: &Server) {
+    assert_eq!(provider_id(node), server.provider_id(), "{}", server.name);
+    for (key, want) in [
+        ("node.kubernetes.io/instance-type", server.flavor.as_str()),
+        ("beta.kubernetes.io/instance-type", server.flavor.as_str()),
+        ("topology.kubernetes.io/zone", "nova"),
+        ("failure-domain.beta.kubernetes.io/zone", "nova"),
+        ("topology.kubernetes.io/region", "RegionOne"),
+        ("failure-domain.beta.kubernetes.io/region", "RegionOne"),
+    ] {
+        assert_eq!(label(node, key), Some(want), "{}: label {key}", server.name);
+    }
+    let addresses = node.status.as_ref().unwrap().addresses.clone().unwrap();
+    assert!(
+        addresses
+            .iter()
+            .any(|x| x.type_ == "InternalIP" && x.address == server.ipv4),
+        "{}: InternalIP {} from its port: {addresses:?}",
+        server.name,
+        server.ipv4
+    );
 }
