@@ -177,23 +177,37 @@ async fn ensure(gateway: &Gateway, svc: &pb::Service, nodes: &[pb::LoadBalancerN
 /// [`ensure`], tried again a few times: making hundreds of load balancers, moto now and then
 /// answers one call with a server error.
 async fn make(gateway: &Gateway, svc: &pb::Service, nodes: &[pb::LoadBalancerNode]) {
-    for attempt in 1.. {
-        let made = gateway
-            .client()
-            .await
-            .ensure_load_balancer(pb::EnsureLoadBalancerRequest {
-                cluster_name: CLUSTER.into(),
-                service: Some(svc.clone()),
-                nodes: nodes.to_vec(),
-            })
-            .await;
-        match made {
-            Ok(_) => return,
-            Err(e) if attempt < 5 => {
-                eprintln!("EnsureLoadBalancer {} (try {attempt}): {e}", svc.name);
+    let client = gateway.client().await;
+    retrying_server_errors(&format!("EnsureLoadBalancer {}", svc.name), || {
+        let mut client = client.clone();
+        let request = pb::EnsureLoadBalancerRequest {
+            cluster_name: CLUSTER.into(),
+            service: Some(svc.clone()),
+            nodes: nodes.to_vec(),
+        };
+        async move { client.ensure_load_balancer(request).await }
+    })
+    .await;
+}
+
+/// Makes `call`, and again up to 4 more times a second apart after a failure, as the service
+/// controller requeues a failed sync: at hundreds of calls at once moto now and then answers one
+/// with a server error. Returns how many times it was tried again; panics after the fifth failure.
+async fn retrying_server_errors<T, F, Fut>(what: &str, mut call: F) -> usize
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+{
+    let mut retries = 0;
+    loop {
+        match call().await {
+            Ok(_) => return retries,
+            Err(e) if retries < 4 => {
+                retries += 1;
+                eprintln!("{what} (try {retries}): {e}");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
-            Err(e) => panic!("EnsureLoadBalancer {}: {e}", svc.name),
+            Err(e) => panic!("{what}: {e}"),
         }
     }
 }
@@ -419,28 +433,19 @@ async fn main() {
     // Tried again after a failure, as the service controller does: 1000 at once, moto now and
     // then answers a call with a server error. The retries' calls are counted too.
     let retries: usize = futures::future::join_all(mixed.iter().map(|s| {
-        let mut client = client.clone();
+        let client = client.clone();
         let nodes = &joined;
         async move {
-            let mut attempt = 0;
-            loop {
-                let updated = client
-                    .update_load_balancer(pb::UpdateLoadBalancerRequest {
-                        cluster_name: CLUSTER.into(),
-                        service: Some(s.clone()),
-                        nodes: nodes.to_vec(),
-                    })
-                    .await;
-                match updated {
-                    Ok(_) => return attempt,
-                    Err(e) if attempt < 4 => {
-                        eprintln!("UpdateLoadBalancer {} (try {}): {e}", s.name, attempt + 1);
-                        attempt += 1;
-                        tokio::time::sleep(Duration::from_secs(1)).await;
-                    }
-                    Err(e) => panic!("UpdateLoadBalancer {}: {e}", s.name),
-                }
-            }
+            retrying_server_errors(&format!("UpdateLoadBalancer {}", s.name), || {
+                let mut client = client.clone();
+                let request = pb::UpdateLoadBalancerRequest {
+                    cluster_name: CLUSTER.into(),
+                    service: Some(s.clone()),
+                    nodes: nodes.to_vec(),
+                };
+                async move { client.update_load_balancer(request).await }
+            })
+            .await
         }
     }))
     .await
