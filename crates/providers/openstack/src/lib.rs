@@ -24,6 +24,7 @@
 //! - [`client`]: the authenticated HTTP client (Keystone, catalog, typed API errors).
 //! - [`nodes`]: OCCM's node decisions (providerIDs, addresses, zone, instance type), pure.
 //! - [`instances`]: InstancesV2 for a batch of Nodes in a bounded number of calls.
+//! - [`load_balancers`]: Octavia load balancers as OCCM builds them.
 //! - [`provider`]: [`OpenStackProvider`], what the gateway serves.
 //! - [`routes`]: pod-CIDR routes as the router's extra routes, owned through router tags.
 
@@ -31,6 +32,7 @@ pub mod auth;
 pub mod client;
 pub mod cloud_config;
 pub mod instances;
+pub mod load_balancers;
 pub mod nodes;
 pub mod provider;
 pub mod routes;

@@ -1,0 +1,7 @@
+//! Octavia load balancers for `type: LoadBalancer` Services, built as OCCM builds them.
+//!
+//! - [`names`]: OCCM's names, descriptions and tags.
+//! - [`service_conf`]: what a Service asks of its load balancer (annotations over cloud.conf).
+
+pub mod names;
+pub mod service_conf;
