@@ -2,6 +2,8 @@
 //!
 //! - [`names`]: OCCM's names, descriptions and tags.
 //! - [`service_conf`]: what a Service asks of its load balancer (annotations over cloud.conf).
+//! - [`desired`]: the listeners, pools, members and monitors that follow from it, and the status.
 
+pub mod desired;
 pub mod names;
 pub mod service_conf;
