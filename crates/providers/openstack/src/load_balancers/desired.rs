@@ -102,11 +102,11 @@ impl HealthMonitor {
 /// OCCM's `nodeAddressForLB`: the first InternalIP of `family`, else the first ExternalIP of
 /// it; without a family, the first InternalIP, else the first ExternalIP.
 pub fn node_address_for_lb(addresses: &[NodeAddress], family: Option<IpFamily>) -> Option<&str> {
-    let of_family = |address: &str| match (family, address.parse::<IpAddr>()) {
-        (None, _) => true,
-        (Some(IpFamily::V4), Ok(IpAddr::V4(_))) => true,
-        (Some(IpFamily::V6), Ok(IpAddr::V6(_))) => true,
-        _ => false,
+    let of_family = |address: &str| {
+        matches!(
+            (family, address.parse::<IpAddr>()),
+            (None, _) | (Some(IpFamily::V4), Ok(IpAddr::V4(_))) | (Some(IpFamily::V6), Ok(IpAddr::V6(_)))
+        )
     };
     [AddressType::InternalIP, AddressType::ExternalIP]
         .into_iter()
