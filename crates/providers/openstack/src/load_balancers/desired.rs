@@ -406,8 +406,9 @@ mod tests {
     // OCCM's Test_getListenerProtocol, TestBuildListenerCreateOpt, Test_buildPoolCreateOpt.
     #[test]
     fn protocols_of_listeners_and_pools() {
+        type Annotations = &'static [(&'static str, &'static str)];
         let nodes = [node("n1", "10.0.0.1", &[])];
-        let cases: [(Protocol, &[(&str, &str)], &str, &str); 7] = [
+        let cases: [(Protocol, Annotations, &str, &str); 7] = [
             (Protocol::Tcp, &[], "TCP", "TCP"),
             (Protocol::Udp, &[], "UDP", "UDP"),
             (Protocol::Sctp, &[], "SCTP", "SCTP"),
