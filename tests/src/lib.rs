@@ -224,6 +224,8 @@ pub struct ClusterSpec {
     pub inventory: String,
     /// Extra `cloud-gateway` flags.
     pub gateway_args: Vec<String>,
+    /// Extra `fake-apiserver` flags (kube-apiserver's, such as `--service-node-port-range`).
+    pub apiserver_args: Vec<String>,
 }
 
 impl ClusterSpec {
@@ -252,6 +254,7 @@ impl ClusterSpec {
         Self {
             inventory,
             gateway_args: Vec::new(),
+            apiserver_args: Vec::new(),
         }
     }
 }
@@ -375,7 +378,10 @@ impl Cluster {
                 "127.0.0.1:0".into(),
                 "--kubeconfig-out".into(),
                 kubeconfig.display().to_string(),
-            ],
+            ]
+            .into_iter()
+            .chain(spec.apiserver_args.iter().cloned())
+            .collect::<Vec<String>>(),
         );
         let inventory = dir.path().join("inventory.yaml");
         std::fs::write(&inventory, &spec.inventory).expect("inventory");

@@ -177,6 +177,9 @@ impl Bench {
         // Room for every load balancer (the default pool is a /24).
         spec.inventory = format!("load_balancer_pool: 100.64.0.0/16\n{}", spec.inventory);
         spec.gateway_args = gateway.iter().map(|s| (*s).to_owned()).collect();
+        // Room for 5000 Services' node ports: a cluster that size widens kube-apiserver's
+        // --service-node-port-range too (the default 30000-32767 holds 2768).
+        spec.apiserver_args = ["--service-node-port-range".into(), "30000-39999".into()].into();
         let mut bench = Self {
             cluster: Cluster::start(spec).await,
             replicas: Vec::new(),

@@ -120,6 +120,7 @@ async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_co
     let mut cluster = Cluster::start(ClusterSpec {
         inventory: INVENTORY.into(),
         gateway_args: Vec::new(),
+        apiserver_args: Vec::new(),
     })
     .await;
     let nodes = cluster.nodes();

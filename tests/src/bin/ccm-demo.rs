@@ -319,6 +319,7 @@ async fn demo(opts: &Options, inventory: String) -> Cluster {
     let mut cluster = Cluster::start(ClusterSpec {
         inventory,
         gateway_args: Vec::new(),
+        apiserver_args: Vec::new(),
     })
     .await;
     let instances = cluster.sim(&["instances", "list"]).await;
