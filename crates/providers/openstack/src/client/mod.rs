@@ -361,6 +361,7 @@ impl Client {
             headers: HeaderMap::new(),
             body: None,
             microversion: None,
+            versions: false,
             error: None,
         }
     }
@@ -383,6 +384,14 @@ impl Client {
     /// `DELETE`.
     pub fn delete(&self, service: Service, path: &str) -> Request {
         self.request(Method::DELETE, service, path)
+    }
+
+    /// `GET` of the service's unversioned root, where it lists its API versions (Octavia's
+    /// `GET /`, which names the newest `v2.x` it serves).
+    pub fn get_versions(&self, service: Service) -> Request {
+        let mut request = self.request(Method::GET, service, "/");
+        request.versions = true;
+        request
     }
 
     /// How many tokens Keystone issued to this client (1 after [`Client::connect`]).
@@ -646,6 +655,8 @@ pub struct Request {
     headers: HeaderMap,
     body: Option<Bytes>,
     microversion: Option<String>,
+    /// Sent to the endpoint without its API version ([`Client::get_versions`]).
+    versions: bool,
     /// A builder step that failed (a bad header, a body that does not serialize).
     error: Option<ApiError>,
 }
@@ -781,6 +792,7 @@ impl Request {
             headers: self.headers.clone(),
             body: self.body.clone(),
             microversion: self.microversion.clone(),
+            versions: self.versions,
             error: self.error.clone(),
         }
     }
@@ -829,6 +841,7 @@ impl Request {
                 })?;
             let url = match &next {
                 Some(href) => rebase(&base, href),
+                None if self.versions => format!("{}/", unversioned(&base)),
                 None => join(&base, &self.path, &self.query),
             };
             let mut h = headers.clone();
@@ -897,6 +910,21 @@ fn join(base: &str, path: &str, query: &[(String, String)]) -> String {
     url
 }
 
+/// `base` without the API version the client appends or the catalog names (`/v2`, `/v2.0`,
+/// `/v2.1`, `/v3`): where the service lists its versions.
+fn unversioned(base: &str) -> &str {
+    match base.rsplit_once('/') {
+        Some((root, last))
+            if last.len() > 1
+                && last.starts_with('v')
+                && last[1..].chars().all(|c| c.is_ascii_digit() || c == '.') =>
+        {
+            root
+        }
+        _ => base,
+    }
+}
+
 /// A pagination link, sent to the endpoint's scheme and host: services build links from their
 /// own idea of their address (Nova's `osapi_compute_link_prefix`, a proxy in front), which may
 /// not be the endpoint the catalog gave us for our interface.
@@ -942,6 +970,18 @@ mod tests {
         );
         assert_eq!(path_segment("a b/c?d#e%"), "a%20b%2Fc%3Fd%23e%25");
         assert_eq!(path_segment("é"), "%C3%A9");
+    }
+
+    #[test]
+    fn the_unversioned_root_of_an_endpoint() {
+        assert_eq!(unversioned("http://o:9876/v2"), "http://o:9876");
+        assert_eq!(
+            unversioned("https://cloud/load-balancer/v2.0"),
+            "https://cloud/load-balancer"
+        );
+        assert_eq!(unversioned("http://n/v2.1"), "http://n");
+        assert_eq!(unversioned("http://n/octavia"), "http://n/octavia");
+        assert_eq!(unversioned("http://n/v"), "http://n/v");
     }
 
     #[test]

@@ -1,13 +1,613 @@
-//! Octavia load balancers for `type: LoadBalancer` Services, built as OCCM builds them.
+//! Octavia load balancers for `type: LoadBalancer` Services, built as OCCM builds them
+//! ([`OpenStackLoadBalancers`]).
 //!
 //! - [`names`]: OCCM's names, descriptions and tags.
 //! - [`service_conf`]: what a Service asks of its load balancer (annotations over cloud.conf).
 //! - [`desired`]: the listeners, pools, members and monitors that follow from it, and the status.
 //! - [`observed`]: what Octavia reports (its API answers, read leniently).
 //! - [`plan`]: the next Octavia write (at most one per sync), or why none.
+//! - [`octavia`]: the Octavia calls: reads, OCCM's create bodies, the writes.
+//! - [`floating_ips`]: the Neutron side: floating IPs, the external network, a node's subnet.
+//!
+//! # A sync never waits for Octavia
+//! Every sync reads, makes at most one Octavia write, and answers. While Octavia applies it
+//! (`PENDING_*`) the answer is `RetryAfter`, which the service controller requeues after that
+//! delay; the next sync plans again from what Octavia reports. A load balancer is converged
+//! when a sync plans no write; then its floating IP is settled and the status answered.
 
 pub mod desired;
+pub mod floating_ips;
 pub mod names;
 pub mod observed;
+pub mod octavia;
 pub mod plan;
 pub mod service_conf;
+
+use std::{sync::Mutex, time::Duration};
+
+use async_trait::async_trait;
+use provider::{LoadBalancerNode, LoadBalancerStatus, LoadBalancers, ProviderError, Result, ServiceSpec};
+
+use crate::{
+    client::{ApiError, Client},
+    cloud_config::LoadBalancerSettings,
+    nodes::provider_id::ProviderIdScheme,
+};
+use desired::{IngressHostname, IpFamily};
+use observed::LoadBalancer;
+use plan::{Next, Write};
+use service_conf::{FloatingSubnet, OctaviaFeatures, ServiceLbConf};
+
+/// How long a sync waits before asking again after a write, or while Octavia is busy.
+pub const PROVISIONING_POLL: Duration = Duration::from_secs(3);
+
+/// The `[LoadBalancer]` settings this provider does not implement, refused at start by name.
+pub fn refused_settings(settings: &LoadBalancerSettings) -> Option<String> {
+    let refused = |key: &str, why: &str| Some(format!("[LoadBalancer] {key}: {why}"));
+    if settings.manage_security_groups {
+        return refused(
+            "manage-security-groups",
+            "not implemented by this provider yet; remove it (or set false)",
+        );
+    }
+    if settings.provider_requires_serial_api_calls {
+        return refused(
+            "provider-requires-serial-api-calls",
+            "not implemented: this provider creates load balancers fully populated (one call)",
+        );
+    }
+    if !settings.cascade_delete {
+        return refused(
+            "cascade-delete",
+            "false is not implemented: load balancers are deleted with cascade",
+        );
+    }
+    if settings.default_tls_container_ref.is_some() {
+        return refused(
+            "default-tls-container-ref",
+            "TLS termination needs Barbican, which this provider does not call; remove it",
+        );
+    }
+    if settings.floating_subnet.is_some() || settings.floating_subnet_tags.is_some() {
+        return refused(
+            "floating-subnet / floating-subnet-tags",
+            "subnet patterns and tags are not implemented yet: name the subnet with floating-subnet-id",
+        );
+    }
+    None
+}
+
+/// Octavia load balancers for Services.
+pub struct OpenStackLoadBalancers {
+    client: Client,
+    settings: LoadBalancerSettings,
+    features: OctaviaFeatures,
+    scheme: ProviderIdScheme,
+    /// The external network detected for floating IPs (`None` inside: none exists), once.
+    external_network: tokio::sync::OnceCell<Option<String>>,
+    /// Octavia's API version, for the logs.
+    version: (u32, u32),
+    /// Calls made, for tests and figures: (writes) since start.
+    writes: Mutex<u64>,
+}
+
+fn api(e: ApiError) -> ProviderError {
+    e.into()
+}
+
+fn wait(message: String) -> ProviderError {
+    ProviderError::RetryAfter {
+        after: PROVISIONING_POLL,
+        message,
+    }
+}
+
+impl OpenStackLoadBalancers {
+    /// Checks the settings and asks Octavia its API version; `None` when the catalog has no
+    /// load-balancer endpoint (OCCM then serves no load balancers either).
+    ///
+    /// # Errors
+    /// A refused setting ([`refused_settings`]), or Octavia not answering.
+    pub async fn discover(
+        client: Client,
+        settings: LoadBalancerSettings,
+        scheme: ProviderIdScheme,
+    ) -> std::result::Result<Option<Self>, ProviderError> {
+        if let Some(why) = refused_settings(&settings) {
+            return Err(ProviderError::InvalidArgument(why));
+        }
+        if let Err(e) = client.endpoint(crate::client::Service::LoadBalancer) {
+            tracing::warn!(error = %e, "no Octavia in the catalog: load balancers are not served");
+            return Ok(None);
+        }
+        let version = octavia::api_version(&client).await.map_err(api)?;
+        let features = OctaviaFeatures::of(version.0, version.1, &settings.lb_provider);
+        Ok(Some(Self {
+            client,
+            settings,
+            features,
+            scheme,
+            external_network: tokio::sync::OnceCell::new(),
+            version,
+            writes: Mutex::new(0),
+        }))
+    }
+
+    /// Octavia's API version.
+    pub fn version(&self) -> (u32, u32) {
+        self.version
+    }
+
+    fn conf(&self, service: &ServiceSpec) -> Result<ServiceLbConf> {
+        service_conf::resolve(&self.settings, &self.features, service)
+    }
+
+    fn wrote(&self) {
+        *self.writes.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+    }
+
+    /// The Service's load balancer: by the `load-balancer-id` annotation (OCCM writes it on
+    /// every Service it serves), else by name, else by OCCM's legacy name. An ID Octavia no
+    /// longer knows (the Service was LoadBalancer, then ClusterIP, then LoadBalancer again) falls
+    /// back to the name, where OCCM fails on every sync (its #2751).
+    async fn find(
+        &self,
+        id: Option<&str>,
+        lb_name: &str,
+        service: &ServiceSpec,
+    ) -> Result<Option<LoadBalancer>> {
+        if let Some(id) = id
+            && let Some(lb) = octavia::get(&self.client, id).await.map_err(api)?
+            && lb.provisioning_status != "DELETED"
+        {
+            return Ok(Some(lb));
+        }
+        for name in [
+            lb_name.to_owned(),
+            provider::default_load_balancer_name(&service.uid),
+        ] {
+            let mut found: Vec<LoadBalancer> = octavia::by_name(&self.client, &name)
+                .await
+                .map_err(api)?
+                .into_iter()
+                .filter(|lb| lb.provisioning_status != "DELETED")
+                .collect();
+            match found.len() {
+                0 => continue,
+                1 => return Ok(found.pop()),
+                n => {
+                    return Err(ProviderError::InvalidArgument(format!(
+                        "{n} load balancers are named {name}: {}; delete the extra ones",
+                        found.iter().map(|l| l.id.as_str()).collect::<Vec<_>>().join(", ")
+                    )));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The member subnet when neither the config nor the annotations name one, nor a VIP
+    /// network or subnet: the subnet of the first node's address (OCCM's `getSubnetIDForLB`).
+    async fn detect_subnet(&self, nodes: &[&LoadBalancerNode], family: Option<IpFamily>) -> Result<String> {
+        let no_subnet = || {
+            ProviderError::InvalidArgument(
+                "no subnet for the load balancer: set [LoadBalancer] subnet-id (or network-id), or the \
+                 loadbalancer.openstack.org/subnet-id annotation"
+                    .into(),
+            )
+        };
+        let node = nodes.first().ok_or_else(no_subnet)?;
+        let address = desired::node_address_for_lb(&node.addresses, family).ok_or_else(no_subnet)?;
+        let server = self
+            .scheme
+            .server_id(&node.provider_id)
+            .map_err(|e| ProviderError::InvalidArgument(format!("node {}: {e}", node.name)))?;
+        floating_ips::subnet_of_address(&self.client, server, address)
+            .await
+            .map_err(api)?
+            .ok_or_else(no_subnet)
+    }
+
+    fn family(service: &ServiceSpec) -> Option<IpFamily> {
+        // The gateway's Service has no ipFamilies yet: IPv6 only when the requested address is.
+        Some(if service.requested_ip.contains(':') {
+            IpFamily::V6
+        } else {
+            IpFamily::V4
+        })
+    }
+
+    /// Creates the load balancer, fully populated.
+    async fn create(
+        &self,
+        cluster: &str,
+        service: &ServiceSpec,
+        conf: &ServiceLbConf,
+        lb_name: &str,
+        nodes: &[&LoadBalancerNode],
+    ) -> Result<LoadBalancerStatus> {
+        let family = Self::family(service);
+        let mut conf = conf.clone();
+        let mut vip_subnet = conf.vip_subnet_id.clone();
+        if conf.vip_network_id.is_none() && vip_subnet.is_none() && conf.vip_port_id.is_none() {
+            let detected = self.detect_subnet(nodes, family).await?;
+            vip_subnet = Some(detected.clone());
+            conf.member_subnet_id.get_or_insert(detected);
+        }
+        let want = desired::listeners(
+            service,
+            &conf,
+            &self.features,
+            &self.settings.lb_provider,
+            lb_name,
+            nodes,
+            family,
+        );
+        let new = octavia::NewLoadBalancer {
+            name: lb_name.to_owned(),
+            description: names::load_balancer_description(cluster, &service.namespace, &service.name),
+            provider: self.settings.lb_provider.clone(),
+            tags: if self.features.tags {
+                vec![lb_name.to_owned()]
+            } else {
+                Vec::new()
+            },
+            vip_port_id: conf.vip_port_id.clone(),
+            vip_subnet_id: vip_subnet,
+            vip_network_id: conf.vip_network_id.clone(),
+            // OCCM: loadBalancerIP is the VIP only for an internal (or IPv6) Service.
+            vip_address: conf
+                .requested_ip
+                .clone()
+                .filter(|_| conf.internal || family == Some(IpFamily::V6)),
+            flavor_id: conf.flavor_id.clone(),
+            availability_zone: conf.availability_zone.clone(),
+        };
+        let lb = octavia::create(&self.client, &octavia::create_body(&new, &want))
+            .await
+            .map_err(api)?;
+        self.wrote();
+        tracing::info!(service = %format!("{}/{}", service.namespace, service.name), load_balancer = %lb.id, "Octavia load balancer created");
+        Err(wait(format!(
+            "load balancer {} ({lb_name}) is being created",
+            lb.id
+        )))
+    }
+
+    /// Makes one write of `write` on the load balancer whose desired listeners are `want`.
+    async fn apply(&self, lb: &LoadBalancer, write: &Write, want: &[desired::Listener]) -> Result<()> {
+        let c = &self.client;
+        let r = match write {
+            Write::DeleteErrored { id } => octavia::delete_cascade(c, id).await,
+            Write::TagLoadBalancer { id, tags } => octavia::set_load_balancer_tags(c, id, tags).await,
+            Write::DeletePool { id } => octavia::delete_pool(c, id).await,
+            Write::DeleteListener { id } => octavia::delete_listener(c, id).await,
+            Write::CreateListener { index } => octavia::create_listener(c, &lb.id, &want[*index]).await,
+            Write::UpdateListener { id, update, .. } => octavia::update_listener(c, id, update).await,
+            Write::CreatePool { listener_id, index } => {
+                octavia::create_pool(c, listener_id, &want[*index].pool).await
+            }
+            Write::UpdatePool { id, index } => octavia::update_pool(c, id, &want[*index].pool).await,
+            Write::SetMembers { pool_id, index } => {
+                octavia::set_members(c, pool_id, &want[*index].pool.members).await
+            }
+            Write::CreateMonitor { pool_id, index } => match &want[*index].pool.monitor {
+                Some(m) => octavia::create_monitor(c, pool_id, m).await,
+                None => Ok(()),
+            },
+            Write::UpdateMonitor { id, index } => match &want[*index].pool.monitor {
+                Some(m) => octavia::update_monitor(c, id, m).await,
+                None => Ok(()),
+            },
+            Write::DeleteMonitor { id } => octavia::delete_monitor(c, id).await,
+        };
+        r.map_err(api)?;
+        self.wrote();
+        Ok(())
+    }
+
+    /// Plans on the existing load balancer and makes the next write; `Ok` when converged.
+    async fn converge(
+        &self,
+        service: &ServiceSpec,
+        conf: &ServiceLbConf,
+        lb: LoadBalancer,
+        lb_name: &str,
+        nodes: &[LoadBalancerNode],
+    ) -> Result<LoadBalancer> {
+        if lb.name != lb_name {
+            return Err(ProviderError::InvalidArgument(format!(
+                "load balancer {} is named {:?}, not {lb_name:?}: sharing a load balancer between Services \
+                 (loadbalancer.openstack.org/load-balancer-id naming another Service's) is not implemented yet",
+                lb.id, lb.name
+            )));
+        }
+        let family = Self::family(service);
+        let mut conf = conf.clone();
+        if conf.member_subnet_id.is_none() && !lb.vip_subnet_id.is_empty() {
+            // Nothing configured: the subnet detected at creation is the VIP's.
+            conf.member_subnet_id = Some(lb.vip_subnet_id.clone());
+        }
+        let selected = desired::member_nodes(&conf, nodes);
+        let want = desired::listeners(
+            service,
+            &conf,
+            &self.features,
+            &self.settings.lb_provider,
+            lb_name,
+            &selected,
+            family,
+        );
+        let tree = octavia::read_tree(&self.client, lb).await.map_err(api)?;
+        match plan::next(&tree, &want, &service.ports, lb_name, self.features.tags) {
+            Next::Converged => Ok(tree.load_balancer),
+            Next::Wait(why) => Err(wait(why)),
+            Next::Refuse(why) => Err(ProviderError::InvalidArgument(why)),
+            Next::Write(write) => {
+                tracing::info!(load_balancer = %tree.load_balancer.id, ?write, "Octavia write");
+                self.apply(&tree.load_balancer, &write, &want).await?;
+                Err(wait(format!(
+                    "load balancer {} is being updated ({})",
+                    tree.load_balancer.id,
+                    write_name(&write)
+                )))
+            }
+        }
+    }
+
+    async fn external_network(&self, conf: &ServiceLbConf) -> Result<Option<String>> {
+        if let Some(network) = conf.floating.as_ref().and_then(|f| f.network_id.clone()) {
+            return Ok(Some(network));
+        }
+        let detected = self
+            .external_network
+            .get_or_try_init(|| floating_ips::detect_external_network(&self.client))
+            .await
+            .map_err(api)?;
+        Ok(detected.clone())
+    }
+
+    /// The address of a converged load balancer: its floating IP (attached or made now), or its
+    /// VIP for an internal Service (a floating IP left from when it was external detached, or
+    /// deleted when it was made for it).
+    async fn address(
+        &self,
+        cluster: &str,
+        service: &ServiceSpec,
+        conf: &ServiceLbConf,
+        lb: &LoadBalancer,
+    ) -> Result<String> {
+        let c = &self.client;
+        let attached = floating_ips::on_port(c, &lb.vip_port_id).await.map_err(api)?;
+        if conf.internal || lb.vip_address.contains(':') {
+            if let Some(fip) = attached {
+                if fip.is_created() && !conf.keep_floating_ip {
+                    floating_ips::delete(c, &fip.id).await.map_err(api)?;
+                } else {
+                    floating_ips::attach(c, &fip.id, None).await.map_err(api)?;
+                }
+                self.wrote();
+            }
+            return Ok(lb.vip_address.clone());
+        }
+        if let Some(fip) = attached {
+            return Ok(fip.floating_ip_address);
+        }
+        if let Some(address) = &conf.requested_ip
+            && let Some(fip) = floating_ips::by_address(c, address).await.map_err(api)?
+        {
+            if fip.port_id.as_deref().is_some_and(|p| !p.is_empty()) {
+                return Err(ProviderError::InvalidArgument(format!(
+                    "floating IP {address} (spec.loadBalancerIP) is attached to another port"
+                )));
+            }
+            floating_ips::attach(c, &fip.id, Some(&lb.vip_port_id))
+                .await
+                .map_err(api)?;
+            self.wrote();
+            return Ok(fip.floating_ip_address);
+        }
+        let Some(network) = self.external_network(conf).await? else {
+            return Err(ProviderError::InvalidArgument(
+                "no external network for the Service's floating IP: set [LoadBalancer] floating-network-id or the \
+                 loadbalancer.openstack.org/floating-network-id annotation, or make the Service internal \
+                 (service.beta.kubernetes.io/openstack-internal-load-balancer: \"true\")"
+                    .into(),
+            ));
+        };
+        let subnet = match conf.floating.as_ref().map(|f| &f.subnet) {
+            Some(FloatingSubnet::Id(id)) => {
+                let of = floating_ips::subnet_network(c, id).await.map_err(api)?;
+                if of.as_deref() != Some(network.as_str()) {
+                    return Err(ProviderError::InvalidArgument(format!(
+                        "floating subnet {id} is not a subnet of the floating network {network}"
+                    )));
+                }
+                Some(id.as_str())
+            }
+            Some(FloatingSubnet::Matching { .. }) => {
+                return Err(ProviderError::InvalidArgument(format!(
+                    "annotations {} and {} are not implemented yet: name the subnet with {}",
+                    service_conf::FLOATING_SUBNET,
+                    service_conf::FLOATING_SUBNET_TAGS,
+                    service_conf::FLOATING_SUBNET_ID
+                )));
+            }
+            _ => None,
+        };
+        let description = names::floating_ip_description(cluster, &service.namespace, &service.name);
+        let fip = floating_ips::create(
+            c,
+            &floating_ips::NewFloatingIp {
+                network_id: &network,
+                subnet_id: subnet,
+                address: conf.requested_ip.as_deref(),
+                port_id: &lb.vip_port_id,
+                description: &description,
+            },
+        )
+        .await
+        .map_err(api)?;
+        self.wrote();
+        Ok(fip.floating_ip_address)
+    }
+
+    fn status(&self, conf: &ServiceLbConf, address: &str) -> LoadBalancerStatus {
+        let hostname = IngressHostname {
+            enabled: self.settings.enable_ingress_hostname,
+            suffix: &self.settings.ingress_hostname_suffix,
+        };
+        desired::status(conf, &hostname, address)
+    }
+
+    /// Writes made since start (Octavia and Neutron).
+    pub fn writes(&self) -> u64 {
+        *self.writes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn write_name(write: &Write) -> &'static str {
+    match write {
+        Write::DeleteErrored { .. } => "deleting it after an ERROR",
+        Write::TagLoadBalancer { .. } => "tagging it",
+        Write::DeletePool { .. } => "deleting a pool",
+        Write::DeleteListener { .. } => "deleting a listener",
+        Write::CreateListener { .. } => "creating a listener",
+        Write::UpdateListener { .. } => "updating a listener",
+        Write::CreatePool { .. } => "creating a pool",
+        Write::UpdatePool { .. } => "updating a pool",
+        Write::SetMembers { .. } => "updating members",
+        Write::CreateMonitor { .. } => "creating a health monitor",
+        Write::UpdateMonitor { .. } => "updating a health monitor",
+        Write::DeleteMonitor { .. } => "deleting a health monitor",
+    }
+}
+
+#[async_trait]
+impl LoadBalancers for OpenStackLoadBalancers {
+    async fn get_load_balancer(
+        &self,
+        cluster: &str,
+        service: &ServiceSpec,
+    ) -> Result<Option<LoadBalancerStatus>> {
+        let conf = self.conf(service)?;
+        let lb_name = self.load_balancer_name(cluster, service);
+        let Some(lb) = self
+            .find(conf.load_balancer_id.as_deref(), &lb_name, service)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let address = match floating_ips::on_port(&self.client, &lb.vip_port_id)
+            .await
+            .map_err(api)?
+        {
+            Some(fip) => fip.floating_ip_address,
+            None => lb.vip_address.clone(),
+        };
+        Ok(Some(self.status(&conf, &address)))
+    }
+
+    /// OCCM's `kube_service_<cluster>_<namespace>_<name>`.
+    fn load_balancer_name(&self, cluster: &str, service: &ServiceSpec) -> String {
+        names::load_balancer_name(cluster, &service.namespace, &service.name)
+    }
+
+    async fn ensure_load_balancer(
+        &self,
+        cluster: &str,
+        service: &ServiceSpec,
+        nodes: &[LoadBalancerNode],
+    ) -> Result<LoadBalancerStatus> {
+        let conf = self.conf(service)?;
+        if nodes.is_empty() {
+            return Err(ProviderError::InvalidArgument(format!(
+                "there are no available nodes for LoadBalancer service {}/{}",
+                service.namespace, service.name
+            )));
+        }
+        let lb_name = self.load_balancer_name(cluster, service);
+        let Some(lb) = self
+            .find(conf.load_balancer_id.as_deref(), &lb_name, service)
+            .await?
+        else {
+            let selected = desired::member_nodes(&conf, nodes);
+            return self.create(cluster, service, &conf, &lb_name, &selected).await;
+        };
+        let lb = self.converge(service, &conf, lb, &lb_name, nodes).await?;
+        let address = self.address(cluster, service, &conf, &lb).await?;
+        Ok(self.status(&conf, &address))
+    }
+
+    async fn update_load_balancer(
+        &self,
+        cluster: &str,
+        service: &ServiceSpec,
+        nodes: &[LoadBalancerNode],
+    ) -> Result<()> {
+        let conf = self.conf(service)?;
+        let lb_name = self.load_balancer_name(cluster, service);
+        match self
+            .find(conf.load_balancer_id.as_deref(), &lb_name, service)
+            .await?
+        {
+            // Nothing to update: the next ensure makes it.
+            None => Ok(()),
+            Some(lb) => self.converge(service, &conf, lb, &lb_name, nodes).await.map(drop),
+        }
+    }
+
+    async fn ensure_load_balancer_deleted(&self, cluster: &str, service: &ServiceSpec) -> Result<()> {
+        // A Service being deleted may carry annotations that no longer resolve: only what finds
+        // the load balancer and the floating IP is read here.
+        let keep = service
+            .annotations
+            .get(service_conf::KEEP_FLOATING_IP)
+            .is_some_and(|v| v == "true");
+        let id = service
+            .annotations
+            .get(service_conf::LOAD_BALANCER_ID)
+            .filter(|v| !v.is_empty())
+            .cloned();
+        let lb_name = self.load_balancer_name(cluster, service);
+        let description = names::floating_ip_description(cluster, &service.namespace, &service.name);
+        let Some(lb) = self.find(id.as_deref(), &lb_name, service).await? else {
+            // Gone (also when deleted by hand): a floating IP made for it and left unattached
+            // goes too (OCCM leaks it).
+            if !keep {
+                for fip in floating_ips::by_description(&self.client, &description)
+                    .await
+                    .map_err(api)?
+                {
+                    if fip.port_id.as_deref().is_none_or(str::is_empty) {
+                        floating_ips::delete(&self.client, &fip.id).await.map_err(api)?;
+                        self.wrote();
+                    }
+                }
+            }
+            return Ok(());
+        };
+        if lb.name != lb_name {
+            // Not this Service's own (an ID naming another's): never deleted from here.
+            return Ok(());
+        }
+        if lb.is_pending() {
+            return Err(wait(format!(
+                "load balancer {} is {}",
+                lb.id, lb.provisioning_status
+            )));
+        }
+        if !keep
+            && let Some(fip) = floating_ips::on_port(&self.client, &lb.vip_port_id)
+                .await
+                .map_err(api)?
+            && fip.is_created()
+        {
+            floating_ips::delete(&self.client, &fip.id).await.map_err(api)?;
+            self.wrote();
+        }
+        octavia::delete_cascade(&self.client, &lb.id).await.map_err(api)?;
+        self.wrote();
+        Err(wait(format!("load balancer {} is being deleted", lb.id)))
+    }
+}
