@@ -494,9 +494,12 @@ async fn run_sync(
         Err(err) => Err(err),
     };
     tracing::info!(service = %key, shard, ok = result.is_ok(), "service sync finished");
+    // RETRY_AFTER is the cloud still at work (Octavia provisioning): the Service is requeued
+    // after that delay, and no failure is reported for it.
     if let Err(err) = &result
         && matches!(decision, Decision::Ensure | Decision::Cleanup)
         && !matches!(err, Error::NotOwner)
+        && err.retry_after().is_none()
     {
         let note = format!("Error syncing load balancer: {err}");
         ctx.events

@@ -502,6 +502,11 @@ async fn retry_after_requeues_after_exactly_that_delay_and_an_unrelated_change_w
     assert_eq!(err.retry_after(), Some(Duration::from_secs(7)), "{err:?}");
     assert_eq!(h.error_policy(&svc, &err), secs(7), "not the 5 s backoff");
     assert_eq!(h.cloud.load_balancer_calls().len(), 1);
+    assert!(
+        !h.events().await.iter().any(|e| e.starts_with("Warning")),
+        "the cloud at work is no failure: {:?}",
+        h.events().await
+    );
 
     // A label changes meanwhile (and our own finalizer write woke the queue too): the cloud
     // is not asked again before the 7 s are up.
