@@ -798,6 +798,12 @@ async fn update_hosts(
             }
             Ok(())
         }
+        // The cloud at work on it (Octavia applying the change): the same update again after
+        // its delay, with no failure reported or counted.
+        Err(source @ GatewayError::RetryAfter { .. }) => Err(Error::Cloud {
+            action: "update load balancer hosts",
+            source,
+        }),
         Err(source) => {
             ctx.forget(&key);
             // Upstream counts a failure only while the load balancer still exists.
@@ -965,6 +971,11 @@ pub async fn sync_nodes(ctx: &Context, services: Vec<Arc<Service>>, parallelism:
         .map(|svc| async move {
             match sync_service(ctx, &svc, Trigger::NodeSync).await {
                 Ok(_) | Err(Error::NotOwner) => false,
+                Err(err) if err.retry_after().is_some() => {
+                    tracing::info!(service = %key_of(&svc), error = %err, "backends update under way in the cloud; asking again");
+                    let _ = ctx.retries.send(ObjectRef::from_obj(&*svc));
+                    false
+                }
                 Err(err) => {
                     tracing::warn!(service = %key_of(&svc), error = %err, "backends update failed; syncing the service again");
                     let _ = ctx.retries.send(ObjectRef::from_obj(&*svc));

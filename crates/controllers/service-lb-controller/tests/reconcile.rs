@@ -937,6 +937,60 @@ async fn a_failed_backends_update_warns_counts_and_sends_the_service_back_to_be_
 }
 
 #[tokio::test]
+async fn a_backends_update_the_cloud_is_still_applying_is_asked_again_without_a_failure() {
+    let h = harness().await;
+    h.list_nodes(&[node("n1")]);
+    let svc = h.create(ServiceBuilder::new("web")).await;
+    h.reconcile(&svc).await.unwrap();
+    let svc = h.service("web").await;
+    h.cloud.clear_load_balancer_calls();
+    h.cloud.fail_load_balancer_calls(
+        LoadBalancerOp::Update,
+        Some(GatewayError::RetryAfter {
+            after: Duration::from_secs(2),
+            message: "load balancer lb-1 is PENDING_UPDATE".into(),
+        }),
+    );
+
+    h.apply_node(node("n2"));
+    assert_eq!(reconcile::sync_nodes(&h.ctx, vec![svc.clone()], 4).await, 0);
+    assert_eq!(
+        h.cloud.described_load_balancer_calls(),
+        ["Update default/web [n1 n2]"]
+    );
+    assert!(
+        !h.events().await.iter().any(|e| e.starts_with("Warning")),
+        "{:?}",
+        h.events().await
+    );
+    assert!(
+        h.metrics
+            .render()
+            .contains("service_controller_nodesync_error_total 0"),
+        "{}",
+        h.metrics.render()
+    );
+    assert_eq!(h.retried(), [ObjectRef::from_obj(&*svc)]);
+
+    // The queue's retry: the same update, not a whole ensure; then nothing before the delay.
+    let err = h.reconcile(&svc).await.unwrap_err();
+    assert_eq!(h.error_policy(&svc, &err), secs(2));
+    assert_eq!(
+        h.cloud.described_load_balancer_calls(),
+        ["Update default/web [n1 n2]", "Update default/web [n1 n2]"]
+    );
+    let action = h.reconcile(&svc).await.unwrap();
+    let left = requeue_after(&action).expect("a requeue");
+    assert!(left <= Duration::from_secs(2), "{left:?}");
+    assert_eq!(
+        h.cloud.load_balancer_calls().len(),
+        2,
+        "nothing asked before the delay"
+    );
+    assert!(!h.events().await.iter().any(|e| e.starts_with("Warning")));
+}
+
+#[tokio::test]
 async fn a_backends_update_finding_the_load_balancer_gone_ensures_it_again_at_once() {
     let h = harness().await;
     h.list_nodes(&[node("n1")]);
