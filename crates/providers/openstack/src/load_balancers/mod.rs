@@ -14,6 +14,15 @@
 //! (`PENDING_*`) the answer is `RetryAfter`, which the service controller requeues after that
 //! delay; the next sync plans again from what Octavia reports. A load balancer is converged
 //! when a sync plans no write; then its floating IP is settled and the status answered.
+//!
+//! # Where this differs from OCCM, on purpose
+//! - A Service with no nodes gets its load balancer without members (OCCM refuses it), so its
+//!   address stays while no node is ready; only detecting the subnet needs a node.
+//! - A `load-balancer-id` Octavia no longer knows falls back to the name (OCCM fails forever,
+//!   its #2751); a floating IP made for a Service whose load balancer was deleted by hand is
+//!   deleted with the Service (OCCM leaks it).
+//! - No floating network found is an error naming what to set (OCCM silently makes the Service
+//!   internal).
 
 pub mod desired;
 pub mod floating_ips;
@@ -31,7 +40,7 @@ use provider::{LoadBalancerNode, LoadBalancerStatus, LoadBalancers, ProviderErro
 use crate::{
     client::{ApiError, Client},
     cloud_config::LoadBalancerSettings,
-    nodes::provider_id::ProviderIdScheme,
+    nodes::provider_id::{PROVIDER_NAME, ProviderIdScheme},
 };
 use desired::{IngressHostname, IpFamily};
 use observed::LoadBalancer;
@@ -39,7 +48,7 @@ use plan::{Next, Write};
 use service_conf::{FloatingSubnet, OctaviaFeatures, ServiceLbConf};
 
 /// How long a sync waits before asking again after a write, or while Octavia is busy.
-pub const PROVISIONING_POLL: Duration = Duration::from_secs(3);
+pub const PROVISIONING_POLL: Duration = Duration::from_secs(2);
 
 /// The `[LoadBalancer]` settings this provider does not implement, refused at start by name.
 pub fn refused_settings(settings: &LoadBalancerSettings) -> Option<String> {
@@ -87,7 +96,7 @@ pub struct OpenStackLoadBalancers {
     external_network: tokio::sync::OnceCell<Option<String>>,
     /// Octavia's API version, for the logs.
     version: (u32, u32),
-    /// Calls made, for tests and figures: (writes) since start.
+    /// Writes made since start (Octavia and Neutron), for tests and figures.
     writes: Mutex<u64>,
 }
 
@@ -138,12 +147,33 @@ impl OpenStackLoadBalancers {
         self.version
     }
 
+    /// What the Service asks, refused before any write when it asks what is not implemented.
     fn conf(&self, service: &ServiceSpec) -> Result<ServiceLbConf> {
-        service_conf::resolve(&self.settings, &self.features, service)
+        let conf = service_conf::resolve(&self.settings, &self.features, service)?;
+        if let Some(service_conf::Floating {
+            subnet: FloatingSubnet::Matching { .. },
+            ..
+        }) = &conf.floating
+        {
+            return Err(ProviderError::InvalidArgument(format!(
+                "a floating subnet by name pattern or tags ({}, {}, or a [LoadBalancerClass] with them) is not \
+                 implemented yet: name the subnet with {}",
+                service_conf::FLOATING_SUBNET,
+                service_conf::FLOATING_SUBNET_TAGS,
+                service_conf::FLOATING_SUBNET_ID
+            )));
+        }
+        Ok(conf)
     }
 
-    fn wrote(&self) {
-        *self.writes.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+    /// Whether to make a write now: not in a dry run (the gateway's shadow mode), which
+    /// records what would be written instead ([`provider::dry_run::intercept`]). Counts it.
+    fn may_write(&self, call: &str, target: &str, request: impl FnOnce() -> String) -> bool {
+        let now = provider::dry_run::intercept(PROVIDER_NAME, call, target, request);
+        if now {
+            *self.writes.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        }
+        now
     }
 
     /// The Service's load balancer: by the `load-balancer-id` annotation (OCCM writes it on
@@ -208,6 +238,17 @@ impl OpenStackLoadBalancers {
             .ok_or_else(no_subnet)
     }
 
+    /// The nodes that can be members: OpenStack servers (a node another cloud's provider
+    /// initialized, during a migration, has no address Octavia can reach), and nodes without a
+    /// providerID yet.
+    fn servers(&self, nodes: &[LoadBalancerNode]) -> Vec<LoadBalancerNode> {
+        nodes
+            .iter()
+            .filter(|n| n.provider_id.is_empty() || self.scheme.server_id(&n.provider_id).is_ok())
+            .cloned()
+            .collect()
+    }
+
     fn family(service: &ServiceSpec) -> Option<IpFamily> {
         // The gateway's Service has no ipFamilies yet: IPv6 only when the requested address is.
         Some(if service.requested_ip.contains(':') {
@@ -263,10 +304,11 @@ impl OpenStackLoadBalancers {
             flavor_id: conf.flavor_id.clone(),
             availability_zone: conf.availability_zone.clone(),
         };
-        let lb = octavia::create(&self.client, &octavia::create_body(&new, &want))
-            .await
-            .map_err(api)?;
-        self.wrote();
+        let body = octavia::create_body(&new, &want);
+        if !self.may_write("octavia.create_load_balancer", lb_name, || body.to_string()) {
+            return Err(wait(format!("dry run: load balancer {lb_name} would be created")));
+        }
+        let lb = octavia::create(&self.client, &body).await.map_err(api)?;
         tracing::info!(service = %format!("{}/{}", service.namespace, service.name), load_balancer = %lb.id, "Octavia load balancer created");
         Err(wait(format!(
             "load balancer {} ({lb_name}) is being created",
@@ -277,6 +319,11 @@ impl OpenStackLoadBalancers {
     /// Makes one write of `write` on the load balancer whose desired listeners are `want`.
     async fn apply(&self, lb: &LoadBalancer, write: &Write, want: &[desired::Listener]) -> Result<()> {
         let c = &self.client;
+        if !self.may_write(&format!("octavia.{}", write_call(write)), &lb.id, || {
+            format!("{write:?}")
+        }) {
+            return Ok(());
+        }
         let r = match write {
             Write::DeleteErrored { id } => octavia::delete_cascade(c, id).await,
             Write::TagLoadBalancer { id, tags } => octavia::set_load_balancer_tags(c, id, tags).await,
@@ -301,9 +348,7 @@ impl OpenStackLoadBalancers {
             },
             Write::DeleteMonitor { id } => octavia::delete_monitor(c, id).await,
         };
-        r.map_err(api)?;
-        self.wrote();
-        Ok(())
+        r.map_err(api)
     }
 
     /// Plans on the existing load balancer and makes the next write; `Ok` when converged.
@@ -320,6 +365,13 @@ impl OpenStackLoadBalancers {
                 "load balancer {} is named {:?}, not {lb_name:?}: sharing a load balancer between Services \
                  (loadbalancer.openstack.org/load-balancer-id naming another Service's) is not implemented yet",
                 lb.id, lb.name
+            )));
+        }
+        if lb.is_pending() {
+            // Nothing to plan while Octavia works: no need to read what is under it.
+            return Err(wait(format!(
+                "load balancer {} is {}",
+                lb.id, lb.provisioning_status
             )));
         }
         let family = Self::family(service);
@@ -382,11 +434,16 @@ impl OpenStackLoadBalancers {
         if conf.internal || lb.vip_address.contains(':') {
             if let Some(fip) = attached {
                 if fip.is_created() && !conf.keep_floating_ip {
-                    floating_ips::delete(c, &fip.id).await.map_err(api)?;
-                } else {
+                    if self.may_write("neutron.delete_floatingip", &fip.id, || {
+                        fip.floating_ip_address.clone()
+                    }) {
+                        floating_ips::delete(c, &fip.id).await.map_err(api)?;
+                    }
+                } else if self.may_write("neutron.detach_floatingip", &fip.id, || {
+                    fip.floating_ip_address.clone()
+                }) {
                     floating_ips::attach(c, &fip.id, None).await.map_err(api)?;
                 }
-                self.wrote();
             }
             return Ok(lb.vip_address.clone());
         }
@@ -401,10 +458,11 @@ impl OpenStackLoadBalancers {
                     "floating IP {address} (spec.loadBalancerIP) is attached to another port"
                 )));
             }
-            floating_ips::attach(c, &fip.id, Some(&lb.vip_port_id))
-                .await
-                .map_err(api)?;
-            self.wrote();
+            if self.may_write("neutron.attach_floatingip", &fip.id, || lb.vip_port_id.clone()) {
+                floating_ips::attach(c, &fip.id, Some(&lb.vip_port_id))
+                    .await
+                    .map_err(api)?;
+            }
             return Ok(fip.floating_ip_address);
         }
         let Some(network) = self.external_network(conf).await? else {
@@ -425,30 +483,26 @@ impl OpenStackLoadBalancers {
                 }
                 Some(id.as_str())
             }
-            Some(FloatingSubnet::Matching { .. }) => {
-                return Err(ProviderError::InvalidArgument(format!(
-                    "annotations {} and {} are not implemented yet: name the subnet with {}",
-                    service_conf::FLOATING_SUBNET,
-                    service_conf::FLOATING_SUBNET_TAGS,
-                    service_conf::FLOATING_SUBNET_ID
-                )));
-            }
+            // Matching is refused by `conf`, before any write.
             _ => None,
         };
         let description = names::floating_ip_description(cluster, &service.namespace, &service.name);
-        let fip = floating_ips::create(
-            c,
-            &floating_ips::NewFloatingIp {
-                network_id: &network,
-                subnet_id: subnet,
-                address: conf.requested_ip.as_deref(),
-                port_id: &lb.vip_port_id,
-                description: &description,
-            },
-        )
-        .await
-        .map_err(api)?;
-        self.wrote();
+        let new = floating_ips::NewFloatingIp {
+            network_id: &network,
+            subnet_id: subnet,
+            address: conf.requested_ip.as_deref(),
+            port_id: &lb.vip_port_id,
+            description: &description,
+        };
+        if !self.may_write("neutron.create_floatingip", &lb.vip_port_id, || {
+            format!("{new:?}")
+        }) {
+            return Err(wait(format!(
+                "dry run: a floating IP would be made for load balancer {}",
+                lb.id
+            )));
+        }
+        let fip = floating_ips::create(c, &new).await.map_err(api)?;
         Ok(fip.floating_ip_address)
     }
 
@@ -463,6 +517,24 @@ impl OpenStackLoadBalancers {
     /// Writes made since start (Octavia and Neutron).
     pub fn writes(&self) -> u64 {
         *self.writes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// The Octavia call of `write`, for the dry run's record.
+fn write_call(write: &Write) -> &'static str {
+    match write {
+        Write::DeleteErrored { .. } => "delete_load_balancer",
+        Write::TagLoadBalancer { .. } => "update_load_balancer",
+        Write::DeletePool { .. } => "delete_pool",
+        Write::DeleteListener { .. } => "delete_listener",
+        Write::CreateListener { .. } => "create_listener",
+        Write::UpdateListener { .. } => "update_listener",
+        Write::CreatePool { .. } => "create_pool",
+        Write::UpdatePool { .. } => "update_pool",
+        Write::SetMembers { .. } => "batch_update_members",
+        Write::CreateMonitor { .. } => "create_health_monitor",
+        Write::UpdateMonitor { .. } => "update_health_monitor",
+        Write::DeleteMonitor { .. } => "delete_health_monitor",
     }
 }
 
@@ -485,17 +557,20 @@ fn write_name(write: &Write) -> &'static str {
 
 #[async_trait]
 impl LoadBalancers for OpenStackLoadBalancers {
+    /// Also for a Service whose annotations this provider refuses: its load balancer (made
+    /// before, or by OCCM) is still reported.
     async fn get_load_balancer(
         &self,
         cluster: &str,
         service: &ServiceSpec,
     ) -> Result<Option<LoadBalancerStatus>> {
-        let conf = self.conf(service)?;
+        let conf = self.conf(service).ok();
+        let id = service
+            .annotations
+            .get(service_conf::LOAD_BALANCER_ID)
+            .filter(|v| !v.is_empty());
         let lb_name = self.load_balancer_name(cluster, service);
-        let Some(lb) = self
-            .find(conf.load_balancer_id.as_deref(), &lb_name, service)
-            .await?
-        else {
+        let Some(lb) = self.find(id.map(String::as_str), &lb_name, service).await? else {
             return Ok(None);
         };
         let address = match floating_ips::on_port(&self.client, &lb.vip_port_id)
@@ -505,7 +580,15 @@ impl LoadBalancers for OpenStackLoadBalancers {
             Some(fip) => fip.floating_ip_address,
             None => lb.vip_address.clone(),
         };
-        Ok(Some(self.status(&conf, &address)))
+        Ok(Some(match &conf {
+            Some(conf) => self.status(conf, &address),
+            None => LoadBalancerStatus {
+                ingress: vec![provider::LoadBalancerIngress {
+                    ip: address,
+                    hostname: String::new(),
+                }],
+            },
+        }))
     }
 
     /// OCCM's `kube_service_<cluster>_<namespace>_<name>`.
@@ -520,12 +603,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
         nodes: &[LoadBalancerNode],
     ) -> Result<LoadBalancerStatus> {
         let conf = self.conf(service)?;
-        if nodes.is_empty() {
-            return Err(ProviderError::InvalidArgument(format!(
-                "there are no available nodes for LoadBalancer service {}/{}",
-                service.namespace, service.name
-            )));
-        }
+        let nodes = &self.servers(nodes)[..];
         let lb_name = self.load_balancer_name(cluster, service);
         let Some(lb) = self
             .find(conf.load_balancer_id.as_deref(), &lb_name, service)
@@ -551,9 +629,14 @@ impl LoadBalancers for OpenStackLoadBalancers {
             .find(conf.load_balancer_id.as_deref(), &lb_name, service)
             .await?
         {
-            // Nothing to update: the next ensure makes it.
-            None => Ok(()),
-            Some(lb) => self.converge(service, &conf, lb, &lb_name, nodes).await.map(drop),
+            // The service controller then finds it gone and ensures it again.
+            None => Err(ProviderError::InvalidArgument(format!(
+                "the load balancer {lb_name} does not exist"
+            ))),
+            Some(lb) => self
+                .converge(service, &conf, lb, &lb_name, &self.servers(nodes))
+                .await
+                .map(drop),
         }
     }
 
@@ -579,9 +662,12 @@ impl LoadBalancers for OpenStackLoadBalancers {
                     .await
                     .map_err(api)?
                 {
-                    if fip.port_id.as_deref().is_none_or(str::is_empty) {
+                    if fip.port_id.as_deref().is_none_or(str::is_empty)
+                        && self.may_write("neutron.delete_floatingip", &fip.id, || {
+                            fip.floating_ip_address.clone()
+                        })
+                    {
                         floating_ips::delete(&self.client, &fip.id).await.map_err(api)?;
-                        self.wrote();
                     }
                 }
             }
@@ -602,12 +688,16 @@ impl LoadBalancers for OpenStackLoadBalancers {
                 .await
                 .map_err(api)?
             && fip.is_created()
+            && self.may_write("neutron.delete_floatingip", &fip.id, || {
+                fip.floating_ip_address.clone()
+            })
         {
             floating_ips::delete(&self.client, &fip.id).await.map_err(api)?;
-            self.wrote();
+        }
+        if !self.may_write("octavia.delete_load_balancer", &lb.id, || "cascade=true".into()) {
+            return Err(wait(format!("dry run: load balancer {} would be deleted", lb.id)));
         }
         octavia::delete_cascade(&self.client, &lb.id).await.map_err(api)?;
-        self.wrote();
         Err(wait(format!("load balancer {} is being deleted", lb.id)))
     }
 }
