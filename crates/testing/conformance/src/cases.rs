@@ -515,27 +515,40 @@ pub async fn batch_lookup_answers_each_node_in_order(f: &dyn CloudFixture) -> Ca
     pass()
 }
 
+/// Calls until the answer is not RETRY_AFTER (the cloud still provisioning or deleting; the
+/// contract says: call again after the delay), for at most 2 minutes; any other error fails the
+/// case.
+async fn until_done<T, F, Fut>(call: &str, mut attempt: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<tonic::Response<T>, Status>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        match attempt().await {
+            Ok(response) => return response.into_inner(),
+            Err(status) => match typed(status, call) {
+                GatewayError::RetryAfter { after, .. } if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(after.min(Duration::from_secs(2))).await;
+                }
+                other => panic!("{call} failed: {other:?}"),
+            },
+        }
+    }
+}
+
 async fn ensure_until_ready(
     lbs: &mut LbClient,
     ensure: pb::EnsureLoadBalancerRequest,
 ) -> pb::LoadBalancerStatus {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        match lbs.ensure_load_balancer(ensure.clone()).await {
-            Ok(resp) => {
-                return resp
-                    .into_inner()
-                    .status
-                    .expect("EnsureLoadBalancerResponse.status is unset");
-            }
-            Err(status) => match typed(status, "EnsureLoadBalancer") {
-                GatewayError::RetryAfter { after, .. } if tokio::time::Instant::now() < deadline => {
-                    tokio::time::sleep(after.min(Duration::from_secs(2))).await;
-                }
-                other => panic!("EnsureLoadBalancer failed: {other:?}"),
-            },
-        }
-    }
+    until_done("EnsureLoadBalancer", || {
+        let mut lbs = lbs.clone();
+        let ensure = ensure.clone();
+        async move { lbs.ensure_load_balancer(ensure).await }
+    })
+    .await
+    .status
+    .expect("EnsureLoadBalancerResponse.status is unset")
 }
 
 async fn exists(lbs: &mut LbClient, cluster: &str, svc: &pb::Service) -> bool {
@@ -549,12 +562,16 @@ async fn exists(lbs: &mut LbClient, cluster: &str, svc: &pb::Service) -> bool {
 }
 
 async fn delete(lbs: &mut LbClient, cluster: &str, svc: &pb::Service) {
-    lbs.ensure_load_balancer_deleted(pb::EnsureLoadBalancerDeletedRequest {
+    let request = pb::EnsureLoadBalancerDeletedRequest {
         cluster_name: cluster.to_owned(),
         service: Some(svc.clone()),
+    };
+    until_done("EnsureLoadBalancerDeleted", || {
+        let mut lbs = lbs.clone();
+        let request = request.clone();
+        async move { lbs.ensure_load_balancer_deleted(request).await }
     })
-    .await
-    .answer("EnsureLoadBalancerDeleted");
+    .await;
 }
 
 /// Checks the cloud's own count when the fixture can read it.
@@ -590,7 +607,9 @@ pub async fn load_balancer_lifecycle(f: &dyn CloudFixture) -> CaseResult {
         .await
         .answer("GetLoadBalancerName")
         .name;
-    assert!(!name.is_empty() && name.len() <= 32, "name {name:?}");
+    // Upstream's default name is 32 characters; a vendor's own (OpenStack's
+    // kube_service_<cluster>_<namespace>_<name>) may be up to the cloud's 255.
+    assert!(!name.is_empty() && name.len() <= 255, "name {name:?}");
 
     let ensure = pb::EnsureLoadBalancerRequest {
         cluster_name: cluster.clone(),
@@ -618,6 +637,7 @@ pub async fn load_balancer_lifecycle(f: &dyn CloudFixture) -> CaseResult {
         !exists(lbs, &cluster, &svc).await,
         "deleted, yet GetLoadBalancer says present"
     );
+    // Deleting again finds nothing to do: an answer at once, not RETRY_AFTER.
     lbs.ensure_load_balancer_deleted(pb::EnsureLoadBalancerDeletedRequest {
         cluster_name: cluster.clone(),
         service: Some(svc),
@@ -691,10 +711,12 @@ pub async fn update_changes_backends(f: &dyn CloudFixture) -> CaseResult {
         service: Some(svc.clone()),
         nodes: vec![lb_node(&b)],
     };
-    c.load_balancers
-        .update_load_balancer(update)
-        .await
-        .answer("UpdateLoadBalancer");
+    until_done("UpdateLoadBalancer", || {
+        let mut lbs = c.load_balancers.clone();
+        let update = update.clone();
+        async move { lbs.update_load_balancer(update).await }
+    })
+    .await;
     let after = f.load_balancer_backends(&name).await;
     if let Some(backends) = &after {
         assert!(has(backends, &b), "{backends:?} lacks {}", b.provider_id);
