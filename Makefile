@@ -54,13 +54,20 @@ test: test-deps build ## run every test (unit, contract, end-to-end)
 	scripts/run-tests.sh
 
 .PHONY: lint
-lint: lint-rust lint-deploy ## every static check
+lint: lint-rust lint-deploy lint-demo-deps ## every static check
 
 .PHONY: lint-rust
 lint-rust: ## formatting and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) clippy --all-targets -p cloud-gateway --no-default-features --features simulator -- -D warnings
+
+.PHONY: lint-demo-deps
+lint-demo-deps: ## the demo's build compiles no AWS SDK crate (cargo tree of what make demo builds)
+	@if $(CARGO) tree -e normal,build $(filter-out --target-dir $(DEMO_TARGET),$(DEMO_BUILD)) --prefix none \
+		| grep -E '^aws-(sdk|smithy|config|sigv4)'; then \
+		echo "make demo would compile the AWS SDK (above): keep it out of the demo's packages"; exit 1; \
+	else echo "make demo compiles no AWS SDK crate"; fi
 
 .PHONY: lint-deploy
 lint-deploy: ## hadolint the Dockerfile; helm lint, render and schema-check the chart
