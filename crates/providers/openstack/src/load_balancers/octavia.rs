@@ -215,6 +215,25 @@ pub fn listener_body(l: &Listener) -> Map<String, Value> {
     body
 }
 
+/// A listener for `POST /lbaas/listeners`: without its default pool. Octavia takes a listener's
+/// or a pool's children only inside a load balancer's fully populated create; a listener POST
+/// with `default_pool`, or a pool POST with `members`, answers 500 (`'dict' object has no
+/// attribute '_sa_instance_state'`, Octavia Zed). The pool, its members and its monitor follow
+/// as writes of their own (the plan finds each missing in turn).
+pub fn listener_create_body(l: &Listener) -> Map<String, Value> {
+    let mut body = listener_body(l);
+    body.remove("default_pool");
+    body
+}
+
+/// A pool for `POST /lbaas/pools`: without members or monitor (see [`listener_create_body`]).
+pub fn pool_create_body(p: &Pool) -> Map<String, Value> {
+    let mut body = pool_body(p);
+    body.remove("members");
+    body.remove("healthmonitor");
+    body
+}
+
 /// Where the VIP goes, and the create-only settings of a new load balancer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NewLoadBalancer {
@@ -312,13 +331,13 @@ pub async fn set_load_balancer_tags(client: &Client, id: &str, tags: &[String]) 
         .await
 }
 
-/// Creates the port's listener with its default pool, members and monitor.
+/// Creates the port's listener, without its pool ([`listener_create_body`]).
 pub async fn create_listener(
     client: &Client,
     lb_id: &str,
     listener: &desired::Listener,
 ) -> Result<(), ApiError> {
-    let mut body = listener_body(listener);
+    let mut body = listener_create_body(listener);
     body.insert("loadbalancer_id".into(), json!(lb_id));
     client
         .post(Service::LoadBalancer, "/lbaas/listeners")
@@ -359,9 +378,10 @@ pub async fn delete_listener(client: &Client, id: &str) -> Result<(), ApiError> 
     ignore_not_found(client.delete(Service::LoadBalancer, &path).send_empty().await)
 }
 
-/// Creates the pool (members and monitor included) as the listener's default pool.
+/// Creates the pool as the listener's default pool, without members or monitor
+/// ([`pool_create_body`]).
 pub async fn create_pool(client: &Client, listener_id: &str, pool: &Pool) -> Result<(), ApiError> {
-    let mut body = pool_body(pool);
+    let mut body = pool_create_body(pool);
     body.insert("listener_id".into(), json!(listener_id));
     client
         .post(Service::LoadBalancer, "/lbaas/pools")
@@ -435,6 +455,50 @@ pub async fn delete_monitor(client: &Client, id: &str) -> Result<(), ApiError> {
 mod tests {
     use super::*;
     use crate::load_balancers::service_conf::Monitor;
+
+    #[test]
+    fn a_listener_or_pool_created_alone_carries_no_children() {
+        let pool = Pool {
+            name: "pool_0_lb".into(),
+            protocol: "TCP",
+            lb_algorithm: "ROUND_ROBIN".into(),
+            source_ip_persistence: false,
+            members: vec![Member {
+                name: "n1".into(),
+                address: "10.0.0.1".into(),
+                protocol_port: 30080,
+                subnet_id: None,
+                monitor_port: None,
+            }],
+            monitor: Some(HealthMonitor {
+                name: "monitor_0_lb".into(),
+                kind: "TCP",
+                settings: Monitor {
+                    delay: 5,
+                    timeout: 3,
+                    max_retries: 1,
+                    max_retries_down: 3,
+                },
+            }),
+        };
+        let listener = desired::Listener {
+            name: "listener_0_lb".into(),
+            protocol: "TCP",
+            protocol_port: 80,
+            connection_limit: -1,
+            tags: vec![],
+            timeouts: None,
+            x_forwarded_for: false,
+            allowed_cidrs: None,
+            pool: pool.clone(),
+        };
+        assert!(listener_body(&listener).contains_key("default_pool"));
+        let alone = listener_create_body(&listener);
+        assert!(!alone.contains_key("default_pool") && alone["protocol_port"] == 80);
+        let alone = pool_create_body(&pool);
+        assert!(!alone.contains_key("members") && !alone.contains_key("healthmonitor"));
+        assert_eq!(alone["lb_algorithm"], "ROUND_ROBIN");
+    }
 
     #[test]
     fn versions() {

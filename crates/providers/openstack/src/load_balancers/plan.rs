@@ -52,7 +52,8 @@ pub enum Write {
     DeletePool { id: String },
     /// A listener of this Service's that no port asks for (its pool already gone).
     DeleteListener { id: String },
-    /// The port's listener, with its pool, members and monitor, in one call.
+    /// The port's listener (its pool, members and monitor follow as writes of their own:
+    /// Octavia takes children only in a load balancer's fully populated create).
     CreateListener { index: usize },
     /// Change what differs on the port's listener.
     UpdateListener {
@@ -60,7 +61,7 @@ pub enum Write {
         index: usize,
         update: ListenerUpdate,
     },
-    /// The port's pool, with members and monitor, under its listener.
+    /// The port's pool under its listener (members and monitor follow).
     CreatePool { listener_id: String, index: usize },
     /// Change the port's pool's algorithm or session persistence.
     UpdatePool { id: String, index: usize },
