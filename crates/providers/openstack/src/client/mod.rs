@@ -218,6 +218,33 @@ impl Response {
             err
         })
     }
+
+    /// The body's `key` object as `T` (`{"loadbalancer": {…}}`: Octavia's and Neutron's
+    /// single-object answers); a missing key or a malformed object is a [`ErrorKind::Decode`]
+    /// error.
+    pub fn json_field<T: DeserializeOwned>(&self, key: &str) -> Result<T, ApiError> {
+        let mut body: serde_json::Value = self.json()?;
+        serde_json::from_value(body[key].take()).map_err(|e| {
+            let mut err = ApiError::local(
+                self.service,
+                self.method.clone(),
+                &self.path,
+                ErrorKind::Decode,
+                format!("unexpected {key:?} in the answer ({e}): {}", snippet(&self.body)),
+            );
+            err.status = Some(self.status);
+            err
+        })
+    }
+}
+
+/// A 404 as `None`: for reads and deletes where "not there" is an answer, not a failure.
+pub fn absent_ok<T>(result: Result<T, ApiError>) -> Result<Option<T>, ApiError> {
+    match result {
+        Ok(value) => Ok(Some(value)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 fn snippet(body: &[u8]) -> String {
@@ -725,6 +752,11 @@ impl Request {
     /// Sends it and reads the body as JSON.
     pub async fn send_json<T: DeserializeOwned>(self) -> Result<T, ApiError> {
         self.send().await?.json()
+    }
+
+    /// Sends it and reads the body's `key` object ([`Response::json_field`]).
+    pub async fn send_json_field<T: DeserializeOwned>(self, key: &str) -> Result<T, ApiError> {
+        self.send().await?.json_field(key)
     }
 
     /// Sends it and ignores the body (`DELETE`, `204`).

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::names;
-use crate::client::{ApiError, Client, Service, path_segment};
+use crate::client::{ApiError, Client, Service, absent_ok, path_segment};
 
 const MAX_PAGES: usize = 20;
 
@@ -96,29 +96,17 @@ pub async fn create(client: &Client, new: &NewFloatingIp<'_>) -> Result<Floating
     if let Some(address) = new.address {
         body.insert("floating_ip_address".into(), json!(address));
     }
-    let mut answer: Value = client
+    client
         .post(Service::Network, "/floatingips")
         .json(&json!({"floatingip": body}))
-        .send_json()
-        .await?;
-    serde_json::from_value(answer["floatingip"].take()).map_err(|e| {
-        ApiError::local(
-            Service::Network,
-            http::Method::POST,
-            "/floatingips",
-            crate::client::ErrorKind::Decode,
-            e.to_string(),
-        )
-    })
+        .send_json_field("floatingip")
+        .await
 }
 
 /// Deletes a floating IP. A 404 is success.
 pub async fn delete(client: &Client, fip_id: &str) -> Result<(), ApiError> {
     let path = format!("/floatingips/{}", path_segment(fip_id));
-    match client.delete(Service::Network, &path).send_empty().await {
-        Err(e) if e.is_not_found() => Ok(()),
-        other => other,
-    }
+    absent_ok(client.delete(Service::Network, &path).send_empty().await).map(drop)
 }
 
 /// OCCM's `GetFloatingNetworkID`: the first external network (`router:external`) with an IPv4
@@ -150,11 +138,13 @@ pub async fn detect_external_network(client: &Client) -> Result<Option<String>, 
 /// (OCCM: one subnet GET).
 pub async fn subnet_network(client: &Client, subnet_id: &str) -> Result<Option<String>, ApiError> {
     let path = format!("/subnets/{}", path_segment(subnet_id));
-    match client.get(Service::Network, &path).send_json::<Value>().await {
-        Ok(answer) => Ok(answer["subnet"]["network_id"].as_str().map(str::to_owned)),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
+    let subnet: Option<Value> = absent_ok(
+        client
+            .get(Service::Network, &path)
+            .send_json_field("subnet")
+            .await,
+    )?;
+    Ok(subnet.and_then(|s| s["network_id"].as_str().map(str::to_owned)))
 }
 
 /// The subnet of the node's port that holds `address` (OCCM's `getSubnetIDForLB`, used when

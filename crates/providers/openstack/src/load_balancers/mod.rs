@@ -32,13 +32,16 @@ pub mod octavia;
 pub mod plan;
 pub mod service_conf;
 
-use std::{sync::Mutex, time::Duration};
+use std::{
+    sync::atomic::{AtomicU64, Ordering},
+    time::Duration,
+};
 
 use async_trait::async_trait;
 use provider::{LoadBalancerNode, LoadBalancerStatus, LoadBalancers, ProviderError, Result, ServiceSpec};
 
 use crate::{
-    client::{ApiError, Client},
+    client::Client,
     cloud_config::LoadBalancerSettings,
     nodes::provider_id::{PROVIDER_NAME, ProviderIdScheme},
 };
@@ -97,11 +100,7 @@ pub struct OpenStackLoadBalancers {
     /// Octavia's API version, for the logs.
     version: (u32, u32),
     /// Writes made since start (Octavia and Neutron), for tests and figures.
-    writes: Mutex<u64>,
-}
-
-fn api(e: ApiError) -> ProviderError {
-    e.into()
+    writes: AtomicU64,
 }
 
 fn wait(message: String) -> ProviderError {
@@ -129,7 +128,7 @@ impl OpenStackLoadBalancers {
             tracing::warn!(error = %e, "no Octavia in the catalog: load balancers are not served");
             return Ok(None);
         }
-        let version = octavia::api_version(&client).await.map_err(api)?;
+        let version = octavia::api_version(&client).await?;
         let features = OctaviaFeatures::of(version.0, version.1, &settings.lb_provider);
         Ok(Some(Self {
             client,
@@ -138,7 +137,7 @@ impl OpenStackLoadBalancers {
             scheme,
             external_network: tokio::sync::OnceCell::new(),
             version,
-            writes: Mutex::new(0),
+            writes: AtomicU64::new(0),
         }))
     }
 
@@ -171,7 +170,7 @@ impl OpenStackLoadBalancers {
     fn may_write(&self, call: &str, target: &str, request: impl FnOnce() -> String) -> bool {
         let now = provider::dry_run::intercept(PROVIDER_NAME, call, target, request);
         if now {
-            *self.writes.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+            self.writes.fetch_add(1, Ordering::Relaxed);
         }
         now
     }
@@ -187,7 +186,7 @@ impl OpenStackLoadBalancers {
         service: &ServiceSpec,
     ) -> Result<Option<LoadBalancer>> {
         if let Some(id) = id
-            && let Some(lb) = octavia::get(&self.client, id).await.map_err(api)?
+            && let Some(lb) = octavia::get(&self.client, id).await?
             && lb.provisioning_status != "DELETED"
         {
             return Ok(Some(lb));
@@ -197,8 +196,7 @@ impl OpenStackLoadBalancers {
             provider::default_load_balancer_name(&service.uid),
         ] {
             let mut found: Vec<LoadBalancer> = octavia::by_name(&self.client, &name)
-                .await
-                .map_err(api)?
+                .await?
                 .into_iter()
                 .filter(|lb| lb.provisioning_status != "DELETED")
                 .collect();
@@ -233,8 +231,7 @@ impl OpenStackLoadBalancers {
             .server_id(&node.provider_id)
             .map_err(|e| ProviderError::InvalidArgument(format!("node {}: {e}", node.name)))?;
         floating_ips::subnet_of_address(&self.client, server, address)
-            .await
-            .map_err(api)?
+            .await?
             .ok_or_else(no_subnet)
     }
 
@@ -308,7 +305,7 @@ impl OpenStackLoadBalancers {
         if !self.may_write("octavia.create_load_balancer", lb_name, || body.to_string()) {
             return Err(wait(format!("dry run: load balancer {lb_name} would be created")));
         }
-        let lb = octavia::create(&self.client, &body).await.map_err(api)?;
+        let lb = octavia::create(&self.client, &body).await?;
         tracing::info!(service = %format!("{}/{}", service.namespace, service.name), load_balancer = %lb.id, "Octavia load balancer created");
         Err(wait(format!(
             "load balancer {} ({lb_name}) is being created",
@@ -319,7 +316,7 @@ impl OpenStackLoadBalancers {
     /// Makes one write of `write` on the load balancer whose desired listeners are `want`.
     async fn apply(&self, lb: &LoadBalancer, write: &Write, want: &[desired::Listener]) -> Result<()> {
         let c = &self.client;
-        if !self.may_write(&format!("octavia.{}", write_call(write)), &lb.id, || {
+        if !self.may_write(&format!("octavia.{}", write.call()), &lb.id, || {
             format!("{write:?}")
         }) {
             return Ok(());
@@ -348,7 +345,7 @@ impl OpenStackLoadBalancers {
             },
             Write::DeleteMonitor { id } => octavia::delete_monitor(c, id).await,
         };
-        r.map_err(api)
+        Ok(r?)
     }
 
     /// Plans on the existing load balancer and makes the next write; `Ok` when converged.
@@ -390,7 +387,7 @@ impl OpenStackLoadBalancers {
             &selected,
             family,
         );
-        let tree = octavia::read_tree(&self.client, lb).await.map_err(api)?;
+        let tree = octavia::read_tree(&self.client, lb).await?;
         match plan::next(&tree, &want, &service.ports, lb_name, self.features.tags) {
             Next::Converged => Ok(tree.load_balancer),
             Next::Wait(why) => Err(wait(why)),
@@ -401,7 +398,7 @@ impl OpenStackLoadBalancers {
                 Err(wait(format!(
                     "load balancer {} is being updated ({})",
                     tree.load_balancer.id,
-                    write_name(&write)
+                    write.call()
                 )))
             }
         }
@@ -414,8 +411,7 @@ impl OpenStackLoadBalancers {
         let detected = self
             .external_network
             .get_or_try_init(|| floating_ips::detect_external_network(&self.client))
-            .await
-            .map_err(api)?;
+            .await?;
         Ok(detected.clone())
     }
 
@@ -430,19 +426,19 @@ impl OpenStackLoadBalancers {
         lb: &LoadBalancer,
     ) -> Result<String> {
         let c = &self.client;
-        let attached = floating_ips::on_port(c, &lb.vip_port_id).await.map_err(api)?;
+        let attached = floating_ips::on_port(c, &lb.vip_port_id).await?;
         if conf.internal || lb.vip_address.contains(':') {
             if let Some(fip) = attached {
                 if fip.is_created() && !conf.keep_floating_ip {
                     if self.may_write("neutron.delete_floatingip", &fip.id, || {
                         fip.floating_ip_address.clone()
                     }) {
-                        floating_ips::delete(c, &fip.id).await.map_err(api)?;
+                        floating_ips::delete(c, &fip.id).await?;
                     }
                 } else if self.may_write("neutron.detach_floatingip", &fip.id, || {
                     fip.floating_ip_address.clone()
                 }) {
-                    floating_ips::attach(c, &fip.id, None).await.map_err(api)?;
+                    floating_ips::attach(c, &fip.id, None).await?;
                 }
             }
             return Ok(lb.vip_address.clone());
@@ -451,7 +447,7 @@ impl OpenStackLoadBalancers {
             return Ok(fip.floating_ip_address);
         }
         if let Some(address) = &conf.requested_ip
-            && let Some(fip) = floating_ips::by_address(c, address).await.map_err(api)?
+            && let Some(fip) = floating_ips::by_address(c, address).await?
         {
             if fip.port_id.as_deref().is_some_and(|p| !p.is_empty()) {
                 return Err(ProviderError::InvalidArgument(format!(
@@ -459,9 +455,7 @@ impl OpenStackLoadBalancers {
                 )));
             }
             if self.may_write("neutron.attach_floatingip", &fip.id, || lb.vip_port_id.clone()) {
-                floating_ips::attach(c, &fip.id, Some(&lb.vip_port_id))
-                    .await
-                    .map_err(api)?;
+                floating_ips::attach(c, &fip.id, Some(&lb.vip_port_id)).await?;
             }
             return Ok(fip.floating_ip_address);
         }
@@ -475,7 +469,7 @@ impl OpenStackLoadBalancers {
         };
         let subnet = match conf.floating.as_ref().map(|f| &f.subnet) {
             Some(FloatingSubnet::Id(id)) => {
-                let of = floating_ips::subnet_network(c, id).await.map_err(api)?;
+                let of = floating_ips::subnet_network(c, id).await?;
                 if of.as_deref() != Some(network.as_str()) {
                     return Err(ProviderError::InvalidArgument(format!(
                         "floating subnet {id} is not a subnet of the floating network {network}"
@@ -502,7 +496,7 @@ impl OpenStackLoadBalancers {
                 lb.id
             )));
         }
-        let fip = floating_ips::create(c, &new).await.map_err(api)?;
+        let fip = floating_ips::create(c, &new).await?;
         Ok(fip.floating_ip_address)
     }
 
@@ -516,42 +510,7 @@ impl OpenStackLoadBalancers {
 
     /// Writes made since start (Octavia and Neutron).
     pub fn writes(&self) -> u64 {
-        *self.writes.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-/// The Octavia call of `write`, for the dry run's record.
-fn write_call(write: &Write) -> &'static str {
-    match write {
-        Write::DeleteErrored { .. } => "delete_load_balancer",
-        Write::TagLoadBalancer { .. } => "update_load_balancer",
-        Write::DeletePool { .. } => "delete_pool",
-        Write::DeleteListener { .. } => "delete_listener",
-        Write::CreateListener { .. } => "create_listener",
-        Write::UpdateListener { .. } => "update_listener",
-        Write::CreatePool { .. } => "create_pool",
-        Write::UpdatePool { .. } => "update_pool",
-        Write::SetMembers { .. } => "batch_update_members",
-        Write::CreateMonitor { .. } => "create_health_monitor",
-        Write::UpdateMonitor { .. } => "update_health_monitor",
-        Write::DeleteMonitor { .. } => "delete_health_monitor",
-    }
-}
-
-fn write_name(write: &Write) -> &'static str {
-    match write {
-        Write::DeleteErrored { .. } => "deleting it after an ERROR",
-        Write::TagLoadBalancer { .. } => "tagging it",
-        Write::DeletePool { .. } => "deleting a pool",
-        Write::DeleteListener { .. } => "deleting a listener",
-        Write::CreateListener { .. } => "creating a listener",
-        Write::UpdateListener { .. } => "updating a listener",
-        Write::CreatePool { .. } => "creating a pool",
-        Write::UpdatePool { .. } => "updating a pool",
-        Write::SetMembers { .. } => "updating members",
-        Write::CreateMonitor { .. } => "creating a health monitor",
-        Write::UpdateMonitor { .. } => "updating a health monitor",
-        Write::DeleteMonitor { .. } => "deleting a health monitor",
+        self.writes.load(Ordering::Relaxed)
     }
 }
 
@@ -573,10 +532,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
         let Some(lb) = self.find(id.map(String::as_str), &lb_name, service).await? else {
             return Ok(None);
         };
-        let address = match floating_ips::on_port(&self.client, &lb.vip_port_id)
-            .await
-            .map_err(api)?
-        {
+        let address = match floating_ips::on_port(&self.client, &lb.vip_port_id).await? {
             Some(fip) => fip.floating_ip_address,
             None => lb.vip_address.clone(),
         };
@@ -658,16 +614,13 @@ impl LoadBalancers for OpenStackLoadBalancers {
             // Gone (also when deleted by hand): a floating IP made for it and left unattached
             // goes too (OCCM leaks it).
             if !keep {
-                for fip in floating_ips::by_description(&self.client, &description)
-                    .await
-                    .map_err(api)?
-                {
+                for fip in floating_ips::by_description(&self.client, &description).await? {
                     if fip.port_id.as_deref().is_none_or(str::is_empty)
                         && self.may_write("neutron.delete_floatingip", &fip.id, || {
                             fip.floating_ip_address.clone()
                         })
                     {
-                        floating_ips::delete(&self.client, &fip.id).await.map_err(api)?;
+                        floating_ips::delete(&self.client, &fip.id).await?;
                     }
                 }
             }
@@ -684,20 +637,18 @@ impl LoadBalancers for OpenStackLoadBalancers {
             )));
         }
         if !keep
-            && let Some(fip) = floating_ips::on_port(&self.client, &lb.vip_port_id)
-                .await
-                .map_err(api)?
+            && let Some(fip) = floating_ips::on_port(&self.client, &lb.vip_port_id).await?
             && fip.is_created()
             && self.may_write("neutron.delete_floatingip", &fip.id, || {
                 fip.floating_ip_address.clone()
             })
         {
-            floating_ips::delete(&self.client, &fip.id).await.map_err(api)?;
+            floating_ips::delete(&self.client, &fip.id).await?;
         }
         if !self.may_write("octavia.delete_load_balancer", &lb.id, || "cascade=true".into()) {
             return Err(wait(format!("dry run: load balancer {} would be deleted", lb.id)));
         }
-        octavia::delete_cascade(&self.client, &lb.id).await.map_err(api)?;
+        octavia::delete_cascade(&self.client, &lb.id).await?;
         Err(wait(format!("load balancer {} is being deleted", lb.id)))
     }
 }

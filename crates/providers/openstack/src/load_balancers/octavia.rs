@@ -10,7 +10,7 @@ use super::{
     plan::ListenerUpdate,
     service_conf::Timeouts,
 };
-use crate::client::{ApiError, Client, Service, path_segment};
+use crate::client::{ApiError, Client, Service, absent_ok, path_segment};
 
 /// Most pages of a listing read (Octavia pages at 1000 by default).
 const MAX_PAGES: usize = 50;
@@ -57,26 +57,11 @@ pub async fn by_name(client: &Client, name: &str) -> Result<Vec<observed::LoadBa
 /// The load balancer `id`, or `None` when Octavia does not know it.
 pub async fn get(client: &Client, id: &str) -> Result<Option<observed::LoadBalancer>, ApiError> {
     let path = format!("/lbaas/loadbalancers/{}", path_segment(id));
-    match client
-        .get(Service::LoadBalancer, &path)
-        .send_json::<Value>()
-        .await
-    {
-        Ok(mut answer) => Ok(Some(
-            serde_json::from_value(answer["loadbalancer"].take()).map_err(|e| decode(&path, e))?,
-        )),
-        Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(e),
-    }
-}
-
-fn decode(path: &str, e: serde_json::Error) -> ApiError {
-    ApiError::local(
-        Service::LoadBalancer,
-        http::Method::GET,
-        path,
-        crate::client::ErrorKind::Decode,
-        e.to_string(),
+    absent_ok(
+        client
+            .get(Service::LoadBalancer, &path)
+            .send_json_field("loadbalancer")
+            .await,
     )
 }
 
@@ -102,20 +87,12 @@ pub async fn read_tree(client: &Client, lb: observed::LoadBalancer) -> Result<Tr
             .await?;
         if !pool.healthmonitor_id.is_empty() {
             let path = format!("/lbaas/healthmonitors/{}", path_segment(&pool.healthmonitor_id));
-            match client
-                .get(Service::LoadBalancer, &path)
-                .send_json::<Value>()
-                .await
-            {
-                Ok(mut answer) => {
-                    pool.monitor = Some(
-                        serde_json::from_value(answer["healthmonitor"].take())
-                            .map_err(|e| decode(&path, e))?,
-                    );
-                }
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e),
-            }
+            pool.monitor = absent_ok(
+                client
+                    .get(Service::LoadBalancer, &path)
+                    .send_json_field("healthmonitor")
+                    .await,
+            )?;
         }
     }
     Ok(Tree {
@@ -294,12 +271,11 @@ pub fn create_body(lb: &NewLoadBalancer, listeners: &[desired::Listener]) -> Val
 
 /// Creates the load balancer; returns it as Octavia answered (`PENDING_CREATE`).
 pub async fn create(client: &Client, body: &Value) -> Result<observed::LoadBalancer, ApiError> {
-    let mut answer: Value = client
+    client
         .post(Service::LoadBalancer, "/lbaas/loadbalancers")
         .json(body)
-        .send_json()
-        .await?;
-    serde_json::from_value(answer["loadbalancer"].take()).map_err(|e| decode("/lbaas/loadbalancers", e))
+        .send_json_field("loadbalancer")
+        .await
 }
 
 /// Deletes the load balancer and everything under it (`cascade=true`). A 404 is success.
@@ -314,11 +290,9 @@ pub async fn delete_cascade(client: &Client, id: &str) -> Result<(), ApiError> {
     )
 }
 
+/// A delete whose object is already gone succeeded.
 fn ignore_not_found(result: Result<(), ApiError>) -> Result<(), ApiError> {
-    match result {
-        Err(e) if e.is_not_found() => Ok(()),
-        other => other,
-    }
+    absent_ok(result).map(drop)
 }
 
 /// Sets the load balancer's tags.

@@ -75,6 +75,26 @@ pub enum Write {
     DeleteMonitor { id: String },
 }
 
+impl Write {
+    /// The Octavia call it makes (the dry run's record, the logs).
+    pub fn call(&self) -> &'static str {
+        match self {
+            Self::DeleteErrored { .. } => "delete_load_balancer",
+            Self::TagLoadBalancer { .. } => "update_load_balancer",
+            Self::DeletePool { .. } => "delete_pool",
+            Self::DeleteListener { .. } => "delete_listener",
+            Self::CreateListener { .. } => "create_listener",
+            Self::UpdateListener { .. } => "update_listener",
+            Self::CreatePool { .. } => "create_pool",
+            Self::UpdatePool { .. } => "update_pool",
+            Self::SetMembers { .. } => "batch_update_members",
+            Self::CreateMonitor { .. } => "create_health_monitor",
+            Self::UpdateMonitor { .. } => "update_health_monitor",
+            Self::DeleteMonitor { .. } => "delete_health_monitor",
+        }
+    }
+}
+
 /// The fields of a listener that differ (`None`: unchanged).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ListenerUpdate {
