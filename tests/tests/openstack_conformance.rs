@@ -5,11 +5,13 @@
 //! The fixture file is the one an operator of an OpenStack cloud writes: servers booted for the
 //! run (two running, of two flavors; one stopped; one deleted), described as the provider
 //! reports them (providerID `openstack:///<id>`, the flavor's name, zone `nova`, the region,
-//! the port's address), a pod CIDR on `router1` for the routes case, and
-//! `capabilities: {load_balancers: false}`: the provider serves no load balancers yet, so the
-//! tool skips those cases for that reason and checks that LoadBalancers answers UNIMPLEMENTED.
+//! the port's address), a pod CIDR on `router1` for the routes case, every capability (load
+//! balancers on the test cloud's Octavia), a Service OCCM's annotations make invalid, and a
+//! `slow_provisioning` hook that does nothing: every Octavia create answers RETRY_AFTER until
+//! Octavia reports the load balancer ACTIVE. Two cases must skip, each for its reason: no OCCM
+//! annotation hands a Service to another controller, and no capability is missing.
 //!
-//! The test cloud never throttles, so the gateway reaches Nova and Neutron through a small
+//! The test cloud never throttles, so the gateway reaches Nova, Neutron and Octavia through a small
 //! throttling proxy, registered as a catalog region of its own, which answers 429 while a flag
 //! file exists: the fixture's `hooks.throttle` creates and removes it (as the AWS run's fault
 //! proxy in front of moto, `crates/providers/aws/tests/conformance.rs`).
@@ -35,17 +37,14 @@ use tokio::{
     task::JoinHandle,
 };
 
-/// The cases that must skip, for want of the load balancer capability the fixture does not
-/// expect; every other case must pass.
-const NO_LOAD_BALANCERS: [&str; 6] = [
-    "load_balancer_lifecycle",
-    "ensure_twice_creates_one_load_balancer",
-    "update_changes_backends",
-    "implemented_elsewhere_is_typed",
-    "provider_invalid_argument_is_typed",
-    "retry_after_is_typed",
+/// The cases that must skip, with the reason the tool prints; every other case must pass.
+const SKIPPED: [(&str, &str); 2] = [
+    (
+        "implemented_elsewhere_is_typed",
+        "implemented_elsewhere_annotations",
+    ),
+    ("missing_capabilities_answer_unimplemented", "every capability"),
 ];
-
 // ---------------------------------------------------------------------------------------------
 // The throttling proxy
 // ---------------------------------------------------------------------------------------------
@@ -161,17 +160,19 @@ async fn cloudgateway_conformance_passes_against_our_gateway_on_openstack() {
     );
     leftovers.deleted(&gone);
 
-    // Nova and Neutron behind the throttling proxy, in a region of their own.
+    // Nova, Neutron and Octavia behind the throttling proxy, in a region of their own.
     let dir = tempfile::tempdir().expect("temp dir");
     let flag = dir.path().join("throttle");
     let endpoints = &cloud.info.endpoints;
     let nova = ThrottleProxy::start(socket_of(&endpoints["compute"]), flag.clone()).await;
     let neutron = ThrottleProxy::start(socket_of(&endpoints["network"]), flag.clone()).await;
+    let octavia = ThrottleProxy::start(socket_of(&endpoints["load-balancer"]), flag.clone()).await;
     let region = cloud.unique_name("conformance");
     let catalog: BTreeMap<String, String> = [
         ("identity", endpoints["identity"].clone()),
         ("compute", through(&endpoints["compute"], nova.addr)),
         ("network", through(&endpoints["network"], neutron.addr)),
+        ("load-balancer", through(&endpoints["load-balancer"], octavia.addr)),
     ]
     .map(|(kind, url)| (kind.to_owned(), url))
     .into();
@@ -203,7 +204,7 @@ async fn cloudgateway_conformance_passes_against_our_gateway_on_openstack() {
     };
     let fixture = format!(
         r#"provider_name: openstack
-capabilities: {{instances: true, load_balancers: false, routes: true}}
+capabilities: {{instances: true, load_balancers: true, routes: true}}
 cluster_name: {cluster}
 instances:
   running:
@@ -212,11 +213,15 @@ instances:
   terminated:
     - {{node_name: {}, provider_id: "{}"}}
   unknown_provider_id: "openstack:///{}"
+load_balancers:
+  invalid_service:
+    annotations: {{"loadbalancer.openstack.org/proxy-protocol": "v3"}}
 routes:
   destination_cidr: {cidr}
   target_node: {}
 hooks:
   throttle: {{on: "touch '{flag}'", off: "rm -f '{flag}'"}}
+  slow_provisioning: {{on: "true", off: "true"}}
 "#,
         running(&run_1),
         running(&run_2),
@@ -246,12 +251,13 @@ hooks:
     .await;
     println!("(run in {:.1}s)", started.elapsed().as_secs_f64());
 
-    assert_passed(&output, &stdout, &cases_except(&NO_LOAD_BALANCERS));
-    for case in NO_LOAD_BALANCERS {
+    let skipped: Vec<&str> = SKIPPED.iter().map(|(case, _)| *case).collect();
+    assert_passed(&output, &stdout, &cases_except(&skipped));
+    for (case, reason) in SKIPPED {
         let (verdict, why) = verdict(&stdout, case);
         assert!(
-            verdict == "SKIP" && why.contains("load_balancers capability"),
-            "{case} must skip for want of load balancers:\n{stdout}"
+            verdict == "SKIP" && why.contains(reason),
+            "{case} must skip ({reason}):\n{stdout}"
         );
     }
     assert_eq!(

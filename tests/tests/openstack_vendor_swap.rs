@@ -13,16 +13,18 @@
 //! - the simulator's nodes are "not mine" for OpenStack: a NotReady one is kept, and nothing is
 //!   routed on `router1` for them;
 //! - the Service at the simulator is reported as held by the former provider, its status kept
-//!   (OpenStack serves no load balancers yet: nothing is made, updated or deleted for it, not
-//!   even when the node set changes);
-//! - a Service created while OpenStack serves gets nothing written (no finalizer, no provider
-//!   record), only a Warning that load balancers are not served;
+//!   (nothing is made, updated or deleted for it at OpenStack, not even when the node set
+//!   changes);
+//! - a Service created while OpenStack serves gets an Octavia load balancer named as OCCM names
+//!   it, with the OpenStack servers as members (not the simulator's nodes) and a floating IP as
+//!   its address; its backends follow the node set; deleted, its load balancer and floating IP
+//!   go;
 //! - `b`'s server deleted: its Node is deleted and its route leaves `router1`;
 //! - every controller reports the provider it now talks to (`gateway_provider_info`), keeps its
 //!   PID, and no Service sync fails visibly (`SyncLoadBalancerFailed`, `UpdateLoadBalancerFailed`).
 //!
-//! Then the simulator is swapped back in: the Service created while OpenStack served gets its
-//! load balancer there, and the simulator's own Service is no longer reported as held elsewhere.
+//! Then the simulator is swapped back in: the simulator's own Service is no longer reported as
+//! held elsewhere.
 
 mod openstack_support;
 
@@ -221,26 +223,29 @@ async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_co
     wait_event(&cluster, &["LoadBalancerAtFormerProvider"], "before").await;
     assert_eq!(ingress_ips(&services.get("before").await.unwrap()), before_ips);
 
-    // A Service created while OpenStack serves: nothing is written to it (a finalizer and the
-    // record "openstack" written for a call bound to fail held it for OpenStack after the swap
-    // back, though OpenStack never made anything), one Warning says why.
-    cluster.create_lb_service("default", "unserved", json!({})).await;
-    let warning = wait_event(
-        &cluster,
-        &["LoadBalancersNotServed", "SyncLoadBalancerFailed"],
-        "unserved",
-    )
-    .await;
-    let unserved = services.get("unserved").await.unwrap();
-    assert!(
-        !has_finalizer(&unserved) && recorded_provider(&unserved).is_none(),
-        "nothing written to a Service while no load balancers are served: {:?}",
-        unserved.metadata
+    // A Service created while OpenStack serves: an Octavia load balancer as OCCM builds it, the
+    // OpenStack servers its members, a floating IP its address.
+    cluster.create_lb_service("default", "served", json!({})).await;
+    let served = wait_ingress_ip(&services, "served", "served provisioned by Octavia").await;
+    assert_eq!(recorded_provider(&served), Some("openstack"));
+    assert!(has_finalizer(&served));
+    let lb_name = format!("kube_service_{cluster_name}_default_served");
+    let lb = octavia_load_balancer(&client, &lb_name)
+        .await
+        .expect("the Octavia load balancer");
+    assert_eq!(
+        members(&client, &lb).await,
+        sorted(vec![a.ipv4.clone(), b.ipv4.clone()])
     );
-    assert_eq!(warning.reason.as_deref(), Some("LoadBalancersNotServed"));
-    let note = warning.note.unwrap_or_default();
-    assert!(note.contains("provider openstack"), "{note}");
-    assert!(ingress_ips(&unserved).is_empty());
+    let served_ip = ingress_ips(&served).remove(0);
+    let fip = floating_ip(&client, &served_ip)
+        .await
+        .expect("the Service's address is a floating IP");
+    assert_eq!(
+        fip["port_id"].as_str(),
+        lb["vip_port_id"].as_str(),
+        "on the VIP port"
+    );
     let lb_metrics = cluster.metrics_of("service-lb-controller").await;
     assert!(
         lb_metrics.contains(
@@ -265,6 +270,13 @@ async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_co
     let node = nodes.get(&a.name).await.expect("a stays");
     check_openstack_node(&node, &a);
     assert_eq!(nexthops(&client, &router, &cidr_a).await, vec![a.ipv4.clone()]);
+    // b left the node set: only a stays a member of served's load balancer.
+    wait_for("b no longer a member", Duration::from_secs(60), || {
+        let (client, lb) = (&client, &lb);
+        let want = vec![a.ipv4.clone()];
+        async move { (members(client, lb).await == want).then_some(()) }
+    })
+    .await;
 
     // Every controller has called the gateway since (the lifecycle controller only for NotReady
     // nodes), and follows the provider it serves now.
@@ -287,6 +299,26 @@ async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_co
         handover.elapsed()
     );
 
+    // served deleted while OpenStack serves: its load balancer and floating IP go, then the
+    // finalizer.
+    services
+        .delete("served", &Default::default())
+        .await
+        .expect("delete served");
+    wait_for("served gone", Duration::from_secs(120), || {
+        let services = services.clone();
+        async move { services.get_opt("served").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+    assert!(
+        octavia_load_balancer(&client, &lb_name).await.is_none(),
+        "served's load balancer deleted"
+    );
+    assert!(
+        floating_ip(&client, &served_ip).await.is_none(),
+        "served's floating IP deleted"
+    );
+
     // Leave router1 clean: a's Node goes, its route with it.
     nodes
         .delete(&a.name, &Default::default())
@@ -294,29 +326,10 @@ async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_co
         .expect("delete a's Node");
     wait_routed(&client, &router, &cidr_a, &[], "a's route removed from router1").await;
 
-    // The simulator back at the address (same state): the controller, which makes no call for
-    // the Services that wait, asks by itself and finds load balancers served again. The Service
-    // created meanwhile gets its load balancer at the simulator; the simulator's own Service is
-    // no longer reported as held elsewhere.
+    // The simulator back at the address (same state): its own Service is no longer reported as
+    // held elsewhere.
     cluster.stop_gateway().await;
     cluster.start_gateway().await;
-    let unserved = wait_ingress_ip(
-        &services,
-        "unserved",
-        "unserved provisioned by the simulator once it is back",
-    )
-    .await;
-    assert_eq!(recorded_provider(&unserved), Some("simulator"));
-    assert!(has_finalizer(&unserved));
-    assert!(
-        cluster
-            .load_balancers()
-            .await
-            .iter()
-            .any(|lb| lb["service_uid"].as_str() == unserved.metadata.uid.as_deref()),
-        "a load balancer at the simulator for unserved: {:?}",
-        cluster.load_balancers().await
-    );
     wait_for(
         "before no longer reported as held by a former provider",
         Duration::from_secs(30),
@@ -338,6 +351,79 @@ async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_co
     );
     cluster.stop().await;
     drop(leftovers);
+}
+
+/// The load balancer named `name` in Octavia (not being deleted), if any.
+async fn octavia_load_balancer(
+    client: &provider_openstack::client::Client,
+    name: &str,
+) -> Option<serde_json::Value> {
+    use provider_openstack::client::Service as Api;
+    let lbs: serde_json::Value = client
+        .get(Api::LoadBalancer, "/lbaas/loadbalancers")
+        .query(&[("name", name)])
+        .send_json()
+        .await
+        .expect("list load balancers");
+    lbs["loadbalancers"]
+        .as_array()?
+        .iter()
+        .find(|lb| {
+            !matches!(
+                lb["provisioning_status"].as_str(),
+                Some("DELETED" | "PENDING_DELETE")
+            )
+        })
+        .cloned()
+}
+
+/// The member addresses of every pool of `lb`, sorted.
+async fn members(client: &provider_openstack::client::Client, lb: &serde_json::Value) -> Vec<String> {
+    use provider_openstack::client::Service as Api;
+    let id = lb["id"].as_str().unwrap_or_default();
+    let pools: serde_json::Value = client
+        .get(Api::LoadBalancer, "/lbaas/pools")
+        .query(&[("loadbalancer_id", id)])
+        .send_json()
+        .await
+        .expect("pools");
+    let mut addresses = Vec::new();
+    for pool in pools["pools"].as_array().into_iter().flatten() {
+        let path = format!("/lbaas/pools/{}/members", pool["id"].as_str().unwrap_or_default());
+        let members: serde_json::Value = client
+            .get(Api::LoadBalancer, &path)
+            .send_json()
+            .await
+            .expect("members");
+        addresses.extend(
+            members["members"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|m| m["address"].as_str().map(str::to_owned)),
+        );
+    }
+    sorted(addresses)
+}
+
+/// The floating IP with `address`, if the project has it.
+async fn floating_ip(
+    client: &provider_openstack::client::Client,
+    address: &str,
+) -> Option<serde_json::Value> {
+    use provider_openstack::client::Service as Api;
+    let fips: serde_json::Value = client
+        .get(Api::Network, "/floatingips")
+        .query(&[("floating_ip_address", address)])
+        .send_json()
+        .await
+        .expect("floating IPs");
+    fips["floatingips"].as_array()?.first().cloned()
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
 }
 
 /// The Service syncs that failed visibly: `SyncLoadBalancerFailed` (ensure, cleanup) and

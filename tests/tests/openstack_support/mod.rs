@@ -188,7 +188,13 @@ pub fn write_cloud_conf(cloud: &TestCloud, dir: &Path, region: Option<&str>) -> 
             }
         }
     }
-    conf.push_str(&format!("\n[Route]\nrouter-id = {}\n", cloud.info.ids.router1));
+    let ids = &cloud.info.ids;
+    conf.push_str(&format!("\n[Route]\nrouter-id = {}\n", ids.router1));
+    // As an OCCM operator writes it: the VIPs on the tenant subnet, floating IPs from `public`.
+    conf.push_str(&format!(
+        "\n[LoadBalancer]\nsubnet-id = {}\nfloating-network-id = {}\n",
+        ids.subnet_private, ids.network_public
+    ));
     let path = dir.join("cloud.conf");
     std::fs::write(&path, conf).expect("write cloud.conf");
     path

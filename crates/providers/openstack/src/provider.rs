@@ -1,7 +1,8 @@
 //! [`OpenStackProvider`]: what the gateway serves for `--provider openstack`, built from OCCM's
 //! `cloud.conf` as OCCM builds its cloud: authenticated at once (a bad credential stops the
 //! gateway at start), InstancesV2 always, Routes when `[Route] router-id` is set and Neutron has
-//! extra routes, no load balancers yet (another issue).
+//! extra routes, LoadBalancers on Octavia unless `[LoadBalancer] enabled = false` or the catalog
+//! has no load-balancer endpoint.
 
 use std::sync::Arc;
 
@@ -11,6 +12,7 @@ use crate::{
     client::{ApiError, Client},
     cloud_config::OpenStackConfig,
     instances::{IDS_PER_CALL, OpenStackInstances},
+    load_balancers::OpenStackLoadBalancers,
     nodes::{AddressOptions, ProviderIdScheme, provider_id::PROVIDER_NAME},
     routes::OpenStackRoutes,
 };
@@ -29,6 +31,9 @@ pub enum SetupError {
         /// Why.
         reason: provider::ProviderError,
     },
+    /// `[LoadBalancer]` asks for what this provider does not implement, or Octavia failed.
+    #[error("cannot serve load balancers: {0}")]
+    LoadBalancers(provider::ProviderError),
 }
 
 /// The OpenStack cloud behind the gateway.
@@ -36,6 +41,7 @@ pub struct OpenStackProvider {
     client: Client,
     instances: OpenStackInstances,
     routes: Option<OpenStackRoutes>,
+    load_balancers: Option<OpenStackLoadBalancers>,
 }
 
 impl OpenStackProvider {
@@ -67,20 +73,25 @@ impl OpenStackProvider {
             ),
             _ => None,
         };
-        tracing::warn!(
-            "OpenStack load balancers are not served yet: the service controller stays idle; \
-             [LoadBalancer] settings are read and checked, and have no effect"
-        );
+        let load_balancers = if config.load_balancer.enabled {
+            OpenStackLoadBalancers::discover(client.clone(), config.load_balancer.clone(), scheme.clone())
+                .await
+                .map_err(SetupError::LoadBalancers)?
+        } else {
+            None
+        };
         tracing::info!(
             region = %scheme.region,
             regional = scheme.regional,
             routes = routes.is_some(),
+            load_balancers = ?load_balancers.as_ref().map(|l| l.version()),
             "OpenStack provider ready"
         );
         Ok(Arc::new(Self {
             instances: OpenStackInstances::new(client.clone(), scheme, addresses),
             client,
             routes,
+            load_balancers,
         }))
     }
 
@@ -106,7 +117,7 @@ impl Provider for OpenStackProvider {
     }
 
     fn load_balancers(&self) -> Option<&dyn LoadBalancers> {
-        None
+        self.load_balancers.as_ref().map(|l| l as &dyn LoadBalancers)
     }
 
     fn routes(&self) -> Option<&dyn Routes> {

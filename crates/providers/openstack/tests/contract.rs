@@ -5,16 +5,16 @@
 //! cloud's `cloud.conf` (as the `ccm` user, `[Route] router-id` = the shared `router1`), its own
 //! cluster name, and servers booted only when the case asks for one (deleted when the fixture is
 //! dropped). The provider talks to the cloud through [`ThrottleProxy`], a small HTTP proxy in
-//! front of Keystone, Nova and Neutron (it rewrites the catalog to point at itself) that answers
+//! front of Keystone, Nova, Neutron and Octavia (it rewrites the catalog to point at itself) that answers
 //! 429 to everything once `throttle_everything` turns it on: the test cloud never throttles.
 //!
-//! The provider has no load balancers yet (`Capabilities.load_balancers = false`), which
-//! `contract_suite!` cannot express (it fails every case a fixture skips, and leaves out
-//! `missing_capabilities_answer_unimplemented`). So this file expands the cases itself:
-//! - every case that needs no load balancer must pass (as in `contract_suite!`);
-//! - the load balancer cases must skip for exactly that reason ([`must_skip_for_no_lbs`]);
-//! - `missing_capabilities_answer_unimplemented` runs too: LoadBalancers answers UNIMPLEMENTED;
-//! - [`the_suite_expands_every_case`] checks that every case of `cases::ALL` is expanded.
+//! Every case runs, as `contract_suite!` runs them, except two that must skip, each for its
+//! stated reason (`contract_suite!` fails every skip, so this file expands the cases itself):
+//! - `implemented_elsewhere_is_typed`: OCCM has no annotation that hands a Service to another
+//!   controller (`spec.loadBalancerClass` is the service controller's to honour);
+//! - `missing_capabilities_answer_unimplemented`: the provider has every capability.
+//!
+//! [`the_suite_expands_every_case`] checks that every case of `cases::ALL` is expanded.
 
 use std::{
     convert::Infallible,
@@ -74,7 +74,7 @@ struct ProxyState {
     http: HttpClient<HttpConnector, Full<Bytes>>,
 }
 
-/// A proxy in front of Keystone, Nova and Neutron; stops when dropped.
+/// A proxy in front of Keystone, Nova, Neutron and Octavia; stops when dropped.
 struct ThrottleProxy {
     state: Arc<ProxyState>,
     /// The Keystone URL to give the provider (`auth-url`, through the proxy).
@@ -85,7 +85,7 @@ struct ThrottleProxy {
 impl ThrottleProxy {
     async fn start() -> Self {
         let endpoints = &cloud().info.endpoints;
-        let upstreams: Vec<String> = ["identity", "compute", "network"]
+        let upstreams: Vec<String> = ["identity", "compute", "network", "load-balancer"]
             .iter()
             .map(|s| origin(endpoints.get(*s).unwrap_or_else(|| panic!("no {s} endpoint"))))
             .collect();
@@ -231,7 +231,11 @@ async fn start() -> OpenStackFixture {
     let cloud = cloud();
     let proxy = ThrottleProxy::start().await;
     let text = std::fs::read_to_string(cloud.dir.join("cloud.conf")).expect("cloud.conf");
-    let text = format!("{text}\n[Route]\nrouter-id = {}\n", cloud.info.ids.router1);
+    let ids = &cloud.info.ids;
+    let text = format!(
+        "{text}\n[Route]\nrouter-id = {}\n[LoadBalancer]\nsubnet-id = {}\nfloating-network-id = {}\n",
+        ids.router1, ids.subnet_private, ids.network_public
+    );
     let mut config = cloud_config::parse(&text)
         .expect("cloud.conf parses")
         .to_config(false)
@@ -338,7 +342,7 @@ impl CloudFixture for OpenStackFixture {
     fn capabilities(&self) -> ExpectedCapabilities {
         ExpectedCapabilities {
             instances: true,
-            load_balancers: false,
+            load_balancers: true,
             routes: true,
         }
     }
@@ -368,16 +372,89 @@ impl CloudFixture for OpenStackFixture {
         Ok(format!("openstack:///{}", uuid::Uuid::new_v4()))
     }
 
+    async fn load_balancer_count(&self, cluster: &str) -> Option<usize> {
+        let lbs: Value = self
+            .client
+            .get(Service::LoadBalancer, "/lbaas/loadbalancers")
+            .send_json()
+            .await
+            .expect("list load balancers");
+        let prefix = format!("kube_service_{cluster}_");
+        Some(
+            lbs["loadbalancers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|lb| lb["name"].as_str().is_some_and(|n| n.starts_with(&prefix)))
+                .filter(|lb| lb["provisioning_status"] != "DELETED")
+                .count(),
+        )
+    }
+
+    /// The servers behind the members of every pool of the load balancer `name`.
+    async fn load_balancer_backends(&self, name: &str) -> Option<Vec<String>> {
+        let c = &self.client;
+        let lbs: Value = c
+            .get(Service::LoadBalancer, "/lbaas/loadbalancers")
+            .query(&[("name", name)])
+            .send_json()
+            .await
+            .expect("find the load balancer");
+        let id = lbs["loadbalancers"][0]["id"].as_str()?.to_owned();
+        let pools: Value = c
+            .get(Service::LoadBalancer, "/lbaas/pools")
+            .query(&[("loadbalancer_id", id.as_str())])
+            .send_json()
+            .await
+            .expect("pools");
+        let mut servers = Vec::new();
+        for pool in pools["pools"].as_array().into_iter().flatten() {
+            let pool_id = pool["id"].as_str().unwrap_or_default();
+            let members: Value = c
+                .get(Service::LoadBalancer, &format!("/lbaas/pools/{pool_id}/members"))
+                .send_json()
+                .await
+                .expect("members");
+            for m in members["members"].as_array().into_iter().flatten() {
+                let address = m["address"].as_str().unwrap_or_default();
+                let ports: Value = c
+                    .get(Service::Network, "/ports")
+                    .query(&[("fixed_ips", format!("ip_address={address}").as_str())])
+                    .send_json()
+                    .await
+                    .expect("the member's port");
+                servers.extend(
+                    ports["ports"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|p| p["device_id"].as_str().map(str::to_owned)),
+                );
+            }
+        }
+        Some(servers)
+    }
+
     fn implemented_elsewhere_annotations(&self) -> Result<std::collections::BTreeMap<String, String>, Skip> {
-        Err(Skip::because("the OpenStack provider has no load balancers yet"))
+        Err(Skip::because(NOT_ELSEWHERE))
     }
 
     fn invalid_service(&self) -> Result<(std::collections::BTreeMap<String, String>, String), Skip> {
-        Err(Skip::because("the OpenStack provider has no load balancers yet"))
+        // OCCM reads it as "off"; this provider refuses it by name.
+        Ok((
+            [(
+                "loadbalancer.openstack.org/proxy-protocol".to_owned(),
+                "v3".to_owned(),
+            )]
+            .into(),
+            String::new(),
+        ))
     }
 
+    /// Nothing to do: Octavia provisions every load balancer in the background, and a create
+    /// answers RETRY_AFTER until Octavia reports it ACTIVE.
     async fn slow_provisioning(&self, _seconds: u64) -> Result<(), Skip> {
-        Err(Skip::because("the OpenStack provider has no load balancers yet"))
+        Ok(())
     }
 
     async fn throttle_everything(&self) -> Result<(), Skip> {
@@ -399,16 +476,16 @@ impl CloudFixture for OpenStackFixture {
 // The cases
 // ---------------------------------------------------------------------------------------------
 
-/// A load balancer case must skip, for want of the capability, and touch nothing.
-fn must_skip_for_no_lbs(case: &str, result: contract_tests::CaseResult) {
-    match result {
-        Err(Skip(reason)) => assert!(
-            reason.contains("load_balancers"),
-            "{case} skipped for another reason than the missing load_balancers capability: {reason}"
-        ),
-        Ok(pass) => panic!("{case} passed ({pass:?}) without load balancers"),
-    }
-}
+/// The cases that make Octavia load balancers.
+const MAKE_LOAD_BALANCERS: &[&str] = &[
+    "load_balancer_lifecycle",
+    "ensure_twice_creates_one_load_balancer",
+    "update_changes_backends",
+    "retry_after_is_typed",
+];
+
+/// Why `implemented_elsewhere_is_typed` skips.
+const NOT_ELSEWHERE: &str = "OCCM has no annotation that hands a Service to another controller";
 
 macro_rules! must_pass {
     ($($case:ident),* $(,)?) => {
@@ -416,6 +493,11 @@ macro_rules! must_pass {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let fixture = start().await;
+                // Octavia's turn (see `TestCloud::octavia_turn`) for the cases that make load balancers.
+                let _turn = match MAKE_LOAD_BALANCERS.contains(&stringify!($case)) {
+                    true => Some(cloud().octavia_turn().await),
+                    false => None,
+                };
                 runner::must_pass(stringify!($case), cases::$case(&fixture).await);
             }
         )*
@@ -423,16 +505,19 @@ macro_rules! must_pass {
     };
 }
 
-macro_rules! must_skip_for_no_lbs {
-    ($($case:ident),* $(,)?) => {
+macro_rules! must_skip {
+    ($($case:ident: $why:expr),* $(,)?) => {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
                 let fixture = start().await;
-                must_skip_for_no_lbs(stringify!($case), cases::$case(&fixture).await);
+                match cases::$case(&fixture).await {
+                    Err(Skip(reason)) => assert!(reason.contains($why), "{} skipped for another reason: {reason}", stringify!($case)),
+                    Ok(pass) => panic!("{} passed ({pass:?}); it must skip: {}", stringify!($case), $why),
+                }
             }
         )*
-        const NO_LBS: &[&str] = &[$(stringify!($case)),*];
+        const SKIPPED: &[&str] = &[$(stringify!($case)),*];
     };
 }
 
@@ -457,23 +542,22 @@ must_pass!(
     // As the route controller sends it: the target's providerID and the addresses the gateway
     // reports for the server.
     routes_lifecycle_as_the_route_controller_sends,
-    // Not in contract_suite! (its fixtures claim everything): here LoadBalancers is missing.
-    missing_capabilities_answer_unimplemented,
-);
-
-must_skip_for_no_lbs!(
     load_balancer_lifecycle,
     ensure_twice_creates_one_load_balancer,
     update_changes_backends,
-    implemented_elsewhere_is_typed,
     provider_invalid_argument_is_typed,
     retry_after_is_typed,
+);
+
+must_skip!(
+    implemented_elsewhere_is_typed: NOT_ELSEWHERE,
+    missing_capabilities_answer_unimplemented: "every capability",
 );
 
 #[test]
 fn the_suite_expands_every_case() {
     let mut want: Vec<&str> = cases::ALL.iter().map(|c| c.name).collect();
-    let mut got: Vec<&str> = MUST_PASS.iter().chain(NO_LBS).copied().collect();
+    let mut got: Vec<&str> = MUST_PASS.iter().chain(SKIPPED).copied().collect();
     want.sort_unstable();
     got.sort_unstable();
     assert_eq!(got, want, "every case of cases::ALL must be expanded here");

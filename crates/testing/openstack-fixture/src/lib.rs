@@ -251,6 +251,32 @@ impl TestCloud {
         self.client(User::Admin).await
     }
 
+    /// Waits until no other test (of any process) makes Octavia load balancers, and holds that
+    /// until the returned guard is dropped.
+    ///
+    /// Why: the test cloud's Octavia keeps its state in sqlite. When two of its flows write at
+    /// once (the API and the worker, for two load balancers), sqlite can refuse one at once with
+    /// "database is locked" (a write-lock upgrade in WAL mode, which no busy timeout waits for);
+    /// the worker's flow then fails and leaves its load balancer PENDING_* for good, as a
+    /// broken Octavia would. A real Octavia on MySQL does not do that, so the tests that make
+    /// load balancers take turns.
+    pub async fn octavia_turn(&self) -> std::fs::File {
+        let path = self.dir.join("octavia-turn.lock");
+        tokio::task::spawn_blocking(move || {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            file.lock()
+                .unwrap_or_else(|e| panic!("lock {}: {e}", path.display()));
+            file
+        })
+        .await
+        .expect("the lock task")
+    }
+
     /// `prefix-<pid>-<n>-<time>`: unique across the tests and processes sharing the cloud.
     pub fn unique_name(&self, prefix: &str) -> String {
         let n = SEQ.fetch_add(1, Ordering::Relaxed);
