@@ -172,7 +172,10 @@ async fn cloudgateway_conformance_passes_against_our_gateway_on_openstack() {
         ("identity", endpoints["identity"].clone()),
         ("compute", through(&endpoints["compute"], nova.addr)),
         ("network", through(&endpoints["network"], neutron.addr)),
-        ("load-balancer", through(&endpoints["load-balancer"], octavia.addr)),
+        (
+            "load-balancer",
+            through(&endpoints["load-balancer"], octavia.addr),
+        ),
     ]
     .map(|(kind, url)| (kind.to_owned(), url))
     .into();
