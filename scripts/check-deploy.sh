@@ -251,9 +251,13 @@ assert granted == {
     ("", "services"): {"get", "list", "watch", "patch", "update"},
     ("", "services/status"): {"patch", "update"},
     ("", "nodes"): {"get", "list", "watch"},
+    ("", "namespaces"): {"get"},
     ("", "events"): {"create", "patch", "update"},
     ("events.k8s.io", "events"): {"create", "patch", "update"},
 }, f"service controller ClusterRole: {granted}"
+# The cluster's identity: the kube-system Namespace only.
+namespaces = [rule for rule in cluster_role["rules"] if "namespaces" in rule["resources"]]
+assert [rule.get("resourceNames") for rule in namespaces] == [["kube-system"]], f"namespaces: {namespaces}"
 # Shard leases: its own Role, in the namespace it is told to use.
 lease_role = m[("Role", f"{svc}-leader-election")]
 assert lease_role["metadata"]["namespace"] == flag(deploy, "leader-elect-resource-namespace")

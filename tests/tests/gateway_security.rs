@@ -240,12 +240,14 @@ async fn the_cloud_credentials_never_reach_a_log_line_a_metric_or_a_caller() {
         ..Default::default()
     };
     let ensure = pb::EnsureLoadBalancerRequest {
+        cluster_id: String::new(),
         cluster_name: "kubernetes".into(),
         service: Some(service.clone()),
         nodes: Vec::new(),
     };
     answers.push(format!("{:?}", lbs.ensure_load_balancer(ensure).await));
     let get = pb::GetLoadBalancerRequest {
+        cluster_id: String::new(),
         cluster_name: "kubernetes".into(),
         service: Some(service),
     };

@@ -35,7 +35,10 @@ use e2e::{
     nodes::{initialized, network_unavailable, provider_id, set_pod_cidr, wait_gone},
     wait_for, wait_ingress_ip,
 };
-use k8s_openapi::api::{core::v1::Service, events::v1::Event};
+use k8s_openapi::api::{
+    core::v1::{Namespace, Service},
+    events::v1::Event,
+};
 use openstack_fixture::{TestCloud, User};
 use openstack_support::{
     Leftovers, boot, check_openstack_node, create_node_with_provider_id, gateway_args, nexthops, spread,
@@ -236,6 +239,19 @@ async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_co
     assert_eq!(
         members(&client, &lb).await,
         sorted(vec![a.ipv4.clone(), b.ipv4.clone()])
+    );
+    // Tagged with the cluster's identity, the kube-system Namespace's UID, which the service
+    // controller sends.
+    let kube_system = kube::Api::<Namespace>::all(cluster.client.clone())
+        .get("kube-system")
+        .await
+        .expect("kube-system");
+    let identity = format!("kube_cluster_id_{}", kube_system.metadata.uid.expect("a UID"));
+    assert!(
+        lb["tags"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t == identity.as_str())),
+        "{identity} on {lb}"
     );
     let served_ip = ingress_ips(&served).remove(0);
     let fip = floating_ip(&client, &served_ip)

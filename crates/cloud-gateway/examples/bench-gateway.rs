@@ -176,6 +176,7 @@ async fn main() {
                     let mut lbs = lbs.clone();
                     async move {
                         let req = pb::GetLoadBalancerRequest {
+                            cluster_id: String::new(),
                             cluster_name: "bench".into(),
                             service: Some(pb::Service {
                                 uid: "bench-0000".into(),

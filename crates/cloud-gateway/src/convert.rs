@@ -39,6 +39,17 @@ pub fn cluster_name(name: &str) -> Result<&str> {
     Ok(name)
 }
 
+/// An optional cluster identity: empty, or a Kubernetes UID's characters (letters, digits,
+/// `-`), at most 64, so that a provider can put it in a tag or a name as it is.
+pub fn cluster_id(id: &str) -> Result<&str> {
+    if id.len() > 64 || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        return Err(invalid(format!(
+            "cluster_id {id:?}: at most 64 letters, digits and '-' (the kube-system Namespace's UID)"
+        )));
+    }
+    Ok(id)
+}
+
 /// A node reference: at least one of name and provider ID.
 pub fn node_ref(node: Option<pb::NodeRef>) -> Result<NodeRef> {
     let node = node.ok_or_else(|| invalid("node is required"))?;
@@ -184,6 +195,7 @@ pub fn service(service: Option<pb::Service>) -> Result<ServiceSpec> {
         )));
     }
     Ok(ServiceSpec {
+        cluster_id: String::new(),
         uid: svc.uid,
         namespace: svc.namespace,
         name: svc.name,
@@ -266,6 +278,22 @@ pub fn route_to_pb(r: &Route) -> pb::Route {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cluster_id_is_empty_or_fits_a_tag() {
+        for (id, ok) in [
+            ("", true),
+            ("0f3c2b5e-8a1d-4c6e-9b7a-2d4f6e8a0c1b", true),
+            (&"a".repeat(64), true),
+            (&"a".repeat(65), false),
+            ("kube system", false),
+            ("a,b", false),
+            ("a/b", false),
+            ("ü", false),
+        ] {
+            assert_eq!(cluster_id(id).is_ok(), ok, "{id:?}");
+        }
+    }
 
     fn good_service() -> pb::Service {
         pb::Service {

@@ -310,16 +310,20 @@ impl GatewayService {
         answer
     }
 
-    /// The provider's load balancers, the cluster name and the service of a request, validated.
+    /// The provider's load balancers, the cluster name and the service of a request (with the
+    /// cluster's identity), validated.
     fn lb_request(
         &self,
         cluster: &str,
+        cluster_id: &str,
         service: Option<pb::Service>,
     ) -> Result<(&dyn provider::LoadBalancers, String, provider::ServiceSpec), GatewayError> {
+        let mut spec = convert::service(service)?;
+        spec.cluster_id = convert::cluster_id(cluster_id)?.to_owned();
         Ok((
             self.load_balancers()?,
             convert::cluster_name(cluster)?.to_owned(),
-            convert::service(service)?,
+            spec,
         ))
     }
 }
@@ -331,7 +335,7 @@ impl pb::load_balancers_server::LoadBalancers for GatewayService {
         request: Request<pb::GetLoadBalancerRequest>,
     ) -> RpcResult<pb::GetLoadBalancerResponse> {
         self.handle("GetLoadBalancer", request, |caller, req| async move {
-            let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, req.service)?;
+            let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, &req.cluster_id, req.service)?;
             let read = provider::LoadBalancerRead {
                 service: svc.clone(),
                 ensure_nodes: None,
@@ -363,7 +367,7 @@ impl pb::load_balancers_server::LoadBalancers for GatewayService {
         request: Request<pb::GetLoadBalancerNameRequest>,
     ) -> RpcResult<pb::GetLoadBalancerNameResponse> {
         self.handle("GetLoadBalancerName", request, |_, req| async move {
-            let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, req.service)?;
+            let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, "", req.service)?;
             Ok(pb::GetLoadBalancerNameResponse {
                 name: lbs.load_balancer_name(&cluster, &svc),
             })
@@ -376,7 +380,7 @@ impl pb::load_balancers_server::LoadBalancers for GatewayService {
         request: Request<pb::EnsureLoadBalancerRequest>,
     ) -> RpcResult<pb::EnsureLoadBalancerResponse> {
         self.handle_write("EnsureLoadBalancer", request, |caller, req| async move {
-            let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, req.service)?;
+            let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, &req.cluster_id, req.service)?;
             let nodes = convert::lb_nodes(req.nodes)?;
             // The check an ensure starts with, batched with concurrent Services' reads: a load
             // balancer already as asked is answered without a write turn.
@@ -415,7 +419,7 @@ impl pb::load_balancers_server::LoadBalancers for GatewayService {
         request: Request<pb::UpdateLoadBalancerRequest>,
     ) -> RpcResult<pb::UpdateLoadBalancerResponse> {
         self.handle_write("UpdateLoadBalancer", request, |caller, req| async move {
-            let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, req.service)?;
+            let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, &req.cluster_id, req.service)?;
             let nodes = convert::lb_nodes(req.nodes)?;
             self.gate
                 .call(Class::Write, &caller, "update_load_balancer", || {
@@ -432,7 +436,7 @@ impl pb::load_balancers_server::LoadBalancers for GatewayService {
         request: Request<pb::EnsureLoadBalancerDeletedRequest>,
     ) -> RpcResult<pb::EnsureLoadBalancerDeletedResponse> {
         self.handle_write("EnsureLoadBalancerDeleted", request, |caller, req| async move {
-            let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, req.service)?;
+            let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, &req.cluster_id, req.service)?;
             let deleted = self
                 .gate
                 .call(Class::Write, &caller, "delete_load_balancer", || {

@@ -30,6 +30,9 @@ pub struct ServiceSpec {
     pub annotations: BTreeMap<String, String>,
     /// `spec.sessionAffinity == ClientIP`.
     pub session_affinity_client_ip: bool,
+    /// The identity of the Service's cluster (the kube-system Namespace's UID), from the
+    /// request; empty when the caller did not send it.
+    pub cluster_id: String,
 }
 
 /// One port of a Service.

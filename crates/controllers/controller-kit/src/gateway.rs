@@ -193,6 +193,8 @@ pub struct GatewayClient {
     retries: u32,
     provider: ProviderWatch,
     dry_run: DryRun,
+    /// Sent with every load-balancer call ([`GatewayClient::with_cluster_id`]).
+    pub(crate) cluster_id: String,
 }
 
 /// The gateway settings are unusable.
@@ -265,7 +267,16 @@ impl GatewayClient {
             retries: args.retries.max(1),
             provider,
             dry_run: DryRun::off(),
+            cluster_id: String::new(),
         })
+    }
+
+    /// Load-balancer calls carry the cluster's identity (the kube-system Namespace's UID), which
+    /// a provider records on what it creates and uses to leave other clusters' alone.
+    #[must_use]
+    pub fn with_cluster_id(mut self, cluster_id: String) -> Self {
+        self.cluster_id = cluster_id;
+        self
     }
 
     /// In dry-run, write calls are sent with the dry-run header, and only to a gateway that

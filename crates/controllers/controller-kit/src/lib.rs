@@ -23,6 +23,7 @@
 //! - [`watch_backoff`]: how a failing watch waits: a few seconds at most.
 //! - [`workqueue`]: upstream's `workqueue_*` metrics for a kube-runtime controller's queue.
 
+pub mod cluster_identity;
 pub mod dry_run;
 pub mod events;
 pub mod gateway;

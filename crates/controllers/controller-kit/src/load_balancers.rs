@@ -99,6 +99,7 @@ impl CloudLoadBalancers for GatewayClient {
         let request = pb::GetLoadBalancerRequest {
             cluster_name: cluster.to_owned(),
             service: Some(service_to_pb(service)?),
+            cluster_id: self.cluster_id.clone(),
         };
         let answer = self
             .with_retries("GetLoadBalancer", |timeout| {
@@ -122,6 +123,7 @@ impl CloudLoadBalancers for GatewayClient {
         let request = pb::EnsureLoadBalancerRequest {
             cluster_name: cluster.to_owned(),
             service: Some(service_to_pb(service)?),
+            cluster_id: self.cluster_id.clone(),
             nodes: nodes.iter().map(node_to_pb).collect(),
         };
         let answer = self
@@ -160,6 +162,7 @@ impl CloudLoadBalancers for GatewayClient {
         let request = pb::UpdateLoadBalancerRequest {
             cluster_name: cluster.to_owned(),
             service: Some(service_to_pb(service)?),
+            cluster_id: self.cluster_id.clone(),
             nodes: nodes.iter().map(node_to_pb).collect(),
         };
         self.write_call(
@@ -185,6 +188,7 @@ impl CloudLoadBalancers for GatewayClient {
         let request = pb::EnsureLoadBalancerDeletedRequest {
             cluster_name: cluster.to_owned(),
             service: Some(service_to_pb(service)?),
+            cluster_id: self.cluster_id.clone(),
         };
         self.write_call(
             "EnsureLoadBalancerDeleted",

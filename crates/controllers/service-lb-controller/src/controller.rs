@@ -7,6 +7,7 @@ use std::{
 };
 
 use controller_kit::{
+    cluster_identity::cluster_identity,
     events::Events,
     names::{callers::SERVICE_CONTROLLER, controllers::SERVICE_LB},
     node_watch::watch_node_changes,
@@ -64,10 +65,11 @@ pub async fn run(runtime: Runtime, config: Config) {
     let instance = args.identity.clone().or_else(|| std::env::var("HOSTNAME").ok());
     // Upstream's queue name: the `workqueue_*{name="service"}` series match upstream's dashboards.
     let queue = WorkQueue::register(&runtime.metrics, "service");
+    let cluster_id = cluster_identity(&runtime.client, &runtime.shutdown).await;
     let ctx = Arc::new(
         Context::new(
             runtime.client.clone(),
-            Arc::new(runtime.gateway.clone()),
+            Arc::new(runtime.gateway.clone().with_cluster_id(cluster_id)),
             runtime.cluster_name.clone(),
             config.load_balancer_class.clone(),
             shards.clone(),

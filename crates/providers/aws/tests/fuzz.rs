@@ -104,6 +104,7 @@ fn service() -> impl Strategy<Value = ServiceSpec> {
         .prop_map(
             |(uid, namespace, name, ports, local, hc, source_ranges, requested_ip, annotations, affinity)| {
                 ServiceSpec {
+                    cluster_id: String::new(),
                     uid,
                     namespace,
                     name,

@@ -553,6 +553,7 @@ async fn ensure_until_ready(
 
 async fn exists(lbs: &mut LbClient, cluster: &str, svc: &pb::Service) -> bool {
     lbs.get_load_balancer(pb::GetLoadBalancerRequest {
+        cluster_id: String::new(),
         cluster_name: cluster.to_owned(),
         service: Some(svc.clone()),
     })
@@ -563,6 +564,7 @@ async fn exists(lbs: &mut LbClient, cluster: &str, svc: &pb::Service) -> bool {
 
 async fn delete(lbs: &mut LbClient, cluster: &str, svc: &pb::Service) {
     let request = pb::EnsureLoadBalancerDeletedRequest {
+        cluster_id: String::new(),
         cluster_name: cluster.to_owned(),
         service: Some(svc.clone()),
     };
@@ -591,6 +593,7 @@ pub async fn load_balancer_lifecycle(f: &dyn CloudFixture) -> CaseResult {
     let lbs = &mut c.load_balancers;
 
     let get = pb::GetLoadBalancerRequest {
+        cluster_id: String::new(),
         cluster_name: cluster.clone(),
         service: Some(svc.clone()),
     };
@@ -612,6 +615,7 @@ pub async fn load_balancer_lifecycle(f: &dyn CloudFixture) -> CaseResult {
     assert!(!name.is_empty() && name.len() <= 255, "name {name:?}");
 
     let ensure = pb::EnsureLoadBalancerRequest {
+        cluster_id: String::new(),
         cluster_name: cluster.clone(),
         service: Some(svc.clone()),
         nodes: vec![lb_node(&backend)],
@@ -639,6 +643,7 @@ pub async fn load_balancer_lifecycle(f: &dyn CloudFixture) -> CaseResult {
     );
     // Deleting again finds nothing to do: an answer at once, not RETRY_AFTER.
     lbs.ensure_load_balancer_deleted(pb::EnsureLoadBalancerDeletedRequest {
+        cluster_id: String::new(),
         cluster_name: cluster.clone(),
         service: Some(svc),
     })
@@ -656,6 +661,7 @@ pub async fn ensure_twice_creates_one_load_balancer(f: &dyn CloudFixture) -> Cas
     let svc = service();
     let mut c = f.target().clients(CALLER).await;
     let ensure = pb::EnsureLoadBalancerRequest {
+        cluster_id: String::new(),
         cluster_name: cluster.clone(),
         service: Some(svc.clone()),
         nodes: vec![lb_node(&backend)],
@@ -685,6 +691,7 @@ pub async fn update_changes_backends(f: &dyn CloudFixture) -> CaseResult {
     let svc = service();
     let mut c = f.target().clients(CALLER).await;
     let ensure = pb::EnsureLoadBalancerRequest {
+        cluster_id: String::new(),
         cluster_name: cluster.clone(),
         service: Some(svc.clone()),
         nodes: vec![lb_node(&a)],
@@ -707,6 +714,7 @@ pub async fn update_changes_backends(f: &dyn CloudFixture) -> CaseResult {
     }
 
     let update = pb::UpdateLoadBalancerRequest {
+        cluster_id: String::new(),
         cluster_name: cluster.clone(),
         service: Some(svc.clone()),
         nodes: vec![lb_node(&b)],
@@ -742,6 +750,7 @@ pub async fn implemented_elsewhere_is_typed(f: &dyn CloudFixture) -> CaseResult 
     svc.annotations = annotations.into_iter().collect();
     let mut c = f.target().clients(CALLER).await;
     let ensure = pb::EnsureLoadBalancerRequest {
+        cluster_id: String::new(),
         cluster_name: cluster.clone(),
         service: Some(svc.clone()),
         nodes: vec![],
@@ -769,6 +778,7 @@ pub async fn provider_invalid_argument_is_typed(f: &dyn CloudFixture) -> CaseRes
     svc.load_balancer_ip = ip;
     let mut c = f.target().clients(CALLER).await;
     let ensure = pb::EnsureLoadBalancerRequest {
+        cluster_id: String::new(),
         cluster_name: cluster.clone(),
         service: Some(svc.clone()),
         nodes: vec![],
@@ -792,6 +802,7 @@ pub async fn retry_after_is_typed(f: &dyn CloudFixture) -> CaseResult {
     let svc = service();
     let mut c = f.target().clients(CALLER).await;
     let ensure = pb::EnsureLoadBalancerRequest {
+        cluster_id: String::new(),
         cluster_name: cluster.clone(),
         service: Some(svc.clone()),
         nodes: vec![],
@@ -836,6 +847,7 @@ pub async fn throttled_is_typed(f: &dyn CloudFixture) -> CaseResult {
     }
     if caps.load_balancers {
         let get = pb::GetLoadBalancerRequest {
+            cluster_id: String::new(),
             cluster_name: f.cluster_name(),
             service: Some(service()),
         };
@@ -1024,6 +1036,7 @@ pub async fn gateway_validation_rejects_bad_requests(f: &dyn CloudFixture) -> Ca
     if caps.load_balancers {
         let svc = service();
         let ensure = |cluster_name: &str, service: pb::Service| pb::EnsureLoadBalancerRequest {
+            cluster_id: String::new(),
             cluster_name: cluster_name.to_owned(),
             service: Some(service),
             nodes: vec![],
@@ -1181,6 +1194,7 @@ pub async fn missing_capabilities_answer_unimplemented(f: &dyn CloudFixture) -> 
                 let answer = c
                     .load_balancers
                     .get_load_balancer(pb::GetLoadBalancerRequest {
+                        cluster_id: String::new(),
                         cluster_name: f.cluster_name(),
                         service: Some(service()),
                     })

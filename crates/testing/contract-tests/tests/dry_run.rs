@@ -50,6 +50,7 @@ fn service(port: i32) -> pb::Service {
 
 fn ensure(port: i32, dry_header: bool) -> Request<pb::EnsureLoadBalancerRequest> {
     let mut request = Request::new(pb::EnsureLoadBalancerRequest {
+        cluster_id: String::new(),
         cluster_name: CLUSTER.into(),
         service: Some(service(port)),
         nodes: vec![pb::LoadBalancerNode {
@@ -143,6 +144,7 @@ async fn a_gateway_in_dry_run_makes_no_write_and_says_what_it_would_have_done() 
     let read = clients
         .load_balancers
         .get_load_balancer(pb::GetLoadBalancerRequest {
+            cluster_id: String::new(),
             cluster_name: CLUSTER.into(),
             service: Some(service(80)),
         })
@@ -225,6 +227,7 @@ async fn a_normal_gateway_honours_the_header_per_call_and_writes_without_it() {
         "{woulds:?}"
     );
     let mut delete = Request::new(pb::EnsureLoadBalancerDeletedRequest {
+        cluster_id: String::new(),
         cluster_name: CLUSTER.into(),
         service: Some(service(80)),
     });

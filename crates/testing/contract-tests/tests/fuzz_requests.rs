@@ -268,6 +268,7 @@ fn message(method: usize, known: String) -> BoxedStrategy<Vec<u8>> {
         5 => (cluster, optional_service)
             .prop_map(|(cluster_name, service)| {
                 pb::GetLoadBalancerRequest {
+                    cluster_id: String::new(),
                     cluster_name,
                     service,
                 }
@@ -286,6 +287,7 @@ fn message(method: usize, known: String) -> BoxedStrategy<Vec<u8>> {
         7 => (cluster, optional_service, lb_nodes())
             .prop_map(|(cluster_name, service, nodes)| {
                 pb::EnsureLoadBalancerRequest {
+                    cluster_id: String::new(),
                     cluster_name,
                     service,
                     nodes,
@@ -296,6 +298,7 @@ fn message(method: usize, known: String) -> BoxedStrategy<Vec<u8>> {
         8 => (cluster, optional_service, lb_nodes())
             .prop_map(|(cluster_name, service, nodes)| {
                 pb::UpdateLoadBalancerRequest {
+                    cluster_id: String::new(),
                     cluster_name,
                     service,
                     nodes,
@@ -306,6 +309,7 @@ fn message(method: usize, known: String) -> BoxedStrategy<Vec<u8>> {
         9 => (cluster, optional_service)
             .prop_map(|(cluster_name, service)| {
                 pb::EnsureLoadBalancerDeletedRequest {
+                    cluster_id: String::new(),
                     cluster_name,
                     service,
                 }

@@ -61,6 +61,7 @@ fn service(uid: &str) -> pb::Service {
 
 fn get_lb(uid: &str) -> pb::GetLoadBalancerRequest {
     pb::GetLoadBalancerRequest {
+        cluster_id: String::new(),
         cluster_name: "policy".into(),
         service: Some(service(uid)),
     }
@@ -242,6 +243,7 @@ async fn a_used_up_quota_is_typed_and_does_not_slow_the_gateway_down() {
         let status = c
             .load_balancers
             .ensure_load_balancer(pb::EnsureLoadBalancerRequest {
+                cluster_id: String::new(),
                 cluster_name: "policy".into(),
                 service: Some(service("5e0a1c3e-0000-4000-8000-000000000010")),
                 nodes: vec![pb::LoadBalancerNode {
@@ -420,6 +422,7 @@ async fn a_flood_of_load_balancer_updates_does_not_starve_node_lookups() {
         1000,
         |mut a, i| async move {
             let req = pb::UpdateLoadBalancerRequest {
+                cluster_id: String::new(),
                 cluster_name: "policy".into(),
                 service: Some(service(&format!("5e0a1c3e-0000-4000-8000-{i:012}"))),
                 nodes: vec![],
@@ -654,6 +657,7 @@ async fn the_simulated_cloud_survives_a_gateway_restart() {
     let gateway = RunningGateway::start(config((100.0, 10.0), (100.0, 10.0)), sim.clone(), None).await;
     let mut c = gateway.clients("service-controller").await;
     let ensure = pb::EnsureLoadBalancerRequest {
+        cluster_id: String::new(),
         cluster_name: "policy".into(),
         service: Some(service("5e0a1c3e-0000-4000-8000-000000000006")),
         nodes: vec![],

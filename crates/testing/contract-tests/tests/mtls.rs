@@ -147,6 +147,7 @@ fn delete_route() -> Request<pb::DeleteRouteRequest> {
 
 fn get_load_balancer() -> Request<pb::GetLoadBalancerRequest> {
     Request::new(pb::GetLoadBalancerRequest {
+        cluster_id: String::new(),
         cluster_name: "kubernetes".into(),
         service: Some(pb::Service {
             uid: "u-1".into(),

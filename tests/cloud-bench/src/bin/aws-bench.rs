@@ -166,6 +166,7 @@ async fn ensure(gateway: &Gateway, svc: &pb::Service, nodes: &[pb::LoadBalancerN
         .client()
         .await
         .ensure_load_balancer(pb::EnsureLoadBalancerRequest {
+            cluster_id: String::new(),
             cluster_name: CLUSTER.into(),
             service: Some(svc.clone()),
             nodes: nodes.to_vec(),
@@ -181,6 +182,7 @@ async fn make(gateway: &Gateway, svc: &pb::Service, nodes: &[pb::LoadBalancerNod
     retrying_server_errors(&format!("EnsureLoadBalancer {}", svc.name), || {
         let mut client = client.clone();
         let request = pb::EnsureLoadBalancerRequest {
+            cluster_id: String::new(),
             cluster_name: CLUSTER.into(),
             service: Some(svc.clone()),
             nodes: nodes.to_vec(),
@@ -390,6 +392,7 @@ async fn main() {
         async move {
             client
                 .ensure_load_balancer(pb::EnsureLoadBalancerRequest {
+                    cluster_id: String::new(),
                     cluster_name: CLUSTER.into(),
                     service: Some(s.clone()),
                     nodes: nodes.to_vec(),
@@ -439,6 +442,7 @@ async fn main() {
             retrying_server_errors(&format!("UpdateLoadBalancer {}", s.name), || {
                 let mut client = client.clone();
                 let request = pb::UpdateLoadBalancerRequest {
+                    cluster_id: String::new(),
                     cluster_name: CLUSTER.into(),
                     service: Some(s.clone()),
                     nodes: nodes.to_vec(),

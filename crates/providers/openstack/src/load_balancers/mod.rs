@@ -7,6 +7,7 @@
 //! - [`observed`]: what Octavia reports (its API answers, read leniently).
 //! - [`plan`]: the next Octavia write (at most one per sync), or why none.
 //! - [`octavia`]: the Octavia calls: reads, OCCM's create bodies, the writes.
+//! - [`ownership`]: whose a load balancer is (this cluster's identity tag, another's, none).
 //! - [`floating_ips`]: the Neutron side: floating IPs, the external network, a node's subnet.
 //!
 //! # A sync never waits for Octavia
@@ -29,6 +30,7 @@ pub mod floating_ips;
 pub mod names;
 pub mod observed;
 pub mod octavia;
+pub mod ownership;
 pub mod plan;
 pub mod service_conf;
 
@@ -47,6 +49,7 @@ use crate::{
 };
 use desired::{IngressHostname, IpFamily};
 use observed::LoadBalancer;
+use ownership::Owner;
 use plan::{Next, Write};
 use service_conf::{FloatingSubnet, OctaviaFeatures, ServiceLbConf};
 
@@ -285,10 +288,10 @@ impl OpenStackLoadBalancers {
             name: lb_name.to_owned(),
             description: names::load_balancer_description(cluster, &service.namespace, &service.name),
             provider: self.settings.lb_provider.clone(),
-            tags: if self.features.tags {
-                vec![lb_name.to_owned()]
-            } else {
-                Vec::new()
+            tags: match (self.features.tags, service.cluster_id.as_str()) {
+                (false, _) => Vec::new(),
+                (true, "") => vec![lb_name.to_owned()],
+                (true, id) => vec![lb_name.to_owned(), ownership::identity_tag(id)],
             },
             vip_port_id: conf.vip_port_id.clone(),
             vip_subnet_id: vip_subnet,
@@ -351,12 +354,21 @@ impl OpenStackLoadBalancers {
     /// Plans on the existing load balancer and makes the next write; `Ok` when converged.
     async fn converge(
         &self,
+        cluster: &str,
         service: &ServiceSpec,
         conf: &ServiceLbConf,
         lb: LoadBalancer,
         lb_name: &str,
         nodes: &[LoadBalancerNode],
     ) -> Result<LoadBalancer> {
+        let owner = ownership::owner(&lb.tags, &lb.description, cluster, &service.cluster_id);
+        if let Owner::OtherCluster { whose } = &owner {
+            return Err(ProviderError::InvalidArgument(format!(
+                "load balancer {} ({}) belongs to {whose}, not to this cluster: it is left alone. \
+                 Give each cluster sharing the project its own --cluster-name",
+                lb.id, lb.name
+            )));
+        }
         if lb.name != lb_name {
             return Err(ProviderError::InvalidArgument(format!(
                 "load balancer {} is named {:?}, not {lb_name:?}: sharing a load balancer between Services \
@@ -393,6 +405,19 @@ impl OpenStackLoadBalancers {
             Next::Wait(why) => Err(wait(why)),
             Next::Refuse(why) => Err(ProviderError::InvalidArgument(why)),
             Next::Write(write) => {
+                // An unclaimed load balancer is claimed before anything else is written to it;
+                // the next sync reads whether the claim held.
+                let write = if owner == Owner::Unclaimed
+                    && self.features.tags
+                    && !service.cluster_id.is_empty()
+                {
+                    Write::TagLoadBalancer {
+                        id: tree.load_balancer.id.clone(),
+                        tags: ownership::claim_tags(&tree.load_balancer.tags, lb_name, &service.cluster_id),
+                    }
+                } else {
+                    write
+                };
                 tracing::info!(load_balancer = %tree.load_balancer.id, ?write, "Octavia write");
                 self.apply(&tree.load_balancer, &write, &want).await?;
                 Err(wait(format!(
@@ -532,6 +557,12 @@ impl LoadBalancers for OpenStackLoadBalancers {
         let Some(lb) = self.find(id.map(String::as_str), &lb_name, service).await? else {
             return Ok(None);
         };
+        if let Owner::OtherCluster { .. } =
+            ownership::owner(&lb.tags, &lb.description, cluster, &service.cluster_id)
+        {
+            // Not this Service's: ensuring it says whose it is.
+            return Ok(None);
+        }
         let address = match floating_ips::on_port(&self.client, &lb.vip_port_id).await? {
             Some(fip) => fip.floating_ip_address,
             None => lb.vip_address.clone(),
@@ -568,7 +599,9 @@ impl LoadBalancers for OpenStackLoadBalancers {
             let selected = desired::member_nodes(&conf, nodes);
             return self.create(cluster, service, &conf, &lb_name, &selected).await;
         };
-        let lb = self.converge(service, &conf, lb, &lb_name, nodes).await?;
+        let lb = self
+            .converge(cluster, service, &conf, lb, &lb_name, nodes)
+            .await?;
         let address = self.address(cluster, service, &conf, &lb).await?;
         Ok(self.status(&conf, &address))
     }
@@ -590,7 +623,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
                 "the load balancer {lb_name} does not exist"
             ))),
             Some(lb) => self
-                .converge(service, &conf, lb, &lb_name, &self.servers(nodes))
+                .converge(cluster, service, &conf, lb, &lb_name, &self.servers(nodes))
                 .await
                 .map(drop),
         }
@@ -626,6 +659,13 @@ impl LoadBalancers for OpenStackLoadBalancers {
             }
             return Ok(());
         };
+        if let Owner::OtherCluster { whose } =
+            ownership::owner(&lb.tags, &lb.description, cluster, &service.cluster_id)
+        {
+            tracing::warn!(load_balancer = %lb.id, name = %lb.name, %whose,
+                "the deleted Service's load balancer belongs to another cluster: left alone");
+            return Ok(());
+        }
         if lb.name != lb_name {
             // Not this Service's own (an ID naming another's): never deleted from here.
             return Ok(());

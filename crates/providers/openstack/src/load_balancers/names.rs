@@ -48,10 +48,13 @@ pub fn monitor_name(index: usize, lb_name: &str) -> String {
     cut_255(format!("monitor_{index}_{lb_name}"))
 }
 
+/// How OCCM's load-balancer descriptions begin.
+pub const LOAD_BALANCER_DESCRIPTION_PREFIX: &str = "Kubernetes external service ";
+
 /// The load balancer's description.
 pub fn load_balancer_description(cluster: &str, namespace: &str, name: &str) -> String {
     cut_255(format!(
-        "Kubernetes external service {namespace}/{name} from cluster {cluster}"
+        "{LOAD_BALANCER_DESCRIPTION_PREFIX}{namespace}/{name} from cluster {cluster}"
     ))
 }
 

@@ -1,0 +1,243 @@
+//! `OpenStackLoadBalancers` against the real test cloud's Octavia (amphora provider, no-op
+//! drivers) and Neutron: whose a load balancer is. Each test has its own cluster name and
+//! Service, and takes Octavia's turn (`TestCloud::octavia_turn`) while it makes load balancers.
+//!
+//! Every wait is a sync repeated while the provider answers RETRY_AFTER, after the delay it
+//! names, up to a deadline.
+
+use std::time::{Duration, Instant};
+
+use openstack_fixture::{TestCloud, User};
+use provider::{
+    ExternalTrafficPolicy, LoadBalancerStatus, LoadBalancers, Protocol, ProviderError, ServicePort,
+    ServiceSpec,
+};
+use provider_openstack::{
+    client::{Client, Service},
+    cloud_config::LoadBalancerSettings,
+    load_balancers::{OpenStackLoadBalancers, ownership},
+    nodes::ProviderIdScheme,
+};
+use serde_json::Value;
+
+const DEADLINE: Duration = Duration::from_secs(90);
+const ID_A: &str = "0a000000-0000-4000-8000-00000000000a";
+const ID_B: &str = "0b000000-0000-4000-8000-00000000000b";
+
+fn cloud() -> &'static TestCloud {
+    TestCloud::shared()
+}
+
+async fn load_balancers(client: &Client) -> OpenStackLoadBalancers {
+    let ids = &cloud().info.ids;
+    let settings = LoadBalancerSettings {
+        subnet_id: Some(ids.subnet_private.clone()),
+        floating_network_id: Some(ids.network_public.clone()),
+        ..LoadBalancerSettings::default()
+    };
+    let scheme = ProviderIdScheme {
+        region: cloud().info.region.clone(),
+        regional: false,
+    };
+    OpenStackLoadBalancers::discover(client.clone(), settings, scheme)
+        .await
+        .expect("discover")
+        .expect("the test cloud has Octavia")
+}
+
+fn service(cluster_id: &str) -> ServiceSpec {
+    ServiceSpec {
+        uid: cloud().unique_name("uid"),
+        namespace: "default".into(),
+        name: cloud().unique_name("web"),
+        ports: vec![ServicePort {
+            name: "http".into(),
+            protocol: Protocol::Tcp,
+            port: 80,
+            node_port: 30080,
+        }],
+        external_traffic_policy: ExternalTrafficPolicy::Cluster,
+        cluster_id: cluster_id.into(),
+        ..ServiceSpec::default()
+    }
+}
+
+/// Ensures until the provider stops answering RETRY_AFTER; its last answer.
+async fn ensure(
+    lbs: &OpenStackLoadBalancers,
+    cluster: &str,
+    svc: &ServiceSpec,
+) -> provider::Result<LoadBalancerStatus> {
+    let start = Instant::now();
+    loop {
+        match lbs.ensure_load_balancer(cluster, svc, &[]).await {
+            Err(ProviderError::RetryAfter { after, message }) => {
+                assert!(
+                    start.elapsed() < DEADLINE,
+                    "not converged in {DEADLINE:?}: {message}"
+                );
+                tokio::time::sleep(after).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn delete(lbs: &OpenStackLoadBalancers, cluster: &str, svc: &ServiceSpec) {
+    let start = Instant::now();
+    loop {
+        match lbs.ensure_load_balancer_deleted(cluster, svc).await {
+            Ok(()) => return,
+            Err(ProviderError::RetryAfter { after, message }) => {
+                assert!(
+                    start.elapsed() < DEADLINE,
+                    "not deleted in {DEADLINE:?}: {message}"
+                );
+                tokio::time::sleep(after).await;
+            }
+            Err(e) => panic!("delete: {e}"),
+        }
+    }
+}
+
+/// The load balancer named `name`, as Octavia reports it.
+async fn octavia_lb(client: &Client, name: &str) -> Option<Value> {
+    let found: Value = client
+        .get(Service::LoadBalancer, "/lbaas/loadbalancers")
+        .query(&[("name", name)])
+        .send_json()
+        .await
+        .expect("list load balancers");
+    found["loadbalancers"].as_array().and_then(|l| {
+        l.iter()
+            .find(|lb| lb["provisioning_status"] != "DELETED")
+            .cloned()
+    })
+}
+
+fn tags(lb: &Value) -> Vec<String> {
+    lb["tags"]
+        .as_array()
+        .map(|t| t.iter().filter_map(|t| t.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_clusters_load_balancer_under_the_same_cluster_name_is_never_touched() {
+    let _turn = cloud().octavia_turn().await;
+    let client = cloud().client(User::Ccm).await;
+    // One cluster name (OCCM's default would do), two clusters.
+    let cluster = cloud().unique_name("shared-name");
+    let (a, b) = (load_balancers(&client).await, load_balancers(&client).await);
+    let svc_a = service(ID_A);
+    let status = ensure(&a, &cluster, &svc_a)
+        .await
+        .expect("cluster A's load balancer");
+    let name = a.load_balancer_name(&cluster, &svc_a);
+    let lb = octavia_lb(&client, &name).await.expect("made");
+    assert!(tags(&lb).contains(&ownership::identity_tag(ID_A)), "{lb}");
+
+    // The same Service (namespace, name) in cluster B: same name, so found, and refused.
+    let svc_b = ServiceSpec {
+        uid: cloud().unique_name("uid"),
+        cluster_id: ID_B.into(),
+        ..svc_a.clone()
+    };
+    for answer in [
+        ensure(&b, &cluster, &svc_b).await.map(drop),
+        b.update_load_balancer(&cluster, &svc_b, &[]).await,
+    ] {
+        match answer {
+            Err(ProviderError::InvalidArgument(m)) => assert!(
+                m.contains(&lb["id"].as_str().unwrap().to_owned())
+                    && m.contains(ID_A)
+                    && m.contains("left alone"),
+                "{m}"
+            ),
+            other => panic!("cluster B got {other:?}"),
+        }
+    }
+    assert_eq!(b.get_load_balancer(&cluster, &svc_b).await.expect("get"), None);
+    // B's Service deleted: A's load balancer and floating IP stay.
+    b.ensure_load_balancer_deleted(&cluster, &svc_b)
+        .await
+        .expect("delete is a no-op");
+    assert_eq!(b.writes(), 0, "cluster B wrote nothing");
+    assert_eq!(
+        a.get_load_balancer(&cluster, &svc_a).await.expect("get"),
+        Some(status),
+        "A's load balancer and address stay"
+    );
+
+    delete(&a, &cluster, &svc_a).await;
+    assert!(octavia_lb(&client, &name).await.is_none(), "A's deleted");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unclaimed_load_balancer_is_taken_over_unchanged_with_no_write_and_claimed_before_a_change() {
+    let _turn = cloud().octavia_turn().await;
+    let client = cloud().client(User::Ccm).await;
+    let cluster = cloud().unique_name("adopt");
+    // Made without an identity, as OCCM makes it.
+    let occm = load_balancers(&client).await;
+    let before = service("");
+    let status = ensure(&occm, &cluster, &before).await.expect("made as OCCM");
+    let name = occm.load_balancer_name(&cluster, &before);
+    let lb = octavia_lb(&client, &name).await.expect("made");
+    assert!(
+        !tags(&lb)
+            .iter()
+            .any(|t| t.starts_with(ownership::CLUSTER_ID_TAG_PREFIX)),
+        "{lb}"
+    );
+
+    // Taken over unchanged: the same status, nothing written.
+    let ours = load_balancers(&client).await;
+    let svc = ServiceSpec {
+        cluster_id: ID_A.into(),
+        ..before.clone()
+    };
+    assert_eq!(ensure(&ours, &cluster, &svc).await.expect("taken over"), status);
+    assert_eq!(ours.writes(), 0, "an unchanged takeover writes nothing");
+
+    // A change: the first write claims the load balancer, the change follows.
+    let mut changed = svc.clone();
+    changed
+        .annotations
+        .insert("loadbalancer.openstack.org/connection-limit".into(), "100".into());
+    match ours.ensure_load_balancer(&cluster, &changed, &[]).await {
+        Err(ProviderError::RetryAfter { .. }) => {}
+        other => panic!("a change is a write: {other:?}"),
+    }
+    assert_eq!(ours.writes(), 1);
+    let lb = octavia_lb(&client, &name).await.expect("there");
+    let claimed = tags(&lb);
+    assert!(
+        claimed.contains(&ownership::identity_tag(ID_A)),
+        "claimed first: {lb}"
+    );
+    assert!(claimed.contains(&name), "OCCM's tag kept: {lb}");
+    assert_eq!(ensure(&ours, &cluster, &changed).await.expect("changed"), status);
+    let listener_id = lb["listeners"][0]["id"].as_str().expect("a listener").to_owned();
+    let listener: Value = client
+        .get(Service::LoadBalancer, &format!("/lbaas/listeners/{listener_id}"))
+        .send_json()
+        .await
+        .expect("listener");
+    assert_eq!(listener["listener"]["connection_limit"], 100);
+
+    // Now it is A's: another identity under the same name is refused.
+    let other = load_balancers(&client).await;
+    let theirs = ServiceSpec {
+        cluster_id: ID_B.into(),
+        ..changed.clone()
+    };
+    assert!(matches!(
+        ensure(&other, &cluster, &theirs).await,
+        Err(ProviderError::InvalidArgument(_))
+    ));
+    assert_eq!(other.writes(), 0);
+
+    delete(&ours, &cluster, &changed).await;
+    assert!(octavia_lb(&client, &name).await.is_none());
+}
