@@ -92,6 +92,25 @@ pub fn refused_settings(settings: &LoadBalancerSettings) -> Option<String> {
     None
 }
 
+/// What a sync answers after making `write` to `lb`: ask again once Octavia has applied it;
+/// for a load balancer in ERROR deleted to be made again, a failure (Internal: not retried within
+/// the call, as Unavailable would be, which would then see the delete under way and answer
+/// RETRY_AFTER), so that the Service gets a Warning event naming the load balancer and what is
+/// done with it, and is synced again after the first backoff step.
+fn after_write(lb: &LoadBalancer, write: &Write) -> ProviderError {
+    match write {
+        Write::DeleteErrored { id } => ProviderError::Internal(format!(
+            "load balancer {id} ({}) is in ERROR: deleted (cascade); it is made again once Octavia has removed it",
+            lb.name
+        )),
+        _ => wait(format!(
+            "load balancer {} is being updated ({})",
+            lb.id,
+            write.call()
+        )),
+    }
+}
+
 /// Octavia load balancers for Services.
 pub struct OpenStackLoadBalancers {
     client: Client,
@@ -420,11 +439,7 @@ impl OpenStackLoadBalancers {
                 };
                 tracing::info!(load_balancer = %tree.load_balancer.id, ?write, "Octavia write");
                 self.apply(&tree.load_balancer, &write, &want).await?;
-                Err(wait(format!(
-                    "load balancer {} is being updated ({})",
-                    tree.load_balancer.id,
-                    write.call()
-                )))
+                Err(after_write(&tree.load_balancer, &write))
             }
         }
     }
@@ -690,5 +705,35 @@ impl LoadBalancers for OpenStackLoadBalancers {
         }
         octavia::delete_cascade(&self.client, &lb.id).await?;
         Err(wait(format!("load balancer {} is being deleted", lb.id)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_is_answered_with_retry_after_and_an_errored_load_balancer_with_a_warning() {
+        let lb = LoadBalancer {
+            id: "lb-1".into(),
+            name: "kube_service_k_default_web".into(),
+            provisioning_status: "ERROR".into(),
+            ..LoadBalancer::default()
+        };
+        match after_write(&lb, &Write::DeleteErrored { id: "lb-1".into() }) {
+            ProviderError::Internal(m) => assert!(
+                m.contains("lb-1") && m.contains("kube_service_k_default_web") && m.contains("made again"),
+                "{m}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        let tag = Write::TagLoadBalancer {
+            id: "lb-1".into(),
+            tags: vec![],
+        };
+        assert!(matches!(
+            after_write(&lb, &tag),
+            ProviderError::RetryAfter { after, .. } if after == PROVISIONING_POLL
+        ));
     }
 }
