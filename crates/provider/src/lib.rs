@@ -12,6 +12,7 @@
 //! Nothing here does I/O and nothing here knows gRPC or Kubernetes client types: the gateway
 //! converts wire types into these, and vendors convert these into cloud API calls.
 
+pub mod converged;
 pub mod dry_run;
 pub mod error;
 pub mod instances;

@@ -17,13 +17,7 @@
 //! - whatever is trusted is read in full again after the verify period, so changes made behind
 //!   the provider's back are repaired (upstream repairs them on every sync).
 
-use std::{
-    collections::HashMap,
-    sync::Mutex,
-    time::{Duration, Instant},
-};
-
-use sha2::{Digest, Sha256};
+pub use provider::converged::Verified;
 
 /// The tag recording the fingerprint a load balancer was last converged to.
 pub const MARKER_TAG: &str = "cloudgateway.io/load-balancer-spec";
@@ -34,86 +28,7 @@ const FINGERPRINT_VERSION: &str = "aws-lb/1";
 
 /// The fingerprint of a request: 16 hex digits of a SHA-256 over its parts.
 pub fn fingerprint(parts: &[&str]) -> String {
-    let mut h = Sha256::new();
-    h.update(FINGERPRINT_VERSION.as_bytes());
-    for p in parts {
-        h.update((p.len() as u64).to_le_bytes());
-        h.update(p.as_bytes());
-    }
-    h.finalize()[..8].iter().map(|b| format!("{b:02x}")).collect()
-}
-
-#[derive(Debug, Clone)]
-struct Entry {
-    fingerprint: String,
-    marker: Option<String>,
-    identity: String,
-    at: Instant,
-}
-
-/// What this process knows to be converged, per load balancer name.
-#[derive(Debug)]
-pub struct Verified {
-    period: Duration,
-    entries: Mutex<HashMap<String, Entry>>,
-}
-
-impl Verified {
-    /// An empty memory; entries are trusted for `period`.
-    pub fn new(period: Duration) -> Self {
-        Self {
-            period,
-            entries: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Whether the load balancer `name` (`identity`: its ARN or creation time, so a load balancer
-    /// deleted and made again is not mistaken for the one checked) with marker `marker` is known
-    /// to be as `fingerprint` asks.
-    pub fn trusted(&self, name: &str, identity: &str, fingerprint: &str, marker: Option<&str>) -> bool {
-        if self.period.is_zero() {
-            return false;
-        }
-        let mut entries = self.entries.lock().expect("verified");
-        if let Some(e) = entries.get(name)
-            && e.fingerprint == fingerprint
-            && e.identity == identity
-            && e.marker.as_deref() == marker
-        {
-            return e.at.elapsed() < self.period;
-        }
-        if marker == Some(fingerprint) {
-            entries.insert(
-                name.to_owned(),
-                Entry {
-                    fingerprint: fingerprint.to_owned(),
-                    marker: marker.map(str::to_owned),
-                    identity: identity.to_owned(),
-                    at: Instant::now(),
-                },
-            );
-            return true;
-        }
-        false
-    }
-
-    /// Records a full converge of `name` to `fingerprint`, after which its marker is `marker`.
-    pub fn record(&self, name: &str, identity: &str, fingerprint: &str, marker: Option<&str>) {
-        self.entries.lock().expect("verified").insert(
-            name.to_owned(),
-            Entry {
-                fingerprint: fingerprint.to_owned(),
-                marker: marker.map(str::to_owned),
-                identity: identity.to_owned(),
-                at: Instant::now(),
-            },
-        );
-    }
-
-    /// Forgets `name` (deleted, or a converge failed half-way).
-    pub fn forget(&self, name: &str) {
-        self.entries.lock().expect("verified").remove(name);
-    }
+    provider::converged::fingerprint(FINGERPRINT_VERSION, parts)
 }
 
 #[cfg(test)]
@@ -125,46 +40,5 @@ mod tests {
         assert_eq!(fingerprint(&["a", "b"]), fingerprint(&["a", "b"]));
         assert_ne!(fingerprint(&["ab", ""]), fingerprint(&["a", "b"]));
         assert_eq!(fingerprint(&["x"]).len(), 16);
-    }
-
-    #[test]
-    fn a_remembered_converge_is_trusted_while_the_marker_is_unchanged() {
-        let v = Verified::new(Duration::from_secs(60));
-        assert!(!v.trusted("lb", "arn-1", "f1", None));
-        v.record("lb", "arn-1", "f1", None);
-        assert!(v.trusted("lb", "arn-1", "f1", None));
-        assert!(!v.trusted("lb", "arn-1", "f2", None), "another request");
-        assert!(
-            !v.trusted("lb", "arn-2", "f1", None),
-            "another load balancer of that name"
-        );
-        // Another replica converged it to f2 and back-and-forth: the marker moved, no trust.
-        assert!(!v.trusted("lb", "arn-1", "f1", Some("f2")));
-        assert!(!v.trusted("lb", "arn-1", "f1", Some(CONVERGING)));
-        v.forget("lb");
-        assert!(!v.trusted("lb", "arn-1", "f1", None));
-    }
-
-    #[test]
-    fn a_marker_equal_to_the_request_is_trusted_by_any_replica() {
-        let v = Verified::new(Duration::from_secs(60));
-        assert!(v.trusted("lb", "arn-1", "f1", Some("f1")));
-        assert!(!v.trusted("lb", "arn-1", "f2", Some("f1")));
-    }
-
-    #[test]
-    fn trust_ends_with_the_period() {
-        let v = Verified::new(Duration::from_millis(1));
-        v.record("lb", "arn-1", "f1", Some("f1"));
-        std::thread::sleep(Duration::from_millis(5));
-        assert!(
-            !v.trusted("lb", "arn-1", "f1", Some("f1")),
-            "re-read after the period"
-        );
-        let off = Verified::new(Duration::ZERO);
-        assert!(
-            !off.trusted("lb", "arn-1", "f1", Some("f1")),
-            "a zero period reads every time"
-        );
     }
 }
