@@ -241,3 +241,81 @@ async fn an_unclaimed_load_balancer_is_taken_over_unchanged_with_no_write_and_cl
     delete(&ours, &cluster, &changed).await;
     assert!(octavia_lb(&client, &name).await.is_none());
 }
+
+/// OpenStack calls (Keystone's excluded) the client has sent so far.
+fn calls(client: &Client) -> u64 {
+    client
+        .request_counts()
+        .iter()
+        .filter(|((service, _), _)| *service != Service::Identity)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unchanged_sync_costs_two_calls_and_no_write_whatever_its_port_count() {
+    let _turn = cloud().octavia_turn().await;
+    let client = cloud().client(User::Ccm).await;
+    let cluster = cloud().unique_name("cheap");
+    let lbs = load_balancers(&client).await;
+    // Three ports with health monitors: OCCM reads 2 + 3P = 11 Octavia calls and 2 Neutron calls.
+    let mut svc = service(ID_A);
+    svc.ports = (0..3u16)
+        .map(|i| ServicePort {
+            name: format!("p{i}"),
+            protocol: Protocol::Tcp,
+            port: 80 + i,
+            node_port: 30080 + i,
+        })
+        .collect();
+    svc.annotations.insert(
+        "loadbalancer.openstack.org/enable-health-monitor".into(),
+        "true".into(),
+    );
+    let status = ensure(&lbs, &cluster, &svc).await.expect("made");
+    // The converge is recorded on the load balancer as the sync answers; once Octavia has
+    // applied that tag, a sync plans nothing.
+    let name = lbs.load_balancer_name(&cluster, &svc);
+    let start = Instant::now();
+    while !octavia_lb(&client, &name).await.is_some_and(|lb| {
+        lb["provisioning_status"] == "ACTIVE" && tags(&lb).iter().any(|t| t.starts_with("cloudgateway_spec_"))
+    }) {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the converge recorded on the load balancer"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+
+    // This gateway (it remembers the converge), then another one or this one restarted (it
+    // trusts the recorded fingerprint): the same status, 2 calls, no write.
+    let restarted = load_balancers(&client).await;
+    for (who, lbs) in [("the same gateway", &lbs), ("a restarted gateway", &restarted)] {
+        let (before, writes) = (calls(&client), lbs.writes());
+        assert_eq!(
+            ensure(lbs, &cluster, &svc).await.expect("unchanged"),
+            status,
+            "{who}"
+        );
+        assert_eq!(
+            calls(&client) - before,
+            2,
+            "{who}: the load balancer and its floating IP"
+        );
+        assert_eq!(lbs.writes(), writes, "{who}: no write");
+    }
+
+    // A change is not trusted: read in full, and made.
+    let mut changed = svc.clone();
+    changed
+        .annotations
+        .insert("loadbalancer.openstack.org/connection-limit".into(), "50".into());
+    let before = calls(&client);
+    match restarted.ensure_load_balancer(&cluster, &changed, &[]).await {
+        Err(ProviderError::RetryAfter { .. }) => {}
+        other => panic!("a change is a write: {other:?}"),
+    }
+    assert!(calls(&client) - before > 2, "read in full before the write");
+
+    delete(&lbs, &cluster, &svc).await;
+}

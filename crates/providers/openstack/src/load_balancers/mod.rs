@@ -25,6 +25,7 @@
 //! - No floating network found is an error naming what to set (OCCM silently makes the Service
 //!   internal).
 
+pub mod converged;
 pub mod desired;
 pub mod floating_ips;
 pub mod names;
@@ -123,6 +124,8 @@ pub struct OpenStackLoadBalancers {
     version: (u32, u32),
     /// Writes made since start (Octavia and Neutron), for tests and figures.
     writes: AtomicU64,
+    /// The converges known to hold ([`converged`]).
+    verified: provider::converged::Verified,
 }
 
 fn wait(message: String) -> ProviderError {
@@ -160,6 +163,7 @@ impl OpenStackLoadBalancers {
             external_network: tokio::sync::OnceCell::new(),
             version,
             writes: AtomicU64::new(0),
+            verified: provider::converged::Verified::new(converged::VERIFY_PERIOD),
         }))
     }
 
@@ -418,9 +422,25 @@ impl OpenStackLoadBalancers {
             &selected,
             family,
         );
+        let fingerprint = converged::fingerprint(lb_name, &conf, &want, &self.features);
+        let marker = converged::marker(&lb.tags).map(str::to_owned);
+        if self
+            .verified
+            .trusted(&lb.name, &lb.id, &fingerprint, marker.as_deref())
+        {
+            return Ok(lb);
+        }
         let tree = octavia::read_tree(&self.client, lb).await?;
-        match plan::next(&tree, &want, &service.ports, lb_name, self.features.tags) {
-            Next::Converged => Ok(tree.load_balancer),
+        let next = plan::next(&tree, &want, &service.ports, lb_name, self.features.tags);
+        if !matches!(next, Next::Converged) {
+            self.verified.forget(&tree.load_balancer.name);
+        }
+        match next {
+            Next::Converged => {
+                self.record_converged(&tree.load_balancer, owner, &fingerprint, marker.as_deref())
+                    .await;
+                Ok(tree.load_balancer)
+            }
             Next::Wait(why) => Err(wait(why)),
             Next::Refuse(why) => Err(ProviderError::InvalidArgument(why)),
             Next::Write(write) => {
@@ -442,6 +462,34 @@ impl OpenStackLoadBalancers {
                 Err(after_write(&tree.load_balancer, &write))
             }
         }
+    }
+
+    /// Remembers a converge found by a full read; on a load balancer of this cluster's whose
+    /// marker is not yet this fingerprint, records it there too (one tag write, not waited for:
+    /// the sync answers now; a failed write is made again by a later sync).
+    async fn record_converged(
+        &self,
+        lb: &LoadBalancer,
+        owner: Owner,
+        fingerprint: &str,
+        marker: Option<&str>,
+    ) {
+        if owner == Owner::Ours && self.features.tags && marker != Some(fingerprint) {
+            let write = Write::TagLoadBalancer {
+                id: lb.id.clone(),
+                tags: converged::with_marker(&lb.tags, fingerprint),
+            };
+            match self.apply(lb, &write, &[]).await {
+                Ok(()) => {
+                    let marker = Some(fingerprint);
+                    self.verified.record(&lb.name, &lb.id, fingerprint, marker);
+                }
+                Err(e) => tracing::info!(load_balancer = %lb.id, error = %e,
+                    "recording the converge on the load balancer failed; a later sync records it"),
+            }
+            return;
+        }
+        self.verified.record(&lb.name, &lb.id, fingerprint, marker);
     }
 
     async fn external_network(&self, conf: &ServiceLbConf) -> Result<Option<String>> {

@@ -1,0 +1,88 @@
+//! Knowing a load balancer is as its Service asks without reading its listeners, pools, members
+//! and monitors again ([`provider::converged`]): an unchanged sync then costs the load balancer's
+//! read and its floating IP's (2 calls, whatever the port count), where OCCM makes 2 + 2P Octavia
+//! calls (2 + 3P with monitors) and 2 Neutron calls.
+//!
+//! - The fingerprint covers everything the load balancer is built from: its name, the Service's
+//!   resolved settings, the listeners, pools, members and monitors they give, and what the
+//!   cloud's Octavia can do.
+//! - A converge this provider finishes on a load balancer of its own (one recording this
+//!   cluster's identity) records the fingerprint as the tag `cloudgateway_spec_<fingerprint>`,
+//!   in one tag write made as the sync answers (it does not wait for it). Any replica, and this
+//!   one after a restart, then trusts a load balancer whose tag equals its request's fingerprint.
+//! - A full read that finds nothing to change is remembered in memory (a load balancer taken over
+//!   from OCCM unchanged is not written to; it is trusted while its tags stay as read).
+//! - Trust ends after [`VERIFY_PERIOD`]: the next sync reads it all again and repairs what was
+//!   changed behind the provider's back. Also the one hole a marker without a "converging" state
+//!   leaves: a Service edited, then edited back while a converge to the edit was half done and
+//!   the gateway restarted, is trusted as the first request until then. A "converging" marker
+//!   would close it at the cost of a second tag write (a second Octavia provisioning cycle) on
+//!   every change, node churn included.
+
+use std::time::Duration;
+
+use super::{
+    desired,
+    service_conf::{OctaviaFeatures, ServiceLbConf},
+};
+
+/// How long a converge, recorded or remembered, is trusted before the next full read.
+pub const VERIFY_PERIOD: Duration = Duration::from_secs(600);
+
+/// The tag prefix of the fingerprint marker.
+pub const MARKER_PREFIX: &str = "cloudgateway_spec_";
+
+/// Bumped when what the fingerprint covers changes meaning.
+const FINGERPRINT_VERSION: &str = "openstack-lb/1";
+
+/// The fingerprint of what the Service asks.
+pub fn fingerprint(
+    lb_name: &str,
+    conf: &ServiceLbConf,
+    want: &[desired::Listener],
+    features: &OctaviaFeatures,
+) -> String {
+    provider::converged::fingerprint(
+        FINGERPRINT_VERSION,
+        &[
+            lb_name,
+            &format!("{conf:?}"),
+            &format!("{want:?}"),
+            &format!("{features:?}"),
+        ],
+    )
+}
+
+/// The fingerprint a load balancer tagged `tags` records, if any.
+pub fn marker(tags: &[String]) -> Option<&str> {
+    tags.iter().find_map(|t| t.strip_prefix(MARKER_PREFIX))
+}
+
+/// `tags` recording `fingerprint`: every other tag kept, any older marker replaced.
+pub fn with_marker(tags: &[String], fingerprint: &str) -> Vec<String> {
+    tags.iter()
+        .filter(|t| !t.starts_with(MARKER_PREFIX))
+        .cloned()
+        .chain([format!("{MARKER_PREFIX}{fingerprint}")])
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(t: &[&str]) -> Vec<String> {
+        t.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn the_marker_is_one_tag_among_the_others() {
+        assert_eq!(marker(&tags(&["a", "cloudgateway_spec_f1"])), Some("f1"));
+        assert_eq!(marker(&tags(&["a"])), None);
+        assert_eq!(
+            with_marker(&tags(&["a", "cloudgateway_spec_f1", "b"]), "f2"),
+            tags(&["a", "b", "cloudgateway_spec_f2"])
+        );
+        assert_eq!(with_marker(&tags(&[]), "f1"), tags(&["cloudgateway_spec_f1"]));
+    }
+}
