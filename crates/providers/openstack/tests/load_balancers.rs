@@ -319,3 +319,81 @@ async fn an_unchanged_sync_costs_two_calls_and_no_write_whatever_its_port_count(
 
     delete(&lbs, &cluster, &svc).await;
 }
+
+/// Waits until Octavia has applied the tag that records the converge of `name`.
+async fn wait_recorded(client: &Client, name: &str) {
+    let start = Instant::now();
+    while !octavia_lb(client, name).await.is_some_and(|lb| {
+        lb["provisioning_status"] == "ACTIVE" && tags(&lb).iter().any(|t| t.starts_with("cloudgateway_spec_"))
+    }) {
+        assert!(start.elapsed() < DEADLINE, "the converge of {name} recorded");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_a_batch_of_reads_costs_two_calls_however_many_services() {
+    let _turn = cloud().octavia_turn().await;
+    let client = cloud().client(User::Ccm).await;
+    let cluster = cloud().unique_name("batch");
+    let lbs = load_balancers(&client).await;
+    let services: Vec<ServiceSpec> = (0..3).map(|_| service(ID_A)).collect();
+    let mut statuses = Vec::new();
+    for svc in &services {
+        statuses.push(ensure(&lbs, &cluster, svc).await.expect("made"));
+    }
+    for svc in &services {
+        wait_recorded(&client, &lbs.load_balancer_name(&cluster, svc)).await;
+    }
+
+    // A restarted gateway reads: the three as their ensures start, one changed, one never made
+    // (an ensure and a get), and a get of the first.
+    let restarted = load_balancers(&client).await;
+    let mut changed = services[2].clone();
+    changed
+        .annotations
+        .insert("loadbalancer.openstack.org/connection-limit".into(), "7".into());
+    let absent = service(ID_A);
+    let read = |svc: &ServiceSpec, ensure: bool| provider::LoadBalancerRead {
+        service: svc.clone(),
+        ensure_nodes: ensure.then(Vec::new),
+    };
+    let reads = [
+        read(&services[0], true),
+        read(&services[1], true),
+        read(&changed, true),
+        read(&absent, true),
+        read(&absent, false),
+        read(&services[0], false),
+    ];
+    let before = calls(&client);
+    let answers: Vec<_> = restarted
+        .read_load_balancers(&cluster, &reads)
+        .await
+        .expect("the batch")
+        .into_iter()
+        .map(|a| a.expect("each read"))
+        .collect();
+    assert_eq!(
+        calls(&client) - before,
+        2,
+        "one load-balancer list, one floating-IP list"
+    );
+    assert_eq!(restarted.writes(), 0);
+    use provider::LoadBalancerObservation::{Absent, Converged, NeedsEnsure, Present};
+    assert_eq!(
+        answers,
+        vec![
+            Converged(statuses[0].clone()),
+            Converged(statuses[1].clone()),
+            NeedsEnsure,
+            NeedsEnsure,
+            Absent,
+            Present(statuses[0].clone()),
+        ]
+    );
+
+    for svc in &services {
+        delete(&lbs, &cluster, svc).await;
+    }
+}

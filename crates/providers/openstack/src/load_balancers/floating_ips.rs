@@ -41,6 +41,11 @@ async fn list(client: &Client, filter: &[(&str, &str)]) -> Result<Vec<FloatingIp
         .await
 }
 
+/// Every floating IP the project has (a batch of reads finds its Services' addresses in it).
+pub async fn list_all(client: &Client) -> Result<Vec<FloatingIp>, ApiError> {
+    list(client, &[]).await
+}
+
 /// The floating IP on `port_id` (the VIP port), if any.
 pub async fn on_port(client: &Client, port_id: &str) -> Result<Option<FloatingIp>, ApiError> {
     Ok(list(client, &[("port_id", port_id)]).await?.into_iter().next())

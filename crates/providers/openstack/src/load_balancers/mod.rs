@@ -41,7 +41,10 @@ use std::{
 };
 
 use async_trait::async_trait;
-use provider::{LoadBalancerNode, LoadBalancerStatus, LoadBalancers, ProviderError, Result, ServiceSpec};
+use provider::{
+    LoadBalancerNode, LoadBalancerObservation, LoadBalancerRead, LoadBalancerStatus, LoadBalancers,
+    ProviderError, Result, ServiceSpec,
+};
 
 use crate::{
     client::Client,
@@ -111,6 +114,61 @@ fn after_write(lb: &LoadBalancer, write: &Write) -> ProviderError {
         )),
     }
 }
+
+/// The project's load balancers and floating IPs, listed once for a batch of reads.
+struct Listed {
+    load_balancers: Vec<LoadBalancer>,
+    floating_ips: Vec<floating_ips::FloatingIp>,
+}
+
+impl Listed {
+    /// As [`OpenStackLoadBalancers::find`] finds it, among the listed ones.
+    fn find(&self, id: Option<&str>, lb_name: &str, service: &ServiceSpec) -> Result<Option<&LoadBalancer>> {
+        let live = || {
+            self.load_balancers
+                .iter()
+                .filter(|lb| lb.provisioning_status != "DELETED")
+        };
+        if let Some(id) = id
+            && let Some(lb) = live().find(|lb| lb.id == id)
+        {
+            return Ok(Some(lb));
+        }
+        for name in [
+            lb_name.to_owned(),
+            provider::default_load_balancer_name(&service.uid),
+        ] {
+            if let Some(lb) = only_one(&name, live().filter(|lb| lb.name == name).collect())? {
+                return Ok(Some(lb));
+            }
+        }
+        Ok(None)
+    }
+
+    fn floating_ip_on(&self, port_id: &str) -> Option<&floating_ips::FloatingIp> {
+        self.floating_ips
+            .iter()
+            .find(|f| !port_id.is_empty() && f.port_id.as_deref() == Some(port_id))
+    }
+}
+
+/// The one load balancer named `name` among `found`; more than one is refused, naming them.
+fn only_one<L: std::borrow::Borrow<LoadBalancer>>(name: &str, mut found: Vec<L>) -> Result<Option<L>> {
+    match found.len() {
+        0 | 1 => Ok(found.pop()),
+        n => Err(ProviderError::InvalidArgument(format!(
+            "{n} load balancers are named {name}: {}; delete the extra ones",
+            found
+                .iter()
+                .map(|l| l.borrow().id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// Most Services one batched read answers (two list calls, however many).
+pub const MAX_READ_BATCH: usize = 500;
 
 /// Octavia load balancers for Services.
 pub struct OpenStackLoadBalancers {
@@ -221,20 +279,13 @@ impl OpenStackLoadBalancers {
             lb_name.to_owned(),
             provider::default_load_balancer_name(&service.uid),
         ] {
-            let mut found: Vec<LoadBalancer> = octavia::by_name(&self.client, &name)
+            let found: Vec<LoadBalancer> = octavia::by_name(&self.client, &name)
                 .await?
                 .into_iter()
                 .filter(|lb| lb.provisioning_status != "DELETED")
                 .collect();
-            match found.len() {
-                0 => continue,
-                1 => return Ok(found.pop()),
-                n => {
-                    return Err(ProviderError::InvalidArgument(format!(
-                        "{n} load balancers are named {name}: {}; delete the extra ones",
-                        found.iter().map(|l| l.id.as_str()).collect::<Vec<_>>().join(", ")
-                    )));
-                }
+            if let Some(lb) = only_one(&name, found)? {
+                return Ok(Some(lb));
             }
         }
         Ok(None)
@@ -406,23 +457,7 @@ impl OpenStackLoadBalancers {
                 lb.id, lb.provisioning_status
             )));
         }
-        let family = Self::family(service);
-        let mut conf = conf.clone();
-        if conf.member_subnet_id.is_none() && !lb.vip_subnet_id.is_empty() {
-            // Nothing configured: the subnet detected at creation is the VIP's.
-            conf.member_subnet_id = Some(lb.vip_subnet_id.clone());
-        }
-        let selected = desired::member_nodes(&conf, nodes);
-        let want = desired::listeners(
-            service,
-            &conf,
-            &self.features,
-            &self.settings.lb_provider,
-            lb_name,
-            &selected,
-            family,
-        );
-        let fingerprint = converged::fingerprint(lb_name, &conf, &want, &self.features);
+        let (want, fingerprint) = self.request(service, conf, &lb, lb_name, nodes);
         let marker = converged::marker(&lb.tags).map(str::to_owned);
         if self
             .verified
@@ -462,6 +497,99 @@ impl OpenStackLoadBalancers {
                 Err(after_write(&tree.load_balancer, &write))
             }
         }
+    }
+
+    /// The listeners the Service asks of its existing load balancer `lb`, and their fingerprint.
+    fn request(
+        &self,
+        service: &ServiceSpec,
+        conf: &ServiceLbConf,
+        lb: &LoadBalancer,
+        lb_name: &str,
+        nodes: &[LoadBalancerNode],
+    ) -> (Vec<desired::Listener>, String) {
+        let mut conf = conf.clone();
+        if conf.member_subnet_id.is_none() && !lb.vip_subnet_id.is_empty() {
+            // Nothing configured: the subnet detected at creation is the VIP's.
+            conf.member_subnet_id = Some(lb.vip_subnet_id.clone());
+        }
+        let selected = desired::member_nodes(&conf, nodes);
+        let want = desired::listeners(
+            service,
+            &conf,
+            &self.features,
+            &self.settings.lb_provider,
+            lb_name,
+            &selected,
+            Self::family(service),
+        );
+        let fingerprint = converged::fingerprint(lb_name, &conf, &want, &self.features);
+        (want, fingerprint)
+    }
+
+    /// What one Service's read finds among the project's load balancers and floating IPs,
+    /// listed once for a whole batch ([`LoadBalancers::read_load_balancers`]).
+    fn observe(
+        &self,
+        cluster: &str,
+        read: &LoadBalancerRead,
+        listed: &Listed,
+    ) -> Result<LoadBalancerObservation> {
+        let service = &read.service;
+        let lb_name = self.load_balancer_name(cluster, service);
+        let id = service
+            .annotations
+            .get(service_conf::LOAD_BALANCER_ID)
+            .filter(|v| !v.is_empty());
+        let Some(lb) = listed.find(id.map(String::as_str), &lb_name, service)? else {
+            return Ok(match read.ensure_nodes {
+                None => LoadBalancerObservation::Absent,
+                Some(_) => LoadBalancerObservation::NeedsEnsure,
+            });
+        };
+        let owner = ownership::owner(&lb.tags, &lb.description, cluster, &service.cluster_id);
+        let address = listed
+            .floating_ip_on(&lb.vip_port_id)
+            .map(|f| f.floating_ip_address.clone());
+        let Some(nodes) = &read.ensure_nodes else {
+            if let Owner::OtherCluster { .. } = owner {
+                return Ok(LoadBalancerObservation::Absent);
+            }
+            let address = address.unwrap_or_else(|| lb.vip_address.clone());
+            return Ok(LoadBalancerObservation::Present(match self.conf(service) {
+                Ok(conf) => self.status(&conf, &address),
+                Err(_) => LoadBalancerStatus {
+                    ingress: vec![provider::LoadBalancerIngress {
+                        ip: address,
+                        hostname: String::new(),
+                    }],
+                },
+            }));
+        };
+        // An ensure read: converged only when known to be, with its address settled; anything
+        // else (a refusal included) is the ensure's to answer.
+        let Ok(conf) = self.conf(service) else {
+            return Ok(LoadBalancerObservation::NeedsEnsure);
+        };
+        if matches!(owner, Owner::OtherCluster { .. }) || lb.name != lb_name || lb.is_pending() {
+            return Ok(LoadBalancerObservation::NeedsEnsure);
+        }
+        let (_, fingerprint) = self.request(service, &conf, lb, &lb_name, &self.servers(nodes));
+        if !self
+            .verified
+            .trusted(&lb.name, &lb.id, &fingerprint, converged::marker(&lb.tags))
+        {
+            return Ok(LoadBalancerObservation::NeedsEnsure);
+        }
+        let settled = if conf.internal || lb.vip_address.contains(':') {
+            address.is_none().then(|| lb.vip_address.clone())
+        } else {
+            address
+        };
+        Ok(match settled {
+            Some(address) => LoadBalancerObservation::Converged(self.status(&conf, &address)),
+            None => LoadBalancerObservation::NeedsEnsure,
+        })
     }
 
     /// Remembers a converge found by a full read; on a load balancer of this cluster's whose
@@ -753,6 +881,37 @@ impl LoadBalancers for OpenStackLoadBalancers {
         }
         octavia::delete_cascade(&self.client, &lb.id).await?;
         Err(wait(format!("load balancer {} is being deleted", lb.id)))
+    }
+
+    /// Every ensure starts with a batched read: an unchanged Service costs no call of its own.
+    fn checks_before_ensure(&self) -> bool {
+        true
+    }
+
+    fn max_read_batch(&self) -> usize {
+        MAX_READ_BATCH
+    }
+
+    /// Two calls for the whole batch: the project's load balancers and its floating IPs (after
+    /// a gateway restart, 200 unchanged Services cost these two calls, where reading each would
+    /// cost two per Service).
+    async fn read_load_balancers(
+        &self,
+        cluster: &str,
+        reads: &[LoadBalancerRead],
+    ) -> Result<Vec<Result<LoadBalancerObservation>>> {
+        let (load_balancers, floating_ips) = tokio::try_join!(
+            octavia::list_all(&self.client),
+            floating_ips::list_all(&self.client)
+        )?;
+        let listed = Listed {
+            load_balancers,
+            floating_ips,
+        };
+        Ok(reads
+            .iter()
+            .map(|read| self.observe(cluster, read, &listed))
+            .collect())
     }
 }
 

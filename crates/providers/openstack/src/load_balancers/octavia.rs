@@ -54,6 +54,14 @@ pub async fn by_name(client: &Client, name: &str) -> Result<Vec<observed::LoadBa
         .await
 }
 
+/// Every load balancer the project has (a batch of reads looks its Services' up in it).
+pub async fn list_all(client: &Client) -> Result<Vec<observed::LoadBalancer>, ApiError> {
+    client
+        .get(Service::LoadBalancer, "/lbaas/loadbalancers")
+        .send_paginated("loadbalancers", MAX_PAGES)
+        .await
+}
+
 /// The load balancer `id`, or `None` when Octavia does not know it.
 pub async fn get(client: &Client, id: &str) -> Result<Option<observed::LoadBalancer>, ApiError> {
     let path = format!("/lbaas/loadbalancers/{}", path_segment(id));
