@@ -107,11 +107,13 @@ bench-aws: ## AWS calls of an unchanged load-balancer sync and after a gateway r
 	target/release/aws-bench --json target/bench-aws.json
 
 .PHONY: bench-openstack
-bench-openstack: ## Keystone, Nova and Neutron calls of 1/50/200 nodes joining, a refresh and routes, on the OpenStack test cloud, ours beside OCCM's (prints a table, writes target/bench-openstack.json)
+bench-openstack: ## OpenStack calls of 1/50/200 nodes joining, a refresh and routes, and of load balancers (unchanged syncs, 200 after a restart, 50 at once on a slow Octavia), on the OpenStack test cloud, ours beside OCCM's (prints tables, writes target/bench-openstack*.json)
 	scripts/openstack/install.sh
-	$(CARGO) build --release -p cloud-gateway -p fake-apiserver -p cloud-node-controller -p node-route-controller -p cloud-bench \
-		--bin cloud-gateway --bin fake-apiserver --bin cloud-node-controller --bin node-route-controller --bin openstack-bench
+	$(CARGO) build --release -p cloud-gateway -p fake-apiserver -p cloud-node-controller -p node-route-controller -p service-lb-controller -p cloud-bench \
+		--bin cloud-gateway --bin fake-apiserver --bin cloud-node-controller --bin node-route-controller --bin service-lb-controller \
+		--bin openstack-bench --bin openstack-lb-bench
 	target/release/openstack-bench --json target/bench-openstack.json $(BENCH_ARGS)
+	target/release/openstack-lb-bench --json target/bench-openstack-lb.json $(LB_BENCH_ARGS)
 
 .PHONY: bench-gateway
 bench-gateway: ## gateway throughput and added latency versus calling the provider in-process

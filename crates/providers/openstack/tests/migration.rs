@@ -1,0 +1,297 @@
+//! Switching from OCCM (openstack-cloud-controller-manager) on the real test cloud: load
+//! balancers built with OCCM's own calls are taken over with no write.
+//!
+//! [`occm`] replays OCCM's call sequence for a new Service (`createOctaviaLoadBalancer`, then
+//! `ensureFloatingIP`, then the annotations it writes on the Service), with its bodies as its code
+//! builds them (`pkg/openstack/loadbalancer.go`): the load balancer created fully populated (its
+//! name, description, provider and tag; per port a listener with OCCM's connection limit,
+//! timeouts and tag, a pool with its members named by node, and a monitor when health monitors
+//! are on), polled until ACTIVE, then a floating IP on the VIP port with OCCM's description. The
+//! Services: one 1-port, one 2-port with health monitors, and one sharing the first one's load
+//! balancer through `load-balancer-id` (OCCM's shared load balancers; refused here for now).
+
+use std::time::{Duration, Instant};
+
+use openstack_fixture::{TestCloud, User};
+use provider::{
+    AddressType, ExternalTrafficPolicy, LoadBalancerNode, LoadBalancerStatus, LoadBalancers, NodeAddress,
+    Protocol, ProviderError, ServicePort, ServiceSpec, dry_run,
+};
+use provider_openstack::{
+    client::{Client, Service},
+    cloud_config::LoadBalancerSettings,
+    load_balancers::OpenStackLoadBalancers,
+    nodes::ProviderIdScheme,
+};
+use serde_json::{Value, json};
+
+const DEADLINE: Duration = Duration::from_secs(90);
+const IDENTITY: &str = "0d000000-0000-4000-8000-00000000000d";
+
+fn cloud() -> &'static TestCloud {
+    TestCloud::shared()
+}
+
+/// Two nodes: no providerID needed, OCCM and this provider take a node's InternalIP.
+fn nodes() -> Vec<LoadBalancerNode> {
+    [("node-a", "10.0.0.201"), ("node-b", "10.0.0.202")]
+        .into_iter()
+        .map(|(name, ip)| LoadBalancerNode {
+            name: name.into(),
+            provider_id: String::new(),
+            addresses: vec![NodeAddress {
+                kind: AddressType::InternalIP,
+                address: ip.into(),
+            }],
+            labels: Default::default(),
+        })
+        .collect()
+}
+
+fn service(name: &str, ports: u16, monitors: bool) -> ServiceSpec {
+    let mut svc = ServiceSpec {
+        uid: cloud().unique_name("uid"),
+        namespace: "default".into(),
+        name: name.into(),
+        ports: (0..ports)
+            .map(|i| ServicePort {
+                name: format!("p{i}"),
+                protocol: Protocol::Tcp,
+                port: 80 + i,
+                node_port: 30080 + i,
+            })
+            .collect(),
+        external_traffic_policy: ExternalTrafficPolicy::Cluster,
+        cluster_id: IDENTITY.into(),
+        ..ServiceSpec::default()
+    };
+    if monitors {
+        svc.annotations.insert(
+            "loadbalancer.openstack.org/enable-health-monitor".into(),
+            "true".into(),
+        );
+    }
+    svc
+}
+
+/// OCCM's calls, replayed.
+mod occm {
+    use super::*;
+
+    /// What OCCM leaves: the load balancer, its floating IP, and the annotations it writes on
+    /// the Service.
+    pub struct Built {
+        pub id: String,
+        pub vip_address: String,
+        pub floating_ip: String,
+        pub floating_ip_id: String,
+    }
+
+    pub async fn build(
+        client: &Client,
+        cluster: &str,
+        svc: &mut ServiceSpec,
+        nodes: &[LoadBalancerNode],
+    ) -> Built {
+        let ids = &cloud().info.ids;
+        let name = format!("kube_service_{cluster}_{}_{}", svc.namespace, svc.name);
+        let monitors = svc
+            .annotations
+            .get("loadbalancer.openstack.org/enable-health-monitor")
+            .is_some_and(|v| v == "true");
+        let listeners: Vec<Value> = svc
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, port)| {
+                let members: Vec<Value> = nodes
+                    .iter()
+                    .map(|n| {
+                        json!({"address": n.addresses[0].address, "protocol_port": port.node_port,
+                               "name": n.name, "subnet_id": ids.subnet_private})
+                    })
+                    .collect();
+                let mut pool = json!({"name": format!("pool_{i}_{name}"), "protocol": "TCP",
+                                      "lb_algorithm": "ROUND_ROBIN", "members": members});
+                if monitors {
+                    pool["healthmonitor"] = json!({"name": format!("monitor_{i}_{name}"), "type": "TCP",
+                        "delay": 5, "timeout": 3, "max_retries": 1, "max_retries_down": 3});
+                }
+                json!({"name": format!("listener_{i}_{name}"), "protocol": "TCP", "protocol_port": port.port,
+                       "connection_limit": -1, "tags": [name],
+                       "timeout_client_data": 50000, "timeout_member_connect": 5000,
+                       "timeout_member_data": 50000, "timeout_tcp_inspect": 0,
+                       "default_pool": pool})
+            })
+            .collect();
+        let body = json!({"loadbalancer": {
+            "name": name,
+            "description": format!("Kubernetes external service {}/{} from cluster {cluster}", svc.namespace, svc.name),
+            "provider": "amphora", "tags": [name], "vip_subnet_id": ids.subnet_private,
+            "listeners": listeners}});
+        let lb: Value = client
+            .post(Service::LoadBalancer, "/lbaas/loadbalancers")
+            .json(&body)
+            .send_json_field("loadbalancer")
+            .await
+            .expect("OCCM's create");
+        let id = lb["id"].as_str().expect("an id").to_owned();
+        // WaitActiveAndGetLoadBalancer.
+        let start = Instant::now();
+        let lb = loop {
+            let lb: Value = client
+                .get(Service::LoadBalancer, &format!("/lbaas/loadbalancers/{id}"))
+                .send_json_field("loadbalancer")
+                .await
+                .expect("OCCM's poll");
+            if lb["provisioning_status"] == "ACTIVE" {
+                break lb;
+            }
+            assert!(start.elapsed() < DEADLINE, "OCCM's load balancer ACTIVE: {lb}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        };
+        let fip: Value = client
+            .post(Service::Network, "/floatingips")
+            .json(&json!({"floatingip": {
+                "floating_network_id": ids.network_public,
+                "port_id": lb["vip_port_id"],
+                "description": format!("Floating IP for Kubernetes external service {}/{} from cluster {cluster}",
+                                       svc.namespace, svc.name)}}))
+            .send_json_field("floatingip")
+            .await
+            .expect("OCCM's floating IP");
+        let floating_ip = fip["floating_ip_address"]
+            .as_str()
+            .expect("an address")
+            .to_owned();
+        svc.annotations
+            .insert("loadbalancer.openstack.org/load-balancer-id".into(), id.clone());
+        svc.annotations.insert(
+            "loadbalancer.openstack.org/load-balancer-address".into(),
+            floating_ip.clone(),
+        );
+        Built {
+            id,
+            vip_address: lb["vip_address"].as_str().unwrap_or_default().to_owned(),
+            floating_ip,
+            floating_ip_id: fip["id"].as_str().unwrap_or_default().to_owned(),
+        }
+    }
+}
+
+async fn load_balancers(client: &Client) -> OpenStackLoadBalancers {
+    let ids = &cloud().info.ids;
+    let settings = LoadBalancerSettings {
+        subnet_id: Some(ids.subnet_private.clone()),
+        floating_network_id: Some(ids.network_public.clone()),
+        ..LoadBalancerSettings::default()
+    };
+    let scheme = ProviderIdScheme {
+        region: cloud().info.region.clone(),
+        regional: false,
+    };
+    OpenStackLoadBalancers::discover(client.clone(), settings, scheme)
+        .await
+        .expect("discover")
+        .expect("Octavia")
+}
+
+fn address(status: &LoadBalancerStatus) -> &str {
+    &status.ingress[0].ip
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_balancers_occm_built_are_taken_over_with_no_write() {
+    let _turn = cloud().octavia_turn().await;
+    let client = cloud().client(User::Ccm).await;
+    let cluster = cloud().unique_name("occm");
+    let nodes = nodes();
+    let mut web = service("web", 1, false);
+    let mut monitored = service("monitored", 2, true);
+    let built = [
+        occm::build(&client, &cluster, &mut web, &nodes).await,
+        occm::build(&client, &cluster, &mut monitored, &nodes).await,
+    ];
+    // OCCM's shared load balancer: a second Service naming the first one's.
+    let mut shared = service("shared", 1, false);
+    shared.ports[0].port = 8080;
+    shared.annotations.insert(
+        "loadbalancer.openstack.org/load-balancer-id".into(),
+        built[0].id.clone(),
+    );
+
+    // The shadow run first: nothing would be written.
+    let shadow = load_balancers(&client).await;
+    for (svc, built) in [(&web, &built[0]), (&monitored, &built[1])] {
+        let (status, woulds) = dry_run::scope(shadow.ensure_load_balancer(&cluster, svc, &nodes)).await;
+        let status = status.unwrap_or_else(|e| panic!("{}: {e}", svc.name));
+        assert_eq!(address(&status), built.floating_ip, "{}", svc.name);
+        assert!(
+            woulds.is_empty(),
+            "{}: the shadow would write {woulds:?}",
+            svc.name
+        );
+    }
+    // One edited Service: exactly one planned write (the claim that precedes a change; the
+    // change itself is planned by the sync after it).
+    let mut edited = web.clone();
+    edited
+        .annotations
+        .insert("loadbalancer.openstack.org/connection-limit".into(), "100".into());
+    let (answer, woulds) = dry_run::scope(shadow.ensure_load_balancer(&cluster, &edited, &nodes)).await;
+    assert!(
+        matches!(answer, Err(ProviderError::RetryAfter { .. })),
+        "{answer:?}"
+    );
+    assert_eq!(woulds.len(), 1, "{woulds:?}");
+
+    // The switch: the same addresses, the same VIPs, no write.
+    let ours = load_balancers(&client).await;
+    for (svc, built) in [(&web, &built[0]), (&monitored, &built[1])] {
+        let status = ours
+            .ensure_load_balancer(&cluster, svc, &nodes)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", svc.name));
+        assert_eq!(address(&status), built.floating_ip);
+        ours.update_load_balancer(&cluster, svc, &nodes)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", svc.name));
+        let lb: Value = client
+            .get(
+                Service::LoadBalancer,
+                &format!("/lbaas/loadbalancers/{}", built.id),
+            )
+            .send_json_field("loadbalancer")
+            .await
+            .expect("the load balancer");
+        assert_eq!(lb["vip_address"].as_str(), Some(built.vip_address.as_str()));
+    }
+    // The shared one is refused by name, with nothing written.
+    match ours.ensure_load_balancer(&cluster, &shared, &nodes).await {
+        Err(ProviderError::InvalidArgument(m)) => assert!(m.contains("sharing"), "{m}"),
+        other => panic!("a shared load balancer: {other:?}"),
+    }
+    assert_eq!(ours.writes(), 0, "taken over with no write");
+
+    // Deleted as OCCM deletes them: the load balancers and the floating IPs OCCM made.
+    for (svc, built) in [(&web, &built[0]), (&monitored, &built[1])] {
+        let start = Instant::now();
+        loop {
+            match ours.ensure_load_balancer_deleted(&cluster, svc).await {
+                Ok(()) => break,
+                Err(ProviderError::RetryAfter { after, .. }) if start.elapsed() < DEADLINE => {
+                    tokio::time::sleep(after).await;
+                }
+                Err(e) => panic!("{}: {e}", svc.name),
+            }
+        }
+        let fip = client
+            .get(
+                Service::Network,
+                &format!("/floatingips/{}", built.floating_ip_id),
+            )
+            .send_json::<Value>()
+            .await;
+        assert!(fip.is_err(), "{}: OCCM's floating IP deleted", svc.name);
+    }
+}

@@ -1,0 +1,618 @@
+//! `make bench-openstack`, load-balancer rows: what Octavia load balancers cost, ours beside
+//! OCCM's, on the real test cloud (`scripts/openstack/testcloud`: Octavia with the amphora
+//! provider on no-op drivers, Neutron).
+//!
+//! - **Unchanged sync**, a 1-port Service and a 3-port one with health monitors: the calls and
+//!   writes of one more ensure of a converged Service, on the gateway that converged it and on a
+//!   restarted one (the provider library the gateway runs, its calls counted by its client).
+//!   OCCM's figure is its call sequence (`../shared/reference/cloud-provider-openstack.md`
+//!   §3.17, read from its code): the load balancer by name, its listeners, per port the pool and
+//!   its members (and the monitor), then the VIP port and its floating IP: 2 + 2P Octavia calls
+//!   (2 + 3P with monitors) and 2 Neutron calls.
+//! - **200 unchanged Services after a gateway restart** (internal, so that they need no floating
+//!   IP): one batched read of all 200, as the gateway asks before their ensures. OCCM: 2 + 2P
+//!   Octavia calls each (its Neutron calls for an internal Service left out).
+//! - **50 Services created at once while every Octavia write takes 10 s** (the test cloud's
+//!   `octavia-delay-s`): the real fake-apiserver, gateway and service-lb-controller with
+//!   `--concurrent-service-syncs 5`, until every Service has its address; beside it OCCM's way,
+//!   5 workers that each create a load balancer fully populated, poll it until ACTIVE inside the
+//!   sync (every second, as OCCM's first backoff steps), then make its floating IP. The floor:
+//!   all of them created at once by hand and polled (the test cloud's Octavia applies creates
+//!   one sqlite transaction at a time, so its own throughput, not the delay, sets it).
+//!
+//! Prints a table and writes it as JSON (`--json PATH`). Exits non-zero when a target of the
+//! issue is missed: an unchanged sync ≤ 2 calls and 0 writes, 200 after a restart ≤ 20 calls.
+
+use std::{
+    path::PathBuf,
+    time::{Duration, Instant},
+};
+
+use e2e::{Cluster, ClusterSpec, binary, ingress_ips, wait_for};
+use futures::{StreamExt, stream};
+use openstack_fixture::{TestCloud, User};
+use provider::{
+    ExternalTrafficPolicy, LoadBalancerObservation, LoadBalancerRead, LoadBalancerStatus, LoadBalancers,
+    Protocol, ProviderError, ServicePort, ServiceSpec,
+};
+use provider_openstack::{
+    client::{Client, Service},
+    cloud_config::LoadBalancerSettings,
+    load_balancers::OpenStackLoadBalancers,
+    nodes::ProviderIdScheme,
+};
+use serde_json::{Value, json};
+
+const IDENTITY: &str = "0c000000-0000-4000-8000-0000000000be";
+const DEADLINE: Duration = Duration::from_secs(600);
+const PROVISIONING: Duration = Duration::from_secs(10);
+const CONCURRENT_SYNCS: usize = 5;
+
+struct Args {
+    json: Option<PathBuf>,
+    restart_services: usize,
+    created_services: usize,
+}
+
+fn args() -> Args {
+    let mut args = Args {
+        json: None,
+        restart_services: 200,
+        created_services: 50,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut number = |what: &str| -> usize {
+            it.next()
+                .and_then(|v| v.parse().ok())
+                .filter(|n| *n > 0)
+                .unwrap_or_else(|| usage(&format!("{what} needs a positive number")))
+        };
+        match arg.as_str() {
+            "--json" => args.json = it.next().map(PathBuf::from),
+            "--restart-services" => args.restart_services = number("--restart-services"),
+            "--created-services" => args.created_services = number("--created-services"),
+            "-h" | "--help" => usage(""),
+            other => usage(&format!("unknown argument {other}")),
+        }
+    }
+    args
+}
+
+fn usage(problem: &str) -> ! {
+    eprintln!(
+        "{problem}\nusage: openstack-lb-bench [--json PATH] [--restart-services 200] [--created-services 50]"
+    );
+    std::process::exit(if problem.is_empty() { 0 } else { 64 })
+}
+
+/// One row of the table.
+#[derive(Debug, serde::Serialize)]
+struct Row {
+    work: String,
+    ours: String,
+    occm: String,
+    /// The issue's target, when it sets one, and whether ours meets it.
+    target: Option<(String, bool)>,
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let args = args();
+    let cloud = tokio::task::spawn_blocking(TestCloud::shared)
+        .await
+        .expect("the test cloud");
+    let admin = cloud.admin().await;
+    let ccm = cloud.client(User::Ccm).await;
+    let quotas = NeutronQuotas::lift(&admin, &cloud.info.ids.project_ccm).await;
+    let outcome = run(cloud, &ccm, &args).await;
+    set_delay(cloud, Duration::ZERO);
+    quotas.restore(&admin).await;
+    let rows = outcome.unwrap_or_else(|e| {
+        eprintln!("openstack-lb-bench failed: {e}");
+        std::process::exit(1)
+    });
+    println!("| work | ours | OCCM | target |\n|---|---|---|---|");
+    for r in &rows {
+        let target = r.target.as_ref().map_or("—".to_owned(), |(t, met)| {
+            format!("{t} {}", if *met { "(met)" } else { "(MISSED)" })
+        });
+        println!("| {} | {} | {} | {target} |", r.work, r.ours, r.occm);
+    }
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&rows.iter().map(|r| json!(r)).collect::<Vec<_>>())
+            .unwrap_or_default();
+        if let Err(e) = std::fs::write(path, text) {
+            eprintln!("writing {}: {e}", path.display());
+        }
+    }
+    if rows
+        .iter()
+        .any(|r| r.target.as_ref().is_some_and(|(_, met)| !met))
+    {
+        eprintln!("a target was missed");
+        std::process::exit(1);
+    }
+}
+
+async fn run(cloud: &TestCloud, ccm: &Client, args: &Args) -> Result<Vec<Row>, String> {
+    let mut rows = Vec::new();
+    let cluster = cloud.unique_name("lbbench");
+    for (ports, monitors) in [(1u16, false), (3, true)] {
+        rows.extend(unchanged_sync(cloud, ccm, &cluster, ports, monitors).await?);
+    }
+    rows.push(after_restart(cloud, ccm, &cluster, args.restart_services).await?);
+    rows.push(created_at_once(cloud, ccm, args.created_services).await?);
+    Ok(rows)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The provider library, its calls counted
+// ---------------------------------------------------------------------------------------------
+
+async fn provider(cloud: &TestCloud, client: &Client) -> Result<OpenStackLoadBalancers, String> {
+    let ids = &cloud.info.ids;
+    let settings = LoadBalancerSettings {
+        subnet_id: Some(ids.subnet_private.clone()),
+        floating_network_id: Some(ids.network_public.clone()),
+        ..LoadBalancerSettings::default()
+    };
+    let scheme = ProviderIdScheme {
+        region: cloud.info.region.clone(),
+        regional: false,
+    };
+    OpenStackLoadBalancers::discover(client.clone(), settings, scheme)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| "the test cloud has no Octavia".to_owned())
+}
+
+/// OpenStack calls (Keystone's left out) `client` has made so far.
+fn calls(client: &Client) -> u64 {
+    client
+        .request_counts()
+        .iter()
+        .filter(|((service, _), _)| *service != Service::Identity)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+fn service(cloud: &TestCloud, ports: u16, monitors: bool, internal: bool) -> ServiceSpec {
+    let mut svc = ServiceSpec {
+        uid: cloud.unique_name("uid"),
+        namespace: "bench".into(),
+        name: cloud.unique_name("svc"),
+        ports: (0..ports)
+            .map(|i| ServicePort {
+                name: format!("p{i}"),
+                protocol: Protocol::Tcp,
+                port: 80 + i,
+                node_port: 30080 + i,
+            })
+            .collect(),
+        external_traffic_policy: ExternalTrafficPolicy::Cluster,
+        cluster_id: IDENTITY.into(),
+        ..ServiceSpec::default()
+    };
+    if monitors {
+        svc.annotations.insert(
+            "loadbalancer.openstack.org/enable-health-monitor".into(),
+            "true".into(),
+        );
+    }
+    if internal {
+        svc.annotations.insert(
+            "service.beta.kubernetes.io/openstack-internal-load-balancer".into(),
+            "true".into(),
+        );
+    }
+    svc
+}
+
+/// Ensures until converged, asking again after each RETRY_AFTER's delay.
+async fn ensure(
+    lbs: &OpenStackLoadBalancers,
+    cluster: &str,
+    svc: &ServiceSpec,
+) -> Result<LoadBalancerStatus, String> {
+    let start = Instant::now();
+    loop {
+        match lbs.ensure_load_balancer(cluster, svc, &[]).await {
+            Ok(status) => return Ok(status),
+            Err(ProviderError::RetryAfter { after, .. }) if start.elapsed() < DEADLINE => {
+                tokio::time::sleep(after).await;
+            }
+            // As the service controller does: a transient failure (the test cloud's sqlite
+            // answers "database is locked" under concurrent creates) is retried after a pause.
+            Err(ProviderError::Unavailable(_)) if start.elapsed() < DEADLINE => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => return Err(format!("{}/{}: {e}", svc.namespace, svc.name)),
+        }
+    }
+}
+
+async fn delete(lbs: &OpenStackLoadBalancers, cluster: &str, svc: &ServiceSpec) {
+    let start = Instant::now();
+    loop {
+        match lbs.ensure_load_balancer_deleted(cluster, svc).await {
+            Err(ProviderError::RetryAfter { after, .. }) if start.elapsed() < DEADLINE => {
+                tokio::time::sleep(after).await;
+            }
+            Err(ProviderError::Unavailable(_)) if start.elapsed() < DEADLINE => {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => {
+                eprintln!("deleting {}: {e}", svc.name);
+                return;
+            }
+            Ok(()) => return,
+        }
+    }
+}
+
+/// Converges `svc`, then ensures until the provider answers without a write (the recorded
+/// converge applied by Octavia).
+async fn converge(
+    lbs: &OpenStackLoadBalancers,
+    cluster: &str,
+    svc: &ServiceSpec,
+) -> Result<LoadBalancerStatus, String> {
+    let status = ensure(lbs, cluster, svc).await?;
+    wait_for("the converge recorded", DEADLINE, || async {
+        let writes = lbs.writes();
+        let again = ensure(lbs, cluster, svc).await.ok()?;
+        (lbs.writes() == writes && again == status).then_some(())
+    })
+    .await;
+    Ok(status)
+}
+
+async fn unchanged_sync(
+    cloud: &TestCloud,
+    ccm: &Client,
+    cluster: &str,
+    ports: u16,
+    monitors: bool,
+) -> Result<Vec<Row>, String> {
+    let lbs = provider(cloud, ccm).await?;
+    let svc = service(cloud, ports, monitors, false);
+    let status = converge(&lbs, cluster, &svc).await?;
+    let restarted = provider(cloud, ccm).await?;
+    let what = format!(
+        "{ports}-port Service{}",
+        if monitors { " with monitors" } else { "" }
+    );
+    let p = u64::from(ports);
+    let occm = if monitors { 2 + 3 * p } else { 2 + 2 * p };
+    let mut rows = Vec::new();
+    for (whose, lbs) in [("same gateway", &lbs), ("restarted gateway", &restarted)] {
+        let (before, writes) = (calls(ccm), lbs.writes());
+        let again = ensure(lbs, cluster, &svc).await?;
+        let (n, w) = (calls(ccm) - before, lbs.writes() - writes);
+        if again != status {
+            return Err(format!("{what}: the status changed on an unchanged sync"));
+        }
+        rows.push(Row {
+            work: format!("unchanged sync, {what}, {whose}"),
+            ours: format!("{n} calls, {w} writes"),
+            occm: format!("{} calls ({occm} Octavia + 2 Neutron), 0 writes", occm + 2),
+            target: Some(("≤ 2 calls, 0 writes".into(), n <= 2 && w == 0)),
+        });
+    }
+    delete(&lbs, cluster, &svc).await;
+    Ok(rows)
+}
+
+async fn after_restart(cloud: &TestCloud, ccm: &Client, cluster: &str, n: usize) -> Result<Row, String> {
+    let lbs = provider(cloud, ccm).await?;
+    let services: Vec<ServiceSpec> = (0..n).map(|_| service(cloud, 1, false, true)).collect();
+    let started = Instant::now();
+    let made: Vec<Result<LoadBalancerStatus, String>> = stream::iter(&services)
+        .map(|svc| converge(&lbs, cluster, svc))
+        .buffered(10)
+        .collect()
+        .await;
+    eprintln!(
+        "{n} internal Services converged in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    let outcome = async {
+        let statuses = made.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let restarted = provider(cloud, ccm).await?;
+        let reads: Vec<LoadBalancerRead> = services
+            .iter()
+            .map(|svc| LoadBalancerRead {
+                service: svc.clone(),
+                ensure_nodes: Some(Vec::new()),
+            })
+            .collect();
+        let before = calls(ccm);
+        // The gateway asks at most `max_read_batch` per call.
+        let mut answers = Vec::new();
+        for chunk in reads.chunks(restarted.max_read_batch()) {
+            answers.extend(
+                restarted
+                    .read_load_balancers(cluster, chunk)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        let spent = calls(ccm) - before;
+        let converged = answers
+            .iter()
+            .zip(&statuses)
+            .filter(|(a, s)| matches!(a, Ok(LoadBalancerObservation::Converged(got)) if got == *s))
+            .count();
+        if converged != n {
+            return Err(format!("{converged} of {n} answered converged after the restart"));
+        }
+        Ok(Row {
+            work: format!("{n} unchanged Services after a gateway restart"),
+            ours: format!("{spent} calls, {} writes", restarted.writes()),
+            occm: format!("{} Octavia calls (4 per Service)", 4 * n),
+            target: Some((
+                "≤ 20 calls, 0 writes".into(),
+                spent <= 20 && restarted.writes() == 0,
+            )),
+        })
+    }
+    .await;
+    stream::iter(&services)
+        .for_each_concurrent(20, |svc| delete(&lbs, cluster, svc))
+        .await;
+    outcome
+}
+
+// ---------------------------------------------------------------------------------------------
+// 50 Services at once on a slow Octavia
+// ---------------------------------------------------------------------------------------------
+
+fn set_delay(cloud: &TestCloud, delay: Duration) {
+    let path = cloud.dir.join("octavia-delay-s");
+    let _ = if delay.is_zero() {
+        std::fs::remove_file(&path)
+    } else {
+        std::fs::write(&path, delay.as_secs().to_string())
+    };
+}
+
+async fn created_at_once(cloud: &TestCloud, ccm: &Client, n: usize) -> Result<Row, String> {
+    set_delay(cloud, PROVISIONING);
+    let ours = ours_created_at_once(cloud, n).await;
+    let occm = occm_created_at_once(cloud, ccm, n, CONCURRENT_SYNCS).await;
+    let floor = occm_created_at_once(cloud, ccm, n, n).await;
+    set_delay(cloud, Duration::ZERO);
+    let (ours, occm, floor) = (ours?, occm?, floor?);
+    Ok(Row {
+        work: format!(
+            "{n} Services at once, every Octavia write {} s, {CONCURRENT_SYNCS} concurrent syncs \
+             (floor: all {n} created at once by hand and polled, {floor:.1} s)",
+            PROVISIONING.as_secs()
+        ),
+        ours: format!("{ours:.1} s ({:.2}× the floor)", ours / floor),
+        occm: format!(
+            "{occm:.1} s ({:.2}× the floor; polling inside the sync)",
+            occm / floor
+        ),
+        target: None,
+    })
+}
+
+/// The real binaries: the time until all `n` Services have their address.
+async fn ours_created_at_once(cloud: &TestCloud, n: usize) -> Result<f64, String> {
+    let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
+    let conf = cluster.dir.path().join("cloud.conf");
+    let ids = &cloud.info.ids;
+    let text = std::fs::read_to_string(cloud.dir.join("cloud.conf")).map_err(|e| e.to_string())?;
+    std::fs::write(
+        &conf,
+        format!(
+            "{text}\n[LoadBalancer]\nsubnet-id = {}\nfloating-network-id = {}\n",
+            ids.subnet_private, ids.network_public
+        ),
+    )
+    .map_err(|e| e.to_string())?;
+    // The gateway's write limit out of the way: the subject is Octavia's time.
+    let gateway_args: Vec<String> = [
+        "--insecure-plaintext",
+        "--provider",
+        "openstack",
+        "--write-rate",
+        "100",
+        "--write-burst",
+        "100",
+        "--cloud-config",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .chain([conf.display().to_string()])
+    .collect();
+    cluster
+        .swap_gateway(&binary("cloud-gateway"), &gateway_args, &[])
+        .await;
+    let name = cloud.unique_name("created");
+    cluster.start_controller(
+        "service-lb-controller",
+        "service-lb-controller",
+        &[
+            "--cluster-name",
+            &name,
+            "--concurrent-service-syncs",
+            &CONCURRENT_SYNCS.to_string(),
+        ],
+    );
+    let services = cluster.services("default");
+    let started = Instant::now();
+    stream::iter(0..n)
+        .for_each_concurrent(20, |i| {
+            let cluster = &cluster;
+            async move {
+                cluster
+                    .create_lb_service("default", &format!("svc-{i:03}"), json!({}))
+                    .await;
+            }
+        })
+        .await;
+    wait_for("every Service's address", DEADLINE, || async {
+        let list = services.list(&Default::default()).await.ok()?;
+        let done = list.items.iter().filter(|s| !ingress_ips(s).is_empty()).count();
+        (done == n).then_some(())
+    })
+    .await;
+    let seconds = started.elapsed().as_secs_f64();
+    // Cleanup at full speed: the Services deleted, their load balancers with them.
+    set_delay(cloud, Duration::ZERO);
+    for i in 0..n {
+        let _ = services.delete(&format!("svc-{i:03}"), &Default::default()).await;
+    }
+    wait_for("the Services' load balancers deleted", DEADLINE, || async {
+        let left = services.list(&Default::default()).await.ok()?;
+        let ours = |s: &&k8s_openapi::api::core::v1::Service| {
+            s.metadata.name.as_deref().is_some_and(|n| n.starts_with("svc-"))
+        };
+        (!left.items.iter().any(|s| ours(&s))).then_some(())
+    })
+    .await;
+    set_delay(cloud, PROVISIONING);
+    Ok(seconds)
+}
+
+/// OCCM's way: `workers` workers, each creating a load balancer fully populated and polling it
+/// until ACTIVE before it takes the next Service. With `n` workers, the floor: every load
+/// balancer asked for at once, which no controller can beat on this Octavia (its worker applies
+/// creates one sqlite transaction at a time, about 1–2 s of work each after the delay).
+async fn occm_created_at_once(
+    cloud: &TestCloud,
+    ccm: &Client,
+    n: usize,
+    workers: usize,
+) -> Result<f64, String> {
+    let ids = &cloud.info.ids;
+    let prefix = cloud.unique_name("occm");
+    let started = Instant::now();
+    let made: Vec<Result<(String, String), String>> = stream::iter(0..n)
+        .map(|i| {
+            let name = format!("{prefix}-{i:03}");
+            async move {
+                let body = json!({"loadbalancer": {
+                    "name": name, "vip_subnet_id": ids.subnet_private, "provider": "amphora",
+                    "listeners": [{"name": format!("listener_0_{name}"), "protocol": "TCP", "protocol_port": 80,
+                        "default_pool": {"name": format!("pool_0_{name}"), "protocol": "TCP",
+                            "lb_algorithm": "ROUND_ROBIN", "members": []}}]}});
+                let lb: Value = ccm
+                    .post(Service::LoadBalancer, "/lbaas/loadbalancers")
+                    .json(&body)
+                    .send_json_field("loadbalancer")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let id = lb["id"].as_str().unwrap_or_default().to_owned();
+                let port = poll_active(ccm, &id).await?;
+                let fip: Value = ccm
+                    .post(Service::Network, "/floatingips")
+                    .json(&json!({"floatingip": {"floating_network_id": ids.network_public, "port_id": port}}))
+                    .send_json_field("floatingip")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok((id, fip["id"].as_str().unwrap_or_default().to_owned()))
+            }
+        })
+        .buffer_unordered(workers)
+        .collect()
+        .await;
+    let seconds = started.elapsed().as_secs_f64();
+    set_delay(cloud, Duration::ZERO);
+    let mut failed = None;
+    // The cleanup's deletes, then the next run's delay.
+    for m in made {
+        match m {
+            Ok((lb, fip)) => {
+                let _ = ccm
+                    .delete(Service::Network, &format!("/floatingips/{fip}"))
+                    .send_empty()
+                    .await;
+                let _ = ccm
+                    .delete(Service::LoadBalancer, &format!("/lbaas/loadbalancers/{lb}"))
+                    .query(&[("cascade", "true")])
+                    .send_empty()
+                    .await;
+            }
+            Err(e) => failed = Some(e),
+        }
+    }
+    wait_for("the benchmark's load balancers deleted", DEADLINE, || async {
+        let left: Value = ccm
+            .get(Service::LoadBalancer, "/lbaas/loadbalancers")
+            .send_json()
+            .await
+            .ok()?;
+        let ours = left["loadbalancers"]
+            .as_array()?
+            .iter()
+            .any(|lb| lb["name"].as_str().is_some_and(|n| n.starts_with(&prefix)));
+        (!ours).then_some(())
+    })
+    .await;
+    set_delay(cloud, PROVISIONING);
+    failed.map_or(Ok(seconds), Err)
+}
+
+/// Polls the load balancer every second until ACTIVE; its VIP port.
+async fn poll_active(ccm: &Client, id: &str) -> Result<String, String> {
+    let start = Instant::now();
+    loop {
+        let lb: Value = ccm
+            .get(Service::LoadBalancer, &format!("/lbaas/loadbalancers/{id}"))
+            .send_json_field("loadbalancer")
+            .await
+            .map_err(|e| e.to_string())?;
+        match lb["provisioning_status"].as_str() {
+            Some("ACTIVE") => return Ok(lb["vip_port_id"].as_str().unwrap_or_default().to_owned()),
+            Some("ERROR") => return Err(format!("load balancer {id} went to ERROR")),
+            _ if start.elapsed() > DEADLINE => return Err(format!("load balancer {id} not ACTIVE")),
+            _ => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Quotas
+// ---------------------------------------------------------------------------------------------
+
+/// The ccm project's Neutron port and floating-IP quotas, lifted for the run (200 VIP ports, 50
+/// floating IPs twice) and restored after.
+struct NeutronQuotas {
+    project: String,
+    saved: Value,
+}
+
+impl NeutronQuotas {
+    async fn lift(admin: &Client, project: &str) -> Self {
+        let now: Value = admin
+            .get(Service::Network, &format!("/quotas/{project}"))
+            .send_json()
+            .await
+            .expect("Neutron quotas");
+        let quotas = Self {
+            project: project.to_owned(),
+            saved: json!({"quota": {"port": now["quota"]["port"], "floatingip": now["quota"]["floatingip"]}}),
+        };
+        quotas
+            .set(admin, json!({"quota": {"port": -1, "floatingip": -1}}))
+            .await;
+        quotas
+    }
+
+    async fn set(&self, admin: &Client, quota: Value) {
+        admin
+            .put(Service::Network, &format!("/quotas/{}", self.project))
+            .json(&quota)
+            .send_empty()
+            .await
+            .expect("setting Neutron quotas");
+    }
+
+    async fn restore(&self, admin: &Client) {
+        self.set(admin, self.saved.clone()).await;
+    }
+}
