@@ -4,7 +4,7 @@
 //! Each case gets a fresh fixture: a gateway on an [`OpenStackProvider`] built from the test
 //! cloud's `cloud.conf` (as the `ccm` user, `[Route] router-id` = the shared `router1`), its own
 //! cluster name, and servers booted only when the case asks for one (deleted when the fixture is
-//! dropped). The provider talks to the cloud through [`ThrottleProxy`], a small HTTP proxy in
+//! dropped). The provider talks to the cloud through [`CloudProxy`] (`openstack-fixture`), a small HTTP proxy in
 //! front of Keystone, Nova, Neutron and Octavia (it rewrites the catalog to point at itself) that answers
 //! 429 to everything once `throttle_everything` turns it on: the test cloud never throttles.
 //!
@@ -17,27 +17,16 @@
 //! [`the_suite_expands_every_case`] checks that every case of `cases::ALL` is expanded.
 
 use std::{
-    convert::Infallible,
     hash::{DefaultHasher, Hash, Hasher},
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicBool, Ordering},
-    },
+    sync::Mutex,
 };
 
 use async_trait::async_trait;
-use bytes::Bytes;
 use cloud_gateway::GatewayConfig;
 use contract_tests::{
     CloudFixture, ExpectedCapabilities, RunningGateway, Skip, Target, TestInstance, cases, runner,
 };
-use http_body_util::{BodyExt, Full};
-use hyper::{Request, Response, StatusCode, body::Incoming, service::service_fn};
-use hyper_util::{
-    client::legacy::{Client as HttpClient, connect::HttpConnector},
-    rt::{TokioExecutor, TokioIo},
-};
-use openstack_fixture::{TestCloud, User};
+use openstack_fixture::{TestCloud, User, proxy::CloudProxy};
 use provider_openstack::{
     OpenStackProvider,
     client::{Client, Service},
@@ -45,7 +34,6 @@ use provider_openstack::{
 };
 use serde_json::Value;
 use token_bucket::Limit;
-use tokio::{net::TcpListener, task::JoinHandle};
 
 const FLAVOR: &str = "m1.tiny";
 const ZONE: &str = "nova";
@@ -55,171 +43,13 @@ fn cloud() -> &'static TestCloud {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The throttling proxy
-// ---------------------------------------------------------------------------------------------
-
-/// `http://host:port` of a URL.
-fn origin(url: &str) -> String {
-    let after_scheme = url.find("://").map_or(0, |i| i + 3);
-    match url[after_scheme..].find('/') {
-        Some(i) => url[..after_scheme + i].to_owned(),
-        None => url.to_owned(),
-    }
-}
-
-struct ProxyState {
-    throttle: AtomicBool,
-    /// (upstream origin, proxy origin) of each proxied service, to rewrite Keystone's catalog.
-    rewrites: Vec<(String, String)>,
-    http: HttpClient<HttpConnector, Full<Bytes>>,
-}
-
-/// A proxy in front of Keystone, Nova, Neutron and Octavia; stops when dropped.
-struct ThrottleProxy {
-    state: Arc<ProxyState>,
-    /// The Keystone URL to give the provider (`auth-url`, through the proxy).
-    auth_url: String,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl ThrottleProxy {
-    async fn start() -> Self {
-        let endpoints = &cloud().info.endpoints;
-        let upstreams: Vec<String> = ["identity", "compute", "network", "load-balancer"]
-            .iter()
-            .map(|s| origin(endpoints.get(*s).unwrap_or_else(|| panic!("no {s} endpoint"))))
-            .collect();
-        let mut listeners = Vec::new();
-        let mut rewrites = Vec::new();
-        for upstream in &upstreams {
-            let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
-            let addr = listener.local_addr().expect("proxy address");
-            rewrites.push((upstream.clone(), format!("http://{addr}")));
-            listeners.push(listener);
-        }
-        let state = Arc::new(ProxyState {
-            throttle: AtomicBool::new(false),
-            rewrites,
-            http: HttpClient::builder(TokioExecutor::new()).build_http(),
-        });
-        let tasks = listeners
-            .into_iter()
-            .zip(upstreams.iter().cloned())
-            .map(|(listener, upstream)| tokio::spawn(serve(listener, upstream, state.clone())))
-            .collect();
-        let identity = &cloud().info.auth_url;
-        let auth_url = identity.replacen(&upstreams[0], &state.rewrites[0].1, 1);
-        Self {
-            state,
-            auth_url,
-            tasks,
-        }
-    }
-
-    fn throttle(&self, on: bool) {
-        self.state.throttle.store(on, Ordering::SeqCst);
-    }
-}
-
-impl Drop for ThrottleProxy {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
-    }
-}
-
-async fn serve(listener: TcpListener, upstream: String, state: Arc<ProxyState>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let upstream = upstream.clone();
-        let state = state.clone();
-        tokio::spawn(async move {
-            let svc = service_fn(move |req| forward(req, upstream.clone(), state.clone()));
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
-        });
-    }
-}
-
-fn plain(status: StatusCode, body: String) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
-    *r.status_mut() = status;
-    r
-}
-
-async fn forward(
-    req: Request<Incoming>,
-    upstream: String,
-    state: Arc<ProxyState>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
-    if state.throttle.load(Ordering::SeqCst) {
-        // As Nova's and Neutron's rate limiting middlewares answer.
-        let mut r = plain(
-            StatusCode::TOO_MANY_REQUESTS,
-            r#"{"overLimit": {"code": 429, "message": "Rate limit exceeded (test proxy)", "retryAfter": "1"}}"#
-                .into(),
-        );
-        r.headers_mut()
-            .insert("retry-after", http::HeaderValue::from_static("1"));
-        r.headers_mut()
-            .insert("content-type", http::HeaderValue::from_static("application/json"));
-        return Ok(r);
-    }
-    let (parts, body) = req.into_parts();
-    let body = match body.collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => return Ok(plain(StatusCode::BAD_GATEWAY, format!("request body: {e}"))),
-    };
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut out = Request::builder()
-        .method(parts.method)
-        .uri(format!("{upstream}{path}"));
-    for (name, value) in &parts.headers {
-        if name != http::header::HOST {
-            out = out.header(name, value);
-        }
-    }
-    let out = out.body(Full::new(body)).expect("proxied request");
-    let resp = match state.http.request(out).await {
-        Ok(r) => r,
-        Err(e) => return Ok(plain(StatusCode::BAD_GATEWAY, format!("upstream: {e}"))),
-    };
-    let (mut parts, body) = resp.into_parts();
-    let mut body = match body.collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => return Ok(plain(StatusCode::BAD_GATEWAY, format!("upstream body: {e}"))),
-    };
-    // Keystone's catalog (and links) name the services: send the provider through us.
-    if let Ok(text) = std::str::from_utf8(&body)
-        && state
-            .rewrites
-            .iter()
-            .any(|(from, _)| text.contains(from.as_str()))
-    {
-        let mut text = text.to_owned();
-        for (from, to) in &state.rewrites {
-            text = text.replace(from.as_str(), to);
-        }
-        body = Bytes::from(text);
-    }
-    parts.headers.remove(http::header::CONTENT_LENGTH);
-    parts.headers.remove(http::header::TRANSFER_ENCODING);
-    parts.headers.remove(http::header::CONNECTION);
-    Ok(Response::from_parts(parts, Full::new(body)))
-}
-
-// ---------------------------------------------------------------------------------------------
 // The fixture
 // ---------------------------------------------------------------------------------------------
 
 struct OpenStackFixture {
     target: Target,
     _gateway: RunningGateway,
-    proxy: ThrottleProxy,
+    proxy: CloudProxy,
     /// The ccm user's own client (straight to the cloud): boots, stops and deletes servers.
     client: Client,
     cluster: String,
@@ -229,7 +59,7 @@ struct OpenStackFixture {
 
 async fn start() -> OpenStackFixture {
     let cloud = cloud();
-    let proxy = ThrottleProxy::start().await;
+    let proxy = CloudProxy::start(cloud).await;
     let text = std::fs::read_to_string(cloud.dir.join("cloud.conf")).expect("cloud.conf");
     let ids = &cloud.info.ids;
     let text = format!(

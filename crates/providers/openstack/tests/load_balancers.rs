@@ -397,3 +397,141 @@ async fn after_a_restart_a_batch_of_reads_costs_two_calls_however_many_services(
         delete(&lbs, &cluster, svc).await;
     }
 }
+
+/// `n` nodes with InternalIPs on `private` (no server behind them: Octavia takes any address).
+fn nodes(n: usize) -> Vec<provider::LoadBalancerNode> {
+    (0..n)
+        .map(|i| provider::LoadBalancerNode {
+            name: format!("node-{i}"),
+            provider_id: String::new(),
+            addresses: vec![provider::NodeAddress {
+                kind: provider::AddressType::InternalIP,
+                address: format!("10.0.0.{}", 230 + i),
+            }],
+            labels: Default::default(),
+        })
+        .collect()
+}
+
+/// Load balancers named `name` and floating IPs described `description` the project has.
+async fn held(client: &Client, name: &str, description: &str) -> (usize, usize) {
+    let lbs: Value = client
+        .get(Service::LoadBalancer, "/lbaas/loadbalancers")
+        .query(&[("name", name)])
+        .send_json()
+        .await
+        .expect("load balancers");
+    let fips: Value = client
+        .get(Service::Network, "/floatingips")
+        .query(&[("description", description)])
+        .send_json()
+        .await
+        .expect("floating IPs");
+    let live = lbs["loadbalancers"].as_array().map_or(0, |l| {
+        l.iter()
+            .filter(|lb| lb["provisioning_status"] != "DELETED")
+            .count()
+    });
+    (live, fips["floatingips"].as_array().map_or(0, Vec::len))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_around_any_write_then_a_restart_converges_with_nothing_duplicated_or_leaked() {
+    use openstack_fixture::proxy::CloudProxy;
+    let _turn = cloud().octavia_turn().await;
+    let direct = cloud().client(User::Ccm).await;
+    let proxy = CloudProxy::start(cloud()).await;
+    let mut credentials = cloud().credentials(User::Ccm);
+    credentials.auth_url = proxy.auth_url.clone();
+    let through = Client::connect(&credentials)
+        .await
+        .expect("a client through the proxy");
+    let (one, two) = (nodes(1), nodes(2));
+
+    // A Service's life: made on one node, a second node joins, deleted. Each step is asked
+    // again until it is done; a crashed write (a 500) is a gateway that died: the next step is
+    // asked of a new provider, which knows only what the cloud holds.
+    #[derive(Clone, Copy, Debug)]
+    enum Step {
+        Ensure1,
+        Ensure2,
+        Delete,
+    }
+    let mut writes_in_a_life = None;
+    let mut k = 1;
+    loop {
+        for landed in [false, true] {
+            let cluster = cloud().unique_name("crash");
+            let svc = service(ID_A);
+            let name = format!("kube_service_{cluster}_{}_{}", svc.namespace, svc.name);
+            let description = format!(
+                "Floating IP for Kubernetes external service {}/{} from cluster {cluster}",
+                svc.namespace, svc.name
+            );
+            proxy.crash_at_write(k, landed);
+            let before = proxy.writes();
+            let mut lbs = load_balancers(&through).await;
+            let mut restarts = 0;
+            for step in [Step::Ensure1, Step::Ensure2, Step::Delete] {
+                let start = Instant::now();
+                loop {
+                    assert!(
+                        start.elapsed() < DEADLINE,
+                        "{step:?} (crash at write {k}, landed {landed})"
+                    );
+                    let answer = match step {
+                        Step::Ensure1 => lbs.ensure_load_balancer(&cluster, &svc, &one).await.map(drop),
+                        Step::Ensure2 => lbs.ensure_load_balancer(&cluster, &svc, &two).await.map(drop),
+                        Step::Delete => lbs.ensure_load_balancer_deleted(&cluster, &svc).await,
+                    };
+                    match answer {
+                        Ok(()) => break,
+                        // Asked again sooner than the provider says: only the test waits.
+                        Err(ProviderError::RetryAfter { after, .. }) => {
+                            tokio::time::sleep(after.min(Duration::from_millis(300))).await;
+                        }
+                        Err(ProviderError::Unavailable(_) | ProviderError::Internal(_)) => {
+                            restarts += 1;
+                            lbs = load_balancers(&through).await;
+                        }
+                        Err(e) => panic!("{step:?} (crash at write {k}, landed {landed}): {e}"),
+                    }
+                }
+                let (lb_count, fip_count) = held(&direct, &name, &description).await;
+                match step {
+                    Step::Ensure1 | Step::Ensure2 => assert_eq!(
+                        (lb_count, fip_count),
+                        (1, 1),
+                        "{step:?}: one load balancer, one floating IP (crash at write {k}, landed {landed})"
+                    ),
+                    Step::Delete => assert_eq!(
+                        (lb_count, fip_count),
+                        (0, 0),
+                        "nothing left (crash at write {k}, landed {landed})"
+                    ),
+                }
+            }
+            let spent = proxy.writes() - before;
+            if proxy.crash_pending() {
+                // The life made fewer than k writes: every write has had its crash.
+                writes_in_a_life.get_or_insert(spent);
+                proxy.crash_at_write(usize::MAX, false);
+            } else {
+                // The fingerprint's tag write answers nothing to wait for: its crash is only
+                // logged, and a later sync writes it again.
+                assert!(
+                    restarts <= 1,
+                    "one crash, at most one restart (write {k}, landed {landed})"
+                );
+            }
+        }
+        if writes_in_a_life.is_some() {
+            break;
+        }
+        k += 1;
+    }
+    assert!(
+        writes_in_a_life.is_some_and(|w| w >= 5),
+        "a life writes the load balancer, its floating IP, its marker, its members, and deletes: {writes_in_a_life:?}"
+    );
+}

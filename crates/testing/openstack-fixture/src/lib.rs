@@ -20,6 +20,7 @@
 //! counting proxy, a TLS front); [`tls_front`] puts HTTPS with a private CA in front of the
 //! cloud's plain-HTTP services that way ([`TestCloud::add_tls_region`]).
 
+pub mod proxy;
 pub mod tls_front;
 
 use std::{

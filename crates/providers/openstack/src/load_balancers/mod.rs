@@ -9,6 +9,8 @@
 //! - [`octavia`]: the Octavia calls: reads, OCCM's create bodies, the writes.
 //! - [`ownership`]: whose a load balancer is (this cluster's identity tag, another's, none).
 //! - [`floating_ips`]: the Neutron side: floating IPs, the external network, a node's subnet.
+//! - [`converged`]: the fingerprint that spares an unchanged sync the full read.
+//! - [`listed`]: the project's load balancers and floating IPs, listed once for a batch of reads.
 //!
 //! # A sync never waits for Octavia
 //! Every sync reads, makes at most one Octavia write, and answers. While Octavia applies it
@@ -28,6 +30,7 @@
 pub mod converged;
 pub mod desired;
 pub mod floating_ips;
+pub mod listed;
 pub mod names;
 pub mod observed;
 pub mod octavia;
@@ -52,6 +55,7 @@ use crate::{
     nodes::provider_id::{PROVIDER_NAME, ProviderIdScheme},
 };
 use desired::{IngressHostname, IpFamily};
+use listed::{Listed, only_one};
 use observed::LoadBalancer;
 use ownership::Owner;
 use plan::{Next, Write};
@@ -112,58 +116,6 @@ fn after_write(lb: &LoadBalancer, write: &Write) -> ProviderError {
             lb.id,
             write.call()
         )),
-    }
-}
-
-/// The project's load balancers and floating IPs, listed once for a batch of reads.
-struct Listed {
-    load_balancers: Vec<LoadBalancer>,
-    floating_ips: Vec<floating_ips::FloatingIp>,
-}
-
-impl Listed {
-    /// As [`OpenStackLoadBalancers::find`] finds it, among the listed ones.
-    fn find(&self, id: Option<&str>, lb_name: &str, service: &ServiceSpec) -> Result<Option<&LoadBalancer>> {
-        let live = || {
-            self.load_balancers
-                .iter()
-                .filter(|lb| lb.provisioning_status != "DELETED")
-        };
-        if let Some(id) = id
-            && let Some(lb) = live().find(|lb| lb.id == id)
-        {
-            return Ok(Some(lb));
-        }
-        for name in [
-            lb_name.to_owned(),
-            provider::default_load_balancer_name(&service.uid),
-        ] {
-            if let Some(lb) = only_one(&name, live().filter(|lb| lb.name == name).collect())? {
-                return Ok(Some(lb));
-            }
-        }
-        Ok(None)
-    }
-
-    fn floating_ip_on(&self, port_id: &str) -> Option<&floating_ips::FloatingIp> {
-        self.floating_ips
-            .iter()
-            .find(|f| !port_id.is_empty() && f.port_id.as_deref() == Some(port_id))
-    }
-}
-
-/// The one load balancer named `name` among `found`; more than one is refused, naming them.
-fn only_one<L: std::borrow::Borrow<LoadBalancer>>(name: &str, mut found: Vec<L>) -> Result<Option<L>> {
-    match found.len() {
-        0 | 1 => Ok(found.pop()),
-        n => Err(ProviderError::InvalidArgument(format!(
-            "{n} load balancers are named {name}: {}; delete the extra ones",
-            found
-                .iter()
-                .map(|l| l.borrow().id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
     }
 }
 
