@@ -88,8 +88,10 @@ fuzz: ## the property tests of every parser of outside input, FUZZ_CASES cases e
 	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release -p provider-openstack --lib -- fuzz_
 
 .PHONY: chaos
-chaos: build ## the resilience suite: kills, error storms, watch expiry, a vendor swap; prints a table, writes target/chaos.json
+chaos: build ## the resilience suite: kills, error storms, watch expiry, a vendor swap, Octavia with failing writes; prints tables, writes target/chaos.json
 	target/debug/ccm-chaos --json target/chaos.json $(CHAOS_ARGS)
+	scripts/openstack/install.sh
+	CHAOS_SCALE=full $(CARGO) test -p e2e --test openstack_chaos -- --nocapture
 
 .PHONY: chaos-quick
 chaos-quick: build ## every resilience scenario briefly (make test runs it as tests/tests/chaos.rs)

@@ -4,7 +4,9 @@
 //! - 429 with `Retry-After` on every request while throttling is on (Nova's and Neutron's rate
 //!   limiting middlewares answer so);
 //! - a crash at the nth write (POST, PUT, PATCH, DELETE) from now: the write never reaches the
-//!   cloud, or it does and only its answer is lost (a 500), as when a process dies around a call.
+//!   cloud, or it does and only its answer is lost (a 500), as when a process dies around a call;
+//! - a share of Octavia's writes failed (chaos): a 409 as Octavia answers a write to a load
+//!   balancer that is busy, or a 500 before or after the write reached Octavia.
 
 use std::{
     convert::Infallible,
@@ -44,8 +46,12 @@ struct Crash {
 
 struct ProxyState {
     throttle: AtomicBool,
+    /// Percent of Octavia writes failed, and the random state choosing them (xorshift64*).
+    octavia_failures: Mutex<(u64, u64)>,
     crash: Mutex<Option<Crash>>,
     writes: AtomicUsize,
+    /// Octavia writes failed by [`CloudProxy::fail_octavia_writes`] so far.
+    failed: AtomicUsize,
     /// (upstream origin, proxy origin) of each proxied service, to rewrite Keystone's catalog.
     rewrites: Vec<(String, String)>,
     http: HttpClient<HttpConnector, Full<Bytes>>,
@@ -77,15 +83,19 @@ impl CloudProxy {
         }
         let state = Arc::new(ProxyState {
             throttle: AtomicBool::new(false),
+            octavia_failures: Mutex::new((0, 0x9e37_79b9_7f4a_7c15)),
             crash: Mutex::new(None),
             writes: AtomicUsize::new(0),
+            failed: AtomicUsize::new(0),
             rewrites,
             http: HttpClient::builder(TokioExecutor::new()).build_http(),
         });
         let tasks = listeners
             .into_iter()
             .zip(upstreams.iter().cloned())
-            .map(|(listener, upstream)| tokio::spawn(serve(listener, upstream, state.clone())))
+            .enumerate()
+            // The fourth upstream is Octavia's.
+            .map(|(i, (listener, upstream))| tokio::spawn(serve(listener, upstream, i == 3, state.clone())))
             .collect();
         let auth_url = cloud
             .info
@@ -109,6 +119,17 @@ impl CloudProxy {
         *self.state.crash.lock().expect("crash lock") = Some(Crash { nth, landed });
     }
 
+    /// Fails `percent` % of Octavia's writes from now (0: none), chosen from `seed`: a third
+    /// each a 409 (never reaching Octavia), a 500 before Octavia, a 500 after it.
+    pub fn fail_octavia_writes(&self, percent: u64, seed: u64) {
+        *self.state.octavia_failures.lock().expect("failures lock") = (percent.min(100), seed | 1);
+    }
+
+    /// Octavia writes failed on purpose so far ([`CloudProxy::fail_octavia_writes`]).
+    pub fn failed_octavia_writes(&self) -> usize {
+        self.state.failed.load(Ordering::SeqCst)
+    }
+
     /// Whether the crash set by [`CloudProxy::crash_at_write`] is still to come.
     pub fn crash_pending(&self) -> bool {
         self.state.crash.lock().expect("crash lock").is_some()
@@ -129,7 +150,7 @@ impl Drop for CloudProxy {
     }
 }
 
-async fn serve(listener: TcpListener, upstream: String, state: Arc<ProxyState>) {
+async fn serve(listener: TcpListener, upstream: String, octavia: bool, state: Arc<ProxyState>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
@@ -137,7 +158,7 @@ async fn serve(listener: TcpListener, upstream: String, state: Arc<ProxyState>) 
         let upstream = upstream.clone();
         let state = state.clone();
         tokio::spawn(async move {
-            let svc = service_fn(move |req| forward(req, upstream.clone(), state.clone()));
+            let svc = service_fn(move |req| forward(req, upstream.clone(), octavia, state.clone()));
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), svc)
                 .await;
@@ -161,8 +182,16 @@ fn crashed() -> Response<Full<Bytes>> {
     r
 }
 
-/// Whether this write is the one to crash, and how; counts it.
-fn crash_now(state: &ProxyState, method: &Method, path: &str) -> Option<Crash> {
+/// How a write fails, if it does.
+enum Fault {
+    /// Octavia's 409: the load balancer is busy; nothing written.
+    Conflict,
+    /// A 500 before (`landed: false`) or after the write reached the cloud.
+    Crash(Crash),
+}
+
+/// Whether this write fails, and how; counts it.
+fn fault_now(state: &ProxyState, method: &Method, path: &str, octavia: bool) -> Option<Fault> {
     let write = matches!(
         *method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE
@@ -171,6 +200,42 @@ fn crash_now(state: &ProxyState, method: &Method, path: &str) -> Option<Crash> {
         return None;
     }
     state.writes.fetch_add(1, Ordering::SeqCst);
+    if octavia {
+        let mut failures = state.octavia_failures.lock().expect("failures lock");
+        let (percent, rng) = &mut *failures;
+        if *percent > 0 {
+            *rng ^= *rng >> 12;
+            *rng ^= *rng << 25;
+            *rng ^= *rng >> 27;
+            let roll = rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32;
+            if roll % 100 < *percent {
+                state.failed.fetch_add(1, Ordering::SeqCst);
+                return Some(match roll % 3 {
+                    0 => Fault::Conflict,
+                    1 => Fault::Crash(Crash {
+                        nth: 0,
+                        landed: false,
+                    }),
+                    _ => Fault::Crash(Crash { nth: 0, landed: true }),
+                });
+            }
+        }
+    }
+    crash_now(state).map(Fault::Crash)
+}
+
+fn conflict() -> Response<Full<Bytes>> {
+    let mut r = plain(
+        StatusCode::CONFLICT,
+        r#"{"faultcode": "Client", "faultstring": "Load Balancer is immutable and cannot be updated (test proxy).", "debuginfo": null}"#.into(),
+    );
+    r.headers_mut()
+        .insert("content-type", http::HeaderValue::from_static("application/json"));
+    r
+}
+
+/// Whether this write is the crash set by [`CloudProxy::crash_at_write`].
+fn crash_now(state: &ProxyState) -> Option<Crash> {
     let mut crash = state.crash.lock().expect("crash lock");
     let c = crash.as_mut()?;
     c.nth -= 1;
@@ -183,6 +248,7 @@ fn crash_now(state: &ProxyState, method: &Method, path: &str) -> Option<Crash> {
 async fn forward(
     req: Request<Incoming>,
     upstream: String,
+    octavia: bool,
     state: Arc<ProxyState>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     if state.throttle.load(Ordering::SeqCst) {
@@ -199,10 +265,12 @@ async fn forward(
     }
     let (parts, body) = req.into_parts();
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
-    let crash = crash_now(&state, &parts.method, &path);
-    if crash.is_some_and(|c| !c.landed) {
-        return Ok(crashed());
-    }
+    let crash = match fault_now(&state, &parts.method, &path, octavia) {
+        Some(Fault::Conflict) => return Ok(conflict()),
+        Some(Fault::Crash(c)) if !c.landed => return Ok(crashed()),
+        Some(Fault::Crash(c)) => Some(c),
+        None => None,
+    };
     let body = match body.collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => return Ok(plain(StatusCode::BAD_GATEWAY, format!("request body: {e}"))),
