@@ -24,7 +24,7 @@ use e2e::{
 };
 use k8s_openapi::api::{core::v1::Service, events::v1::Event};
 use kube::api::{DeleteParams, ListParams};
-use openstack_fixture::{TestCloud, User, proxy::CloudProxy};
+use openstack_fixture::{CloudConf, TestCloud, User, proxy::CloudProxy};
 use provider_openstack::client::{Client, Service as Api};
 use serde_json::{Value, json};
 
@@ -126,26 +126,12 @@ async fn services_on_octavia_survive_kills_and_failing_writes() {
     let cluster_name = cloud.unique_name("chaos");
     let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
     let conf = cluster.dir.path().join("cloud.conf");
-    let text = std::fs::read_to_string(cloud.dir.join("cloud.conf")).expect("cloud.conf");
-    let text: String = text
-        .lines()
-        .map(|l| {
-            if l.trim_start().to_ascii_lowercase().starts_with("auth-url") {
-                format!("auth-url = {}\n", proxy.auth_url)
-            } else {
-                format!("{l}\n")
-            }
-        })
-        .collect();
-    let ids = &cloud.info.ids;
-    std::fs::write(
-        &conf,
-        format!(
-            "{text}\n[LoadBalancer]\nsubnet-id = {}\nfloating-network-id = {}\n",
-            ids.subnet_private, ids.network_public
-        ),
-    )
-    .expect("cloud.conf");
+    let text = cloud.cloud_conf(&CloudConf {
+        auth_url: Some(&proxy.auth_url),
+        load_balancers: true,
+        ..CloudConf::default()
+    });
+    std::fs::write(&conf, text).expect("cloud.conf");
     let gateway_args: Vec<String> = [
         "--insecure-plaintext",
         "--provider",

@@ -36,6 +36,18 @@ struct Entry {
     at: Instant,
 }
 
+impl Entry {
+    /// A converge to `fingerprint` known as of now.
+    fn now(identity: &str, fingerprint: &str, marker: Option<&str>) -> Self {
+        Self {
+            fingerprint: fingerprint.to_owned(),
+            marker: marker.map(str::to_owned),
+            identity: identity.to_owned(),
+            at: Instant::now(),
+        }
+    }
+}
+
 /// What this process knows to be converged, per load balancer name.
 #[derive(Debug)]
 pub struct Verified {
@@ -68,15 +80,7 @@ impl Verified {
             return e.at.elapsed() < self.period;
         }
         if marker == Some(fingerprint) {
-            entries.insert(
-                name.to_owned(),
-                Entry {
-                    fingerprint: fingerprint.to_owned(),
-                    marker: marker.map(str::to_owned),
-                    identity: identity.to_owned(),
-                    at: Instant::now(),
-                },
-            );
+            entries.insert(name.to_owned(), Entry::now(identity, fingerprint, marker));
             return true;
         }
         false
@@ -84,15 +88,10 @@ impl Verified {
 
     /// Records a full converge of `name` to `fingerprint`, after which its marker is `marker`.
     pub fn record(&self, name: &str, identity: &str, fingerprint: &str, marker: Option<&str>) {
-        self.entries.lock().expect("verified").insert(
-            name.to_owned(),
-            Entry {
-                fingerprint: fingerprint.to_owned(),
-                marker: marker.map(str::to_owned),
-                identity: identity.to_owned(),
-                at: Instant::now(),
-            },
-        );
+        self.entries
+            .lock()
+            .expect("verified")
+            .insert(name.to_owned(), Entry::now(identity, fingerprint, marker));
     }
 
     /// Forgets `name` (deleted, or a converge failed half-way).

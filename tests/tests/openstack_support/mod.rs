@@ -19,7 +19,7 @@ use e2e::{
 };
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, PostParams};
-use openstack_fixture::{Region, TestCloud, User};
+use openstack_fixture::{CloudConf, Region, TestCloud, User};
 use provider_openstack::client::{Client, Service};
 use serde_json::{Value, json};
 
@@ -176,25 +176,12 @@ async fn remove_routes(client: &Client, router: &str, cluster: &str) {
 /// operator hands it to the gateway, with `[Route] router-id = router1` and, when given, another
 /// `region`. Returns its path.
 pub fn write_cloud_conf(cloud: &TestCloud, dir: &Path, region: Option<&str>) -> PathBuf {
-    let text = std::fs::read_to_string(cloud.dir.join("cloud.conf")).expect("the test cloud's cloud.conf");
-    let mut conf = String::new();
-    for line in text.lines() {
-        let key = line.split_once('=').map(|(k, _)| k.trim());
-        match region {
-            Some(region) if key == Some("region") => conf.push_str(&format!("region = {region}\n")),
-            _ => {
-                conf.push_str(line);
-                conf.push('\n');
-            }
-        }
-    }
-    let ids = &cloud.info.ids;
-    conf.push_str(&format!("\n[Route]\nrouter-id = {}\n", ids.router1));
-    // As an OCCM operator writes it: the VIPs on the tenant subnet, floating IPs from `public`.
-    conf.push_str(&format!(
-        "\n[LoadBalancer]\nsubnet-id = {}\nfloating-network-id = {}\n",
-        ids.subnet_private, ids.network_public
-    ));
+    let conf = cloud.cloud_conf(&CloudConf {
+        region,
+        routes: true,
+        load_balancers: true,
+        ..CloudConf::default()
+    });
     let path = dir.join("cloud.conf");
     std::fs::write(&path, conf).expect("write cloud.conf");
     path

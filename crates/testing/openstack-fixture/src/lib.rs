@@ -20,8 +20,12 @@
 //! counting proxy, a TLS front); [`tls_front`] puts HTTPS with a private CA in front of the
 //! cloud's plain-HTTP services that way ([`TestCloud::add_tls_region`]).
 
+pub mod lb;
 pub mod proxy;
+pub mod quotas;
 pub mod tls_front;
+
+pub use quotas::LiftedQuotas;
 
 use std::{
     collections::BTreeMap,
@@ -41,6 +45,19 @@ use provider_openstack::{
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+/// What [`TestCloud::cloud_conf`] changes in the test cloud's `cloud.conf`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CloudConf<'a> {
+    /// Keystone through another URL (a proxy).
+    pub auth_url: Option<&'a str>,
+    /// Another region (one whose endpoints are other URLs).
+    pub region: Option<&'a str>,
+    /// `[Route] router-id = router1`.
+    pub routes: bool,
+    /// `[LoadBalancer]` with the subnet for VIPs and members and the floating network.
+    pub load_balancers: bool,
+}
 
 /// How long a server may take to become ACTIVE (a few seconds on an idle machine; the builds
 /// of a test run share the cores).
@@ -296,6 +313,40 @@ impl TestCloud {
             .get(flavor)
             .cloned()
             .unwrap_or_else(|| flavor.to_owned())
+    }
+
+    /// The test cloud's `cloud.conf` (the CCM's user, project `ccm`) as an operator hands it to
+    /// the gateway, with `changes`.
+    ///
+    /// # Panics
+    /// The cloud's `cloud.conf` cannot be read.
+    pub fn cloud_conf(&self, changes: &CloudConf<'_>) -> String {
+        let path = self.dir.join("cloud.conf");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let mut out = String::new();
+        for line in text.lines() {
+            let key = line.split_once('=').map(|(k, _)| k.trim().to_ascii_lowercase());
+            match (key.as_deref(), changes.auth_url, changes.region) {
+                (Some("auth-url"), Some(url), _) => out.push_str(&format!("auth-url = {url}\n")),
+                (Some("region"), _, Some(region)) => out.push_str(&format!("region = {region}\n")),
+                _ => {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+        }
+        let ids = &self.info.ids;
+        if changes.routes {
+            out.push_str(&format!("\n[Route]\nrouter-id = {}\n", ids.router1));
+        }
+        if changes.load_balancers {
+            // As an OCCM operator writes it: VIPs on the tenant subnet, floating IPs from `public`.
+            out.push_str(&format!(
+                "\n[LoadBalancer]\nsubnet-id = {}\nfloating-network-id = {}\n",
+                ids.subnet_private, ids.network_public
+            ));
+        }
+        out
     }
 
     /// A network's id from its name (`private`, `public`); an id is returned as it is.

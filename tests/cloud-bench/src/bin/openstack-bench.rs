@@ -40,7 +40,7 @@ use e2e::{Cluster, ClusterSpec, binary, counter, http_get, wait_for};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
-use openstack_fixture::{TestCloud, User};
+use openstack_fixture::{CloudConf, LiftedQuotas, TestCloud, User};
 use provider_openstack::client::{Client, Service};
 use serde_json::{Value, json};
 
@@ -218,7 +218,13 @@ async fn main() {
     let ccm = cloud.client(User::Ccm).await;
     let largest = *args.sizes.iter().max().expect("a size");
 
-    let quotas = Quotas::lift(&admin, &cloud.info.ids.project_ccm).await;
+    let quotas = LiftedQuotas::lift(
+        &admin,
+        &cloud.info.ids.project_ccm,
+        &["instances", "cores", "ram"],
+        &["port"],
+    )
+    .await;
     let prefix = args.keep.clone().unwrap_or_else(|| cloud.unique_name("bench"));
     let started = Instant::now();
     let have = listed(&ccm, &prefix).await.map(|s| s.len()).unwrap_or(0);
@@ -435,7 +441,12 @@ async fn phases(
     region: &str,
     endpoints: &BTreeMap<String, String>,
 ) -> Result<Vec<Row>, String> {
-    let conf_text = cloud_conf(cloud, &endpoints["identity"], region)?;
+    let conf_text = cloud.cloud_conf(&CloudConf {
+        auth_url: Some(&endpoints["identity"]),
+        region: Some(region),
+        routes: true,
+        ..CloudConf::default()
+    });
     let mut rows = Vec::new();
     let router = cloud.info.ids.router1.clone();
     let router_networks = router_networks(admin, &router).await?;
@@ -595,32 +606,6 @@ async fn metric(at: std::net::SocketAddr, name: &str) -> u64 {
         Some((200, body)) => counter(&body, name, &[]),
         _ => 0,
     }
-}
-
-/// The test cloud's cloud.conf for the CCM's user, with the auth URL and region of the
-/// proxies' region, and `router1` for routes.
-fn cloud_conf(cloud: &TestCloud, auth_url: &str, region: &str) -> Result<String, String> {
-    let path = cloud.dir.join("cloud.conf");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut out = String::new();
-    for line in text.lines() {
-        let key = line
-            .split('=')
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_ascii_lowercase();
-        match key.as_str() {
-            "auth-url" => out.push_str(&format!("auth-url = {auth_url}\n")),
-            "region" => out.push_str(&format!("region = {region}\n")),
-            _ => {
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-    }
-    out.push_str(&format!("\n[Route]\nrouter-id = {}\n", cloud.info.ids.router1));
-    Ok(out)
 }
 
 /// How many networks `router`'s ports are on (OCCM lists the ports of each to find a node's).
@@ -823,64 +808,6 @@ async fn router_state(admin: &Client, router: &str) -> Option<(Vec<(String, Stri
         .filter_map(|t| t.as_str().map(str::to_owned))
         .collect();
     Some((routes, tags))
-}
-
-/// The ccm project's quotas, lifted for the run.
-struct Quotas {
-    project: String,
-    nova: Value,
-    neutron: Value,
-}
-
-impl Quotas {
-    async fn lift(admin: &Client, project: &str) -> Self {
-        let nova: Value = admin
-            .get(Service::Compute, &format!("/os-quota-sets/{project}"))
-            .send_json()
-            .await
-            .expect("Nova quotas");
-        let neutron: Value = admin
-            .get(Service::Network, &format!("/quotas/{project}"))
-            .send_json()
-            .await
-            .expect("Neutron quotas");
-        let quotas = Self {
-            project: project.to_owned(),
-            nova: json!({"quota_set": {
-                "instances": nova["quota_set"]["instances"],
-                "cores": nova["quota_set"]["cores"],
-                "ram": nova["quota_set"]["ram"],
-            }}),
-            neutron: json!({"quota": {"port": neutron["quota"]["port"]}}),
-        };
-        quotas
-            .set(
-                admin,
-                json!({"quota_set": {"instances": -1, "cores": -1, "ram": -1}}),
-                json!({"quota": {"port": -1}}),
-            )
-            .await;
-        quotas
-    }
-
-    async fn set(&self, admin: &Client, nova: Value, neutron: Value) {
-        admin
-            .put(Service::Compute, &format!("/os-quota-sets/{}", self.project))
-            .json(&nova)
-            .send_empty()
-            .await
-            .expect("setting Nova quotas");
-        admin
-            .put(Service::Network, &format!("/quotas/{}", self.project))
-            .json(&neutron)
-            .send_empty()
-            .await
-            .expect("setting Neutron quotas");
-    }
-
-    async fn restore(&self, admin: &Client) {
-        self.set(admin, self.nova.clone(), self.neutron.clone()).await;
-    }
 }
 
 fn print_table(rows: &[Row]) {

@@ -30,16 +30,11 @@ use std::{
 
 use e2e::{Cluster, ClusterSpec, binary, ingress_ips, wait_for};
 use futures::{StreamExt, stream};
-use openstack_fixture::{TestCloud, User};
-use provider::{
-    ExternalTrafficPolicy, LoadBalancerObservation, LoadBalancerRead, LoadBalancerStatus, LoadBalancers,
-    Protocol, ProviderError, ServicePort, ServiceSpec,
-};
+use openstack_fixture::{CloudConf, LiftedQuotas, TestCloud, User, lb};
+use provider::{LoadBalancerObservation, LoadBalancerRead, LoadBalancerStatus, LoadBalancers, ServiceSpec};
 use provider_openstack::{
     client::{Client, Service},
-    cloud_config::LoadBalancerSettings,
     load_balancers::OpenStackLoadBalancers,
-    nodes::ProviderIdScheme,
 };
 use serde_json::{Value, json};
 
@@ -107,7 +102,7 @@ async fn main() {
         .expect("the test cloud");
     let admin = cloud.admin().await;
     let ccm = cloud.client(User::Ccm).await;
-    let quotas = NeutronQuotas::lift(&admin, &cloud.info.ids.project_ccm).await;
+    let quotas = LiftedQuotas::lift(&admin, &cloud.info.ids.project_ccm, &[], &["port", "floatingip"]).await;
     let outcome = run(cloud, &ccm, &args).await;
     set_delay(cloud, Duration::ZERO);
     quotas.restore(&admin).await;
@@ -158,103 +153,34 @@ async fn run(cloud: &TestCloud, ccm: &Client, args: &Args) -> Result<Vec<Row>, S
 // ---------------------------------------------------------------------------------------------
 
 async fn provider(cloud: &TestCloud, client: &Client) -> Result<OpenStackLoadBalancers, String> {
-    let ids = &cloud.info.ids;
-    let settings = LoadBalancerSettings {
-        subnet_id: Some(ids.subnet_private.clone()),
-        floating_network_id: Some(ids.network_public.clone()),
-        ..LoadBalancerSettings::default()
-    };
-    let scheme = ProviderIdScheme {
-        region: cloud.info.region.clone(),
-        regional: false,
-    };
-    OpenStackLoadBalancers::discover(client.clone(), settings, scheme)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| "the test cloud has no Octavia".to_owned())
-}
-
-/// OpenStack calls (Keystone's left out) `client` has made so far.
-fn calls(client: &Client) -> u64 {
-    client
-        .request_counts()
-        .iter()
-        .filter(|((service, _), _)| *service != Service::Identity)
-        .map(|(_, n)| n)
-        .sum()
+    lb::provider(cloud, client, lb::settings(cloud)).await
 }
 
 fn service(cloud: &TestCloud, ports: u16, monitors: bool, internal: bool) -> ServiceSpec {
-    let mut svc = ServiceSpec {
-        uid: cloud.unique_name("uid"),
-        namespace: "bench".into(),
-        name: cloud.unique_name("svc"),
-        ports: (0..ports)
-            .map(|i| ServicePort {
-                name: format!("p{i}"),
-                protocol: Protocol::Tcp,
-                port: 80 + i,
-                node_port: 30080 + i,
-            })
-            .collect(),
-        external_traffic_policy: ExternalTrafficPolicy::Cluster,
-        cluster_id: IDENTITY.into(),
-        ..ServiceSpec::default()
-    };
+    let mut svc = lb::service(cloud, "bench", ports, IDENTITY);
     if monitors {
-        svc.annotations.insert(
-            "loadbalancer.openstack.org/enable-health-monitor".into(),
-            "true".into(),
-        );
+        svc = lb::with(svc, lb::ENABLE_HEALTH_MONITOR);
     }
     if internal {
-        svc.annotations.insert(
-            "service.beta.kubernetes.io/openstack-internal-load-balancer".into(),
-            "true".into(),
-        );
+        svc = lb::with(svc, lb::INTERNAL);
     }
     svc
 }
 
-/// Ensures until converged, asking again after each RETRY_AFTER's delay.
+/// Ensures until converged ([`lb::until_settled`]).
 async fn ensure(
     lbs: &OpenStackLoadBalancers,
     cluster: &str,
     svc: &ServiceSpec,
 ) -> Result<LoadBalancerStatus, String> {
-    let start = Instant::now();
-    loop {
-        match lbs.ensure_load_balancer(cluster, svc, &[]).await {
-            Ok(status) => return Ok(status),
-            Err(ProviderError::RetryAfter { after, .. }) if start.elapsed() < DEADLINE => {
-                tokio::time::sleep(after).await;
-            }
-            // As the service controller does: a transient failure (the test cloud's sqlite
-            // answers "database is locked" under concurrent creates) is retried after a pause.
-            Err(ProviderError::Unavailable(_)) if start.elapsed() < DEADLINE => {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            Err(e) => return Err(format!("{}/{}: {e}", svc.namespace, svc.name)),
-        }
-    }
+    lb::ensure(lbs, cluster, svc, &[], DEADLINE)
+        .await
+        .map_err(|e| format!("{}/{}: {e}", svc.namespace, svc.name))
 }
 
 async fn delete(lbs: &OpenStackLoadBalancers, cluster: &str, svc: &ServiceSpec) {
-    let start = Instant::now();
-    loop {
-        match lbs.ensure_load_balancer_deleted(cluster, svc).await {
-            Err(ProviderError::RetryAfter { after, .. }) if start.elapsed() < DEADLINE => {
-                tokio::time::sleep(after).await;
-            }
-            Err(ProviderError::Unavailable(_)) if start.elapsed() < DEADLINE => {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            Err(e) => {
-                eprintln!("deleting {}: {e}", svc.name);
-                return;
-            }
-            Ok(()) => return,
-        }
+    if let Err(e) = lb::delete(lbs, cluster, svc, DEADLINE).await {
+        eprintln!("deleting {}: {e}", svc.name);
     }
 }
 
@@ -294,9 +220,9 @@ async fn unchanged_sync(
     let occm = if monitors { 2 + 3 * p } else { 2 + 2 * p };
     let mut rows = Vec::new();
     for (whose, lbs) in [("same gateway", &lbs), ("restarted gateway", &restarted)] {
-        let (before, writes) = (calls(ccm), lbs.writes());
+        let (before, writes) = (lb::calls(ccm), lbs.writes());
         let again = ensure(lbs, cluster, &svc).await?;
-        let (n, w) = (calls(ccm) - before, lbs.writes() - writes);
+        let (n, w) = (lb::calls(ccm) - before, lbs.writes() - writes);
         if again != status {
             return Err(format!("{what}: the status changed on an unchanged sync"));
         }
@@ -334,7 +260,7 @@ async fn after_restart(cloud: &TestCloud, ccm: &Client, cluster: &str, n: usize)
                 ensure_nodes: Some(Vec::new()),
             })
             .collect();
-        let before = calls(ccm);
+        let before = lb::calls(ccm);
         // The gateway asks at most `max_read_batch` per call.
         let mut answers = Vec::new();
         for chunk in reads.chunks(restarted.max_read_batch()) {
@@ -345,7 +271,7 @@ async fn after_restart(cloud: &TestCloud, ccm: &Client, cluster: &str, n: usize)
                     .map_err(|e| e.to_string())?,
             );
         }
-        let spent = calls(ccm) - before;
+        let spent = lb::calls(ccm) - before;
         let converged = answers
             .iter()
             .zip(&statuses)
@@ -410,16 +336,11 @@ async fn created_at_once(cloud: &TestCloud, ccm: &Client, n: usize) -> Result<Ro
 async fn ours_created_at_once(cloud: &TestCloud, n: usize) -> Result<f64, String> {
     let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
     let conf = cluster.dir.path().join("cloud.conf");
-    let ids = &cloud.info.ids;
-    let text = std::fs::read_to_string(cloud.dir.join("cloud.conf")).map_err(|e| e.to_string())?;
-    std::fs::write(
-        &conf,
-        format!(
-            "{text}\n[LoadBalancer]\nsubnet-id = {}\nfloating-network-id = {}\n",
-            ids.subnet_private, ids.network_public
-        ),
-    )
-    .map_err(|e| e.to_string())?;
+    let text = cloud.cloud_conf(&CloudConf {
+        load_balancers: true,
+        ..CloudConf::default()
+    });
+    std::fs::write(&conf, text).map_err(|e| e.to_string())?;
     // The gateway's write limit out of the way: the subject is Octavia's time.
     let gateway_args: Vec<String> = [
         "--insecure-plaintext",
@@ -603,47 +524,5 @@ async fn poll_active(ccm: &Client, id: &str) -> Result<String, String> {
             _ if start.elapsed() > DEADLINE => return Err(format!("load balancer {id} not ACTIVE")),
             _ => tokio::time::sleep(Duration::from_secs(1)).await,
         }
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Quotas
-// ---------------------------------------------------------------------------------------------
-
-/// The ccm project's Neutron port and floating-IP quotas, lifted for the run (200 VIP ports, 50
-/// floating IPs twice) and restored after.
-struct NeutronQuotas {
-    project: String,
-    saved: Value,
-}
-
-impl NeutronQuotas {
-    async fn lift(admin: &Client, project: &str) -> Self {
-        let now: Value = admin
-            .get(Service::Network, &format!("/quotas/{project}"))
-            .send_json()
-            .await
-            .expect("Neutron quotas");
-        let quotas = Self {
-            project: project.to_owned(),
-            saved: json!({"quota": {"port": now["quota"]["port"], "floatingip": now["quota"]["floatingip"]}}),
-        };
-        quotas
-            .set(admin, json!({"quota": {"port": -1, "floatingip": -1}}))
-            .await;
-        quotas
-    }
-
-    async fn set(&self, admin: &Client, quota: Value) {
-        admin
-            .put(Service::Network, &format!("/quotas/{}", self.project))
-            .json(&quota)
-            .send_empty()
-            .await
-            .expect("setting Neutron quotas");
-    }
-
-    async fn restore(&self, admin: &Client) {
-        self.set(admin, self.saved.clone()).await;
     }
 }
