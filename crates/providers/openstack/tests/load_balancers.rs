@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use openstack_fixture::{TestCloud, User};
+use openstack_fixture::{TestCloud, User, lb};
 use provider::{
     ExternalTrafficPolicy, LoadBalancerStatus, LoadBalancers, Protocol, ProviderError, ServicePort,
     ServiceSpec,
@@ -16,7 +16,6 @@ use provider_openstack::{
     client::{Client, Service},
     cloud_config::LoadBalancerSettings,
     load_balancers::{OpenStackLoadBalancers, ownership},
-    nodes::ProviderIdScheme,
 };
 use serde_json::Value;
 
@@ -29,97 +28,39 @@ fn cloud() -> &'static TestCloud {
 }
 
 async fn load_balancers(client: &Client) -> OpenStackLoadBalancers {
-    let ids = &cloud().info.ids;
+    load_balancers_managing_security_groups(client, false).await
+}
+
+async fn load_balancers_managing_security_groups(client: &Client, manage: bool) -> OpenStackLoadBalancers {
     let settings = LoadBalancerSettings {
-        subnet_id: Some(ids.subnet_private.clone()),
-        floating_network_id: Some(ids.network_public.clone()),
-        ..LoadBalancerSettings::default()
+        manage_security_groups: manage,
+        ..lb::settings(cloud())
     };
-    let scheme = ProviderIdScheme {
-        region: cloud().info.region.clone(),
-        regional: false,
-    };
-    OpenStackLoadBalancers::discover(client.clone(), settings, scheme)
+    lb::provider(cloud(), client, settings)
         .await
-        .expect("discover")
-        .expect("the test cloud has Octavia")
+        .expect("the provider's load balancers")
 }
 
 fn service(cluster_id: &str) -> ServiceSpec {
-    ServiceSpec {
-        uid: cloud().unique_name("uid"),
-        namespace: "default".into(),
-        name: cloud().unique_name("web"),
-        ports: vec![ServicePort {
-            name: "http".into(),
-            protocol: Protocol::Tcp,
-            port: 80,
-            node_port: 30080,
-        }],
-        external_traffic_policy: ExternalTrafficPolicy::Cluster,
-        cluster_id: cluster_id.into(),
-        ..ServiceSpec::default()
-    }
+    lb::service(cloud(), "default", 1, cluster_id)
 }
 
-/// Ensures until the provider stops answering RETRY_AFTER; its last answer.
+/// Ensures on no node until the provider stops answering RETRY_AFTER; its last answer.
 async fn ensure(
     lbs: &OpenStackLoadBalancers,
     cluster: &str,
     svc: &ServiceSpec,
 ) -> provider::Result<LoadBalancerStatus> {
-    let start = Instant::now();
-    loop {
-        match lbs.ensure_load_balancer(cluster, svc, &[]).await {
-            Err(ProviderError::RetryAfter { after, message }) => {
-                assert!(
-                    start.elapsed() < DEADLINE,
-                    "not converged in {DEADLINE:?}: {message}"
-                );
-                tokio::time::sleep(after).await;
-            }
-            other => return other,
-        }
-    }
+    lb::ensure(lbs, cluster, svc, &[], DEADLINE).await
 }
 
 async fn delete(lbs: &OpenStackLoadBalancers, cluster: &str, svc: &ServiceSpec) {
-    let start = Instant::now();
-    loop {
-        match lbs.ensure_load_balancer_deleted(cluster, svc).await {
-            Ok(()) => return,
-            Err(ProviderError::RetryAfter { after, message }) => {
-                assert!(
-                    start.elapsed() < DEADLINE,
-                    "not deleted in {DEADLINE:?}: {message}"
-                );
-                tokio::time::sleep(after).await;
-            }
-            Err(e) => panic!("delete: {e}"),
-        }
-    }
+    lb::delete(lbs, cluster, svc, DEADLINE).await.expect("deleted");
 }
 
 /// The load balancer named `name`, as Octavia reports it.
 async fn octavia_lb(client: &Client, name: &str) -> Option<Value> {
-    let found: Value = client
-        .get(Service::LoadBalancer, "/lbaas/loadbalancers")
-        .query(&[("name", name)])
-        .send_json()
-        .await
-        .expect("list load balancers");
-    found["loadbalancers"].as_array().and_then(|l| {
-        l.iter()
-            .find(|lb| lb["provisioning_status"] != "DELETED")
-            .cloned()
-    })
-}
-
-fn tags(lb: &Value) -> Vec<String> {
-    lb["tags"]
-        .as_array()
-        .map(|t| t.iter().filter_map(|t| t.as_str().map(str::to_owned)).collect())
-        .unwrap_or_default()
+    lb::octavia_lb(client, name).await.expect("list load balancers")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,7 +76,7 @@ async fn another_clusters_load_balancer_under_the_same_cluster_name_is_never_tou
         .expect("cluster A's load balancer");
     let name = a.load_balancer_name(&cluster, &svc_a);
     let lb = octavia_lb(&client, &name).await.expect("made");
-    assert!(tags(&lb).contains(&ownership::identity_tag(ID_A)), "{lb}");
+    assert!(lb::tags(&lb).contains(&ownership::identity_tag(ID_A)), "{lb}");
 
     // The same Service (namespace, name) in cluster B: same name, so found, and refused.
     let svc_b = ServiceSpec {
@@ -185,7 +126,7 @@ async fn an_unclaimed_load_balancer_is_taken_over_unchanged_with_no_write_and_cl
     let name = occm.load_balancer_name(&cluster, &before);
     let lb = octavia_lb(&client, &name).await.expect("made");
     assert!(
-        !tags(&lb)
+        !lb::tags(&lb)
             .iter()
             .any(|t| t.starts_with(ownership::CLUSTER_ID_TAG_PREFIX)),
         "{lb}"
@@ -211,7 +152,7 @@ async fn an_unclaimed_load_balancer_is_taken_over_unchanged_with_no_write_and_cl
     }
     assert_eq!(ours.writes(), 1);
     let lb = octavia_lb(&client, &name).await.expect("there");
-    let claimed = tags(&lb);
+    let claimed = lb::tags(&lb);
     assert!(
         claimed.contains(&ownership::identity_tag(ID_A)),
         "claimed first: {lb}"
@@ -242,16 +183,6 @@ async fn an_unclaimed_load_balancer_is_taken_over_unchanged_with_no_write_and_cl
     assert!(octavia_lb(&client, &name).await.is_none());
 }
 
-/// OpenStack calls (Keystone's excluded) the client has sent so far.
-fn calls(client: &Client) -> u64 {
-    client
-        .request_counts()
-        .iter()
-        .filter(|((service, _), _)| *service != Service::Identity)
-        .map(|(_, n)| n)
-        .sum()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unchanged_sync_costs_two_calls_and_no_write_whatever_its_port_count() {
     let _turn = cloud().octavia_turn().await;
@@ -278,7 +209,8 @@ async fn an_unchanged_sync_costs_two_calls_and_no_write_whatever_its_port_count(
     let name = lbs.load_balancer_name(&cluster, &svc);
     let start = Instant::now();
     while !octavia_lb(&client, &name).await.is_some_and(|lb| {
-        lb["provisioning_status"] == "ACTIVE" && tags(&lb).iter().any(|t| t.starts_with("cloudgateway_spec_"))
+        lb["provisioning_status"] == "ACTIVE"
+            && lb::tags(&lb).iter().any(|t| t.starts_with("cloudgateway_spec_"))
     }) {
         assert!(
             start.elapsed() < DEADLINE,
@@ -291,14 +223,14 @@ async fn an_unchanged_sync_costs_two_calls_and_no_write_whatever_its_port_count(
     // trusts the recorded fingerprint): the same status, 2 calls, no write.
     let restarted = load_balancers(&client).await;
     for (who, lbs) in [("the same gateway", &lbs), ("a restarted gateway", &restarted)] {
-        let (before, writes) = (calls(&client), lbs.writes());
+        let (before, writes) = (lb::calls(&client), lbs.writes());
         assert_eq!(
             ensure(lbs, &cluster, &svc).await.expect("unchanged"),
             status,
             "{who}"
         );
         assert_eq!(
-            calls(&client) - before,
+            lb::calls(&client) - before,
             2,
             "{who}: the load balancer and its floating IP"
         );
@@ -310,12 +242,12 @@ async fn an_unchanged_sync_costs_two_calls_and_no_write_whatever_its_port_count(
     changed
         .annotations
         .insert("loadbalancer.openstack.org/connection-limit".into(), "50".into());
-    let before = calls(&client);
+    let before = lb::calls(&client);
     match restarted.ensure_load_balancer(&cluster, &changed, &[]).await {
         Err(ProviderError::RetryAfter { .. }) => {}
         other => panic!("a change is a write: {other:?}"),
     }
-    assert!(calls(&client) - before > 2, "read in full before the write");
+    assert!(lb::calls(&client) - before > 2, "read in full before the write");
 
     delete(&lbs, &cluster, &svc).await;
 }
@@ -324,7 +256,8 @@ async fn an_unchanged_sync_costs_two_calls_and_no_write_whatever_its_port_count(
 async fn wait_recorded(client: &Client, name: &str) {
     let start = Instant::now();
     while !octavia_lb(client, name).await.is_some_and(|lb| {
-        lb["provisioning_status"] == "ACTIVE" && tags(&lb).iter().any(|t| t.starts_with("cloudgateway_spec_"))
+        lb["provisioning_status"] == "ACTIVE"
+            && lb::tags(&lb).iter().any(|t| t.starts_with("cloudgateway_spec_"))
     }) {
         assert!(start.elapsed() < DEADLINE, "the converge of {name} recorded");
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -366,7 +299,7 @@ async fn after_a_restart_a_batch_of_reads_costs_two_calls_however_many_services(
         read(&absent, false),
         read(&services[0], false),
     ];
-    let before = calls(&client);
+    let before = lb::calls(&client);
     let answers: Vec<_> = restarted
         .read_load_balancers(&cluster, &reads)
         .await
@@ -375,7 +308,7 @@ async fn after_a_restart_a_batch_of_reads_costs_two_calls_however_many_services(
         .map(|a| a.expect("each read"))
         .collect();
     assert_eq!(
-        calls(&client) - before,
+        lb::calls(&client) - before,
         2,
         "one load-balancer list, one floating-IP list"
     );
@@ -533,5 +466,152 @@ async fn a_crash_around_any_write_then_a_restart_converges_with_nothing_duplicat
     assert!(
         writes_in_a_life.is_some_and(|w| w >= 5),
         "a life writes the load balancer, its floating IP, its marker, its members, and deletes: {writes_in_a_life:?}"
+    );
+}
+
+/// The security group named `name`: its ID and its rules as (direction, protocol, port,
+/// remote prefix), sorted.
+async fn security_group(client: &Client, name: &str) -> Option<(String, Vec<(String, String, u64, String)>)> {
+    let found: Value = client
+        .get(Service::Network, "/security-groups")
+        .query(&[("name", name)])
+        .send_json()
+        .await
+        .expect("security groups");
+    let group = found["security_groups"].as_array()?.first()?.clone();
+    let mut rules: Vec<(String, String, u64, String)> = group["security_group_rules"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            (
+                r["direction"].as_str().unwrap_or_default().to_owned(),
+                r["protocol"].as_str().unwrap_or_default().to_owned(),
+                r["port_range_min"].as_u64().unwrap_or_default(),
+                r["remote_ip_prefix"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    rules.sort();
+    Some((group["id"].as_str()?.to_owned(), rules))
+}
+
+/// The servers whose ports carry security group `id`.
+async fn carrying(client: &Client, id: &str) -> Vec<String> {
+    let ports: Value = client
+        .get(Service::Network, "/ports")
+        .query(&[("security_groups", id)])
+        .send_json()
+        .await
+        .expect("ports");
+    let mut servers: Vec<String> = ports["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p["device_id"].as_str().map(str::to_owned))
+        .collect();
+    servers.sort();
+    servers
+}
+
+/// `manage-security-groups` as OCCM manages the group (reference §3.11), with what its users
+/// report fixed: the group leaves a departed node's port (OCCM #2695) and goes with the Service
+/// when its load balancer is already gone (OCCM leaks it); a converged sync costs no call for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_security_group_follows_the_members_and_goes_with_the_service() {
+    let _turn = cloud().octavia_turn().await;
+    let client = cloud().client(User::Ccm).await;
+    let cluster = cloud().unique_name("sg");
+    let (s1, n1) = lb::server_node(cloud(), &client, &cloud().unique_name("sg-node")).await;
+    let (s2, n2) = lb::server_node(cloud(), &client, &cloud().unique_name("sg-node")).await;
+    let lbs = load_balancers_managing_security_groups(&client, true).await;
+    let mut svc = service(ID_A);
+    svc.external_traffic_policy = ExternalTrafficPolicy::Local;
+    svc.health_check_node_port = 32100;
+    svc.ports.push(ServicePort {
+        name: "dns".into(),
+        protocol: Protocol::Udp,
+        port: 53,
+        node_port: 30053,
+    });
+    let group_name = format!("lb-sg-{}-{}-{}", svc.uid, svc.namespace, svc.name);
+    let subnet = "10.0.0.0/24".to_owned();
+
+    // Made on the first node: the group holds OCCM's rules (no egress), on its port only.
+    lb::ensure(&lbs, &cluster, &svc, std::slice::from_ref(&n1), DEADLINE)
+        .await
+        .expect("made");
+    let (id, rules) = security_group(&client, &group_name)
+        .await
+        .expect("the group made");
+    let ingress =
+        |protocol: &str, port: u64| ("ingress".to_owned(), protocol.to_owned(), port, subnet.clone());
+    assert_eq!(
+        rules,
+        vec![
+            ingress("tcp", 30080),
+            ingress("tcp", 32100),
+            ingress("udp", 30053)
+        ]
+    );
+    assert_eq!(carrying(&client, &id).await, vec![s1.clone()]);
+
+    // The first node leaves, the second joins: the group moves with the members.
+    lb::ensure(&lbs, &cluster, &svc, std::slice::from_ref(&n2), DEADLINE)
+        .await
+        .expect("converged");
+    assert_eq!(
+        carrying(&client, &id).await,
+        vec![s2.clone()],
+        "off the departed node's port"
+    );
+
+    // Converged and recorded: an unchanged sync reads no security group.
+    let name = lbs.load_balancer_name(&cluster, &svc);
+    wait_recorded(&client, &name).await;
+    let before = lb::calls(&client);
+    lb::ensure(&lbs, &cluster, &svc, std::slice::from_ref(&n2), DEADLINE)
+        .await
+        .expect("converged");
+    assert_eq!(
+        lb::calls(&client) - before,
+        2,
+        "an unchanged sync: the load balancer and its floating IP"
+    );
+
+    // The setting turned off: the group goes (as OCCM), and comes back when turned on again.
+    let off = load_balancers_managing_security_groups(&client, false).await;
+    lb::ensure(&off, &cluster, &svc, std::slice::from_ref(&n2), DEADLINE)
+        .await
+        .expect("converged");
+    assert!(
+        security_group(&client, &group_name).await.is_none(),
+        "deleted with the setting off"
+    );
+    lb::ensure(&lbs, &cluster, &svc, std::slice::from_ref(&n2), DEADLINE)
+        .await
+        .expect("converged");
+    let (id, _) = security_group(&client, &group_name).await.expect("made again");
+    assert_eq!(carrying(&client, &id).await, vec![s2.clone()]);
+
+    // The load balancer deleted by hand, then the Service: the group still goes.
+    let lb = octavia_lb(&client, &name).await.expect("the load balancer");
+    let lb_id = lb["id"].as_str().expect("id").to_owned();
+    wait_recorded(&client, &name).await;
+    client
+        .delete(Service::LoadBalancer, &format!("/lbaas/loadbalancers/{lb_id}"))
+        .query(&[("cascade", "true")])
+        .send_empty()
+        .await
+        .expect("deleted by hand");
+    delete(&lbs, &cluster, &svc).await;
+    assert!(
+        security_group(&client, &group_name).await.is_none(),
+        "no group left"
+    );
+    assert!(carrying(&client, &id).await.is_empty());
+    tokio::join!(
+        cloud().delete_server(&client, &s1),
+        cloud().delete_server(&client, &s2)
     );
 }

@@ -12,16 +12,15 @@
 
 use std::time::{Duration, Instant};
 
-use openstack_fixture::{TestCloud, User};
+use openstack_fixture::{TestCloud, User, lb};
 use provider::{
     AddressType, ExternalTrafficPolicy, LoadBalancerNode, LoadBalancerStatus, LoadBalancers, NodeAddress,
-    Protocol, ProviderError, ServicePort, ServiceSpec, dry_run,
+    Protocol, ProviderError, ServiceSpec, dry_run,
 };
 use provider_openstack::{
     client::{Client, Service},
     cloud_config::LoadBalancerSettings,
     load_balancers::OpenStackLoadBalancers,
-    nodes::ProviderIdScheme,
 };
 use serde_json::{Value, json};
 
@@ -49,27 +48,10 @@ fn nodes() -> Vec<LoadBalancerNode> {
 }
 
 fn service(name: &str, ports: u16, monitors: bool) -> ServiceSpec {
-    let mut svc = ServiceSpec {
-        uid: cloud().unique_name("uid"),
-        namespace: "default".into(),
-        name: name.into(),
-        ports: (0..ports)
-            .map(|i| ServicePort {
-                name: format!("p{i}"),
-                protocol: Protocol::Tcp,
-                port: 80 + i,
-                node_port: 30080 + i,
-            })
-            .collect(),
-        external_traffic_policy: ExternalTrafficPolicy::Cluster,
-        cluster_id: IDENTITY.into(),
-        ..ServiceSpec::default()
-    };
+    let mut svc = lb::service(cloud(), "default", ports, IDENTITY);
+    svc.name = name.into();
     if monitors {
-        svc.annotations.insert(
-            "loadbalancer.openstack.org/enable-health-monitor".into(),
-            "true".into(),
-        );
+        svc = lb::with(svc, lb::ENABLE_HEALTH_MONITOR);
     }
     svc
 }
@@ -177,23 +159,103 @@ mod occm {
             floating_ip_id: fip["id"].as_str().unwrap_or_default().to_owned(),
         }
     }
+
+    /// OCCM's `ensureAndUpdateOctaviaSecurityGroup` for a new Service (`manage-security-groups`):
+    /// the group made, the member subnet read, OCCM's rules made from its CIDR (the health
+    /// check node port, then each node port), Neutron's default egress rules deleted, the group
+    /// added to each node's member port. Returns the group's ID.
+    pub async fn security_group(
+        client: &Client,
+        cluster: &str,
+        svc: &ServiceSpec,
+        nodes: &[LoadBalancerNode],
+    ) -> String {
+        let ids = &cloud().info.ids;
+        let group: Value = client
+            .post(Service::Network, "/security-groups")
+            .json(&json!({"security_group": {
+                "name": format!("lb-sg-{}-{}-{}", svc.uid, svc.namespace, svc.name),
+                "description": format!("Security Group for {}/{} Service LoadBalancer in cluster {cluster}",
+                                       svc.namespace, svc.name)}}))
+            .send_json_field("security_group")
+            .await
+            .expect("OCCM's group");
+        let id = group["id"].as_str().expect("an id").to_owned();
+        let subnet: Value = client
+            .get(Service::Network, &format!("/subnets/{}", ids.subnet_private))
+            .send_json_field("subnet")
+            .await
+            .expect("OCCM's subnet read");
+        let health_check = (svc.health_check_node_port != 0).then_some(("tcp", svc.health_check_node_port));
+        let node_ports = svc.ports.iter().filter(|p| p.node_port != 0).map(|p| {
+            let protocol = match p.protocol {
+                Protocol::Tcp => "tcp",
+                Protocol::Udp => "udp",
+                Protocol::Sctp => "sctp",
+            };
+            (protocol, p.node_port)
+        });
+        for (protocol, port) in health_check.into_iter().chain(node_ports) {
+            client
+                .post(Service::Network, "/security-group-rules")
+                .json(&json!({"security_group_rule": {
+                    "security_group_id": id, "direction": "ingress", "ethertype": "IPv4",
+                    "protocol": protocol, "port_range_min": port, "port_range_max": port,
+                    "remote_ip_prefix": subnet["cidr"]}}))
+                .send_empty()
+                .await
+                .expect("OCCM's rule");
+        }
+        for rule in group["security_group_rules"].as_array().into_iter().flatten() {
+            client
+                .delete(
+                    Service::Network,
+                    &format!(
+                        "/security-group-rules/{}",
+                        rule["id"].as_str().expect("a rule id")
+                    ),
+                )
+                .send_empty()
+                .await
+                .expect("OCCM deletes the default rules");
+        }
+        for node in nodes {
+            let server = node.provider_id.trim_start_matches("openstack:///");
+            let ports: Value = client
+                .get(Service::Network, "/ports")
+                .query(&[("device_id", server)])
+                .send_json()
+                .await
+                .expect("OCCM's port listing");
+            for port in ports["ports"].as_array().into_iter().flatten() {
+                let holds = port["fixed_ips"].as_array().into_iter().flatten().any(|ip| {
+                    ip["ip_address"] == node.addresses[0].address.as_str()
+                        && ip["subnet_id"] == ids.subnet_private.as_str()
+                });
+                if port["port_security_enabled"] != true || !holds {
+                    continue;
+                }
+                let mut groups = port["security_groups"].as_array().cloned().unwrap_or_default();
+                groups.push(json!(id));
+                client
+                    .put(
+                        Service::Network,
+                        &format!("/ports/{}", port["id"].as_str().expect("a port id")),
+                    )
+                    .json(&json!({"port": {"security_groups": groups}}))
+                    .send_empty()
+                    .await
+                    .expect("OCCM's port update");
+            }
+        }
+        id
+    }
 }
 
 async fn load_balancers(client: &Client) -> OpenStackLoadBalancers {
-    let ids = &cloud().info.ids;
-    let settings = LoadBalancerSettings {
-        subnet_id: Some(ids.subnet_private.clone()),
-        floating_network_id: Some(ids.network_public.clone()),
-        ..LoadBalancerSettings::default()
-    };
-    let scheme = ProviderIdScheme {
-        region: cloud().info.region.clone(),
-        regional: false,
-    };
-    OpenStackLoadBalancers::discover(client.clone(), settings, scheme)
+    lb::provider(cloud(), client, lb::settings(cloud()))
         .await
-        .expect("discover")
-        .expect("Octavia")
+        .expect("the provider's load balancers")
 }
 
 fn address(status: &LoadBalancerStatus) -> &str {
@@ -275,16 +337,9 @@ async fn load_balancers_occm_built_are_taken_over_with_no_write() {
 
     // Deleted as OCCM deletes them: the load balancers and the floating IPs OCCM made.
     for (svc, built) in [(&web, &built[0]), (&monitored, &built[1])] {
-        let start = Instant::now();
-        loop {
-            match ours.ensure_load_balancer_deleted(&cluster, svc).await {
-                Ok(()) => break,
-                Err(ProviderError::RetryAfter { after, .. }) if start.elapsed() < DEADLINE => {
-                    tokio::time::sleep(after).await;
-                }
-                Err(e) => panic!("{}: {e}", svc.name),
-            }
-        }
+        lb::delete(&ours, &cluster, svc, DEADLINE)
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", svc.name));
         let fip = client
             .get(
                 Service::Network,
@@ -294,4 +349,52 @@ async fn load_balancers_occm_built_are_taken_over_with_no_write() {
             .await;
         assert!(fip.is_err(), "{}: OCCM's floating IP deleted", svc.name);
     }
+}
+
+/// With `manage-security-groups`, OCCM's group (its rules, its member ports) is taken over with
+/// no write either, and goes with the Service.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_occm_security_group_is_taken_over_with_no_write() {
+    let _turn = cloud().octavia_turn().await;
+    let client = cloud().client(User::Ccm).await;
+    let cluster = cloud().unique_name("occm-sg");
+    let (server, node) = lb::server_node(cloud(), &client, &cloud().unique_name("occm-sg-node")).await;
+    let nodes = vec![node];
+    let mut svc = service("guarded", 2, false);
+    svc.external_traffic_policy = ExternalTrafficPolicy::Local;
+    svc.health_check_node_port = 32200;
+    let built = occm::build(&client, &cluster, &mut svc, &nodes).await;
+    let group = occm::security_group(&client, &cluster, &svc, &nodes).await;
+    let settings = LoadBalancerSettings {
+        manage_security_groups: true,
+        ..lb::settings(cloud())
+    };
+
+    let shadow = lb::provider(cloud(), &client, settings.clone())
+        .await
+        .expect("shadow");
+    let (status, woulds) = dry_run::scope(shadow.ensure_load_balancer(&cluster, &svc, &nodes)).await;
+    assert_eq!(address(&status.expect("the shadow's ensure")), built.floating_ip);
+    assert!(woulds.is_empty(), "the shadow would write {woulds:?}");
+
+    let ours = lb::provider(cloud(), &client, settings).await.expect("ours");
+    let status = ours
+        .ensure_load_balancer(&cluster, &svc, &nodes)
+        .await
+        .expect("taken over");
+    assert_eq!(address(&status), built.floating_ip);
+    assert_eq!(ours.writes(), 0, "taken over with no write");
+
+    lb::delete(&ours, &cluster, &svc, DEADLINE)
+        .await
+        .expect("deleted");
+    let gone = client
+        .get(Service::Network, &format!("/security-groups/{group}"))
+        .send_json::<Value>()
+        .await;
+    assert!(
+        gone.is_err_and(|e| e.is_not_found()),
+        "OCCM's group deleted with the Service"
+    );
+    cloud().delete_server(&client, &server).await;
 }

@@ -22,7 +22,7 @@
 use std::time::Duration;
 
 use super::{
-    desired,
+    desired, security_groups,
     service_conf::{OctaviaFeatures, ServiceLbConf},
 };
 
@@ -35,22 +35,25 @@ pub const MARKER_PREFIX: &str = "cloudgateway_spec_";
 /// Bumped when what the fingerprint covers changes meaning.
 const FINGERPRINT_VERSION: &str = "openstack-lb/1";
 
-/// The fingerprint of what the Service asks.
+/// The fingerprint of what the Service asks: its load balancer and, with
+/// `manage-security-groups`, its security group (without it the fingerprint is as before the
+/// setting was served, so that existing markers hold).
 pub fn fingerprint(
     lb_name: &str,
     conf: &ServiceLbConf,
     want: &[desired::Listener],
     features: &OctaviaFeatures,
+    security_group: Option<&security_groups::Request>,
 ) -> String {
-    provider::converged::fingerprint(
-        FINGERPRINT_VERSION,
-        &[
-            lb_name,
-            &format!("{conf:?}"),
-            &format!("{want:?}"),
-            &format!("{features:?}"),
-        ],
-    )
+    let parts = [
+        lb_name.to_owned(),
+        format!("{conf:?}"),
+        format!("{want:?}"),
+        format!("{features:?}"),
+    ];
+    let group = security_group.map(|g| format!("{g:?}"));
+    let parts: Vec<&str> = parts.iter().chain(group.as_ref()).map(String::as_str).collect();
+    provider::converged::fingerprint(FINGERPRINT_VERSION, &parts)
 }
 
 /// The fingerprint a load balancer tagged `tags` records, if any.

@@ -11,6 +11,7 @@
 //! - [`floating_ips`]: the Neutron side: floating IPs, the external network, a node's subnet.
 //! - [`converged`]: the fingerprint that spares an unchanged sync the full read.
 //! - [`listed`]: the project's load balancers and floating IPs, listed once for a batch of reads.
+//! - [`security_groups`]: the Service's security group (`manage-security-groups`).
 //!
 //! # A sync never waits for Octavia
 //! Every sync reads, makes at most one Octavia write, and answers. While Octavia applies it
@@ -36,10 +37,15 @@ pub mod observed;
 pub mod octavia;
 pub mod ownership;
 pub mod plan;
+pub mod security_groups;
 pub mod service_conf;
 
 use std::{
-    sync::atomic::{AtomicU64, Ordering},
+    collections::HashMap,
+    sync::{
+        Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
     time::Duration,
 };
 
@@ -67,12 +73,6 @@ pub const PROVISIONING_POLL: Duration = Duration::from_secs(2);
 /// The `[LoadBalancer]` settings this provider does not implement, refused at start by name.
 pub fn refused_settings(settings: &LoadBalancerSettings) -> Option<String> {
     let refused = |key: &str, why: &str| Some(format!("[LoadBalancer] {key}: {why}"));
-    if settings.manage_security_groups {
-        return refused(
-            "manage-security-groups",
-            "not implemented by this provider yet; remove it (or set false)",
-        );
-    }
     if settings.provider_requires_serial_api_calls {
         return refused(
             "provider-requires-serial-api-calls",
@@ -136,6 +136,18 @@ pub struct OpenStackLoadBalancers {
     writes: AtomicU64,
     /// The converges known to hold ([`converged`]).
     verified: provider::converged::Verified,
+    /// Member subnets' CIDRs, read once (Neutron never changes a subnet's CIDR).
+    subnet_cidrs: Mutex<HashMap<String, String>>,
+}
+
+/// What a Service asks of its existing load balancer.
+struct Asked {
+    /// The listeners, with their pools, members and monitors.
+    want: Vec<desired::Listener>,
+    /// The fingerprint of all of it ([`converged`]).
+    fingerprint: String,
+    /// Its security group, with `manage-security-groups`.
+    security_group: Option<security_groups::Request>,
 }
 
 fn wait(message: String) -> ProviderError {
@@ -174,6 +186,7 @@ impl OpenStackLoadBalancers {
             version,
             writes: AtomicU64::new(0),
             verified: provider::converged::Verified::new(converged::VERIFY_PERIOD),
+            subnet_cidrs: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -409,22 +422,25 @@ impl OpenStackLoadBalancers {
                 lb.id, lb.provisioning_status
             )));
         }
-        let (want, fingerprint) = self.request(service, conf, &lb, lb_name, nodes);
+        let asked = self.request(cluster, service, conf, &lb, lb_name, nodes);
+        let (want, fingerprint) = (&asked.want, &asked.fingerprint);
         let marker = converged::marker(&lb.tags).map(str::to_owned);
         if self
             .verified
-            .trusted(&lb.name, &lb.id, &fingerprint, marker.as_deref())
+            .trusted(&lb.name, &lb.id, fingerprint, marker.as_deref())
         {
             return Ok(lb);
         }
         let tree = octavia::read_tree(&self.client, lb).await?;
-        let next = plan::next(&tree, &want, &service.ports, lb_name, self.features.tags);
+        let next = plan::next(&tree, want, &service.ports, lb_name, self.features.tags);
         if !matches!(next, Next::Converged) {
             self.verified.forget(&tree.load_balancer.name);
         }
         match next {
             Next::Converged => {
-                self.record_converged(&tree.load_balancer, owner, &fingerprint, marker.as_deref())
+                self.security_group(service, asked.security_group.as_ref())
+                    .await?;
+                self.record_converged(&tree.load_balancer, owner, fingerprint, marker.as_deref())
                     .await;
                 Ok(tree.load_balancer)
             }
@@ -445,27 +461,29 @@ impl OpenStackLoadBalancers {
                     write
                 };
                 tracing::info!(load_balancer = %tree.load_balancer.id, ?write, "Octavia write");
-                self.apply(&tree.load_balancer, &write, &want).await?;
+                self.apply(&tree.load_balancer, &write, want).await?;
                 Err(after_write(&tree.load_balancer, &write))
             }
         }
     }
 
-    /// The listeners the Service asks of its existing load balancer `lb`, and their fingerprint.
+    /// What the Service asks of its existing load balancer `lb`.
     fn request(
         &self,
+        cluster: &str,
         service: &ServiceSpec,
         conf: &ServiceLbConf,
         lb: &LoadBalancer,
         lb_name: &str,
         nodes: &[LoadBalancerNode],
-    ) -> (Vec<desired::Listener>, String) {
+    ) -> Asked {
         let mut conf = conf.clone();
         if conf.member_subnet_id.is_none() && !lb.vip_subnet_id.is_empty() {
             // Nothing configured: the subnet detected at creation is the VIP's.
             conf.member_subnet_id = Some(lb.vip_subnet_id.clone());
         }
         let selected = desired::member_nodes(&conf, nodes);
+        let family = Self::family(service);
         let want = desired::listeners(
             service,
             &conf,
@@ -473,10 +491,130 @@ impl OpenStackLoadBalancers {
             &self.settings.lb_provider,
             lb_name,
             &selected,
-            Self::family(service),
+            family,
         );
-        let fingerprint = converged::fingerprint(lb_name, &conf, &want, &self.features);
-        (want, fingerprint)
+        let security_group = self.settings.manage_security_groups.then(|| {
+            let source_ranges = service_conf::security_group_holds_source_ranges(&self.settings)
+                .then(|| service_conf::source_ranges(service, family == Some(IpFamily::V6)).ok())
+                .flatten();
+            security_groups::request(
+                cluster,
+                service,
+                conf.member_subnet_id.as_deref().unwrap_or_default(),
+                source_ranges,
+                &selected,
+                family,
+                |provider_id| self.scheme.server_id(provider_id).ok().map(str::to_owned),
+            )
+        });
+        let fingerprint =
+            converged::fingerprint(lb_name, &conf, &want, &self.features, security_group.as_ref());
+        Asked {
+            want,
+            fingerprint,
+            security_group,
+        }
+    }
+
+    /// The Service's security group as `request` asks (made, its rules and member ports set),
+    /// or, without `manage-security-groups`, none (one made before is deleted, as OCCM does).
+    async fn security_group(
+        &self,
+        service: &ServiceSpec,
+        request: Option<&security_groups::Request>,
+    ) -> Result<()> {
+        let Some(request) = request else {
+            return self.delete_security_group(service).await;
+        };
+        let c = &self.client;
+        let group = match security_groups::find(c, &request.name).await? {
+            Some(group) => group,
+            None => {
+                if !self.may_write("neutron.create_security_group", &request.name, || {
+                    request.description.clone()
+                }) {
+                    return Ok(());
+                }
+                security_groups::create(c, &request.name, &request.description).await?
+            }
+        };
+        let cidr = self.subnet_cidr(&request.member_subnet_id).await?;
+        let wanted = security_groups::wanted_rules(request, &cidr);
+        let (create, delete) = security_groups::rule_changes(&wanted, &group.security_group_rules);
+        for rule in create {
+            if self.may_write("neutron.create_security_group_rule", &group.id, || {
+                rule.body(&group.id).to_string()
+            }) {
+                security_groups::create_rule(c, &group.id, rule).await?;
+            }
+        }
+        for rule in delete {
+            if self.may_write("neutron.delete_security_group_rule", &rule.id, || {
+                format!("{rule:?}")
+            }) {
+                security_groups::delete_rule(c, &rule.id).await?;
+            }
+        }
+        let servers: Vec<&str> = request.members.iter().map(|m| m.server_id.as_str()).collect();
+        let ports = security_groups::ports(c, &servers, &group.id).await?;
+        let edits =
+            security_groups::port_edits(&ports, &group.id, &request.members, &request.member_subnet_id);
+        for edit in edits {
+            if self.may_write("neutron.update_port_security_groups", &edit.port_id, || {
+                format!("{:?}", edit.security_groups)
+            }) {
+                security_groups::edit_port(c, &edit, &group.id).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the Service's security group, if there is one: off every port first.
+    async fn delete_security_group(&self, service: &ServiceSpec) -> Result<()> {
+        let c = &self.client;
+        let name = names::security_group_name(&service.uid, &service.namespace, &service.name);
+        let Some(group) = security_groups::find(c, &name).await? else {
+            return Ok(());
+        };
+        let ports = security_groups::ports(c, &[], &group.id).await?;
+        for edit in security_groups::port_edits(&ports, &group.id, &[], "") {
+            if self.may_write("neutron.update_port_security_groups", &edit.port_id, || {
+                format!("{:?}", edit.security_groups)
+            }) {
+                security_groups::edit_port(c, &edit, &group.id).await?;
+            }
+        }
+        if self.may_write("neutron.delete_security_group", &group.id, || name.clone()) {
+            security_groups::delete(c, &group.id).await?;
+        }
+        Ok(())
+    }
+
+    /// The member subnet's CIDR, read once.
+    async fn subnet_cidr(&self, subnet_id: &str) -> Result<String> {
+        let cached = |m: &Mutex<HashMap<String, String>>| {
+            m.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(subnet_id)
+                .cloned()
+        };
+        if let Some(cidr) = cached(&self.subnet_cidrs) {
+            return Ok(cidr);
+        }
+        let cidr = match subnet_id {
+            "" => None,
+            id => security_groups::subnet_cidr(&self.client, id).await?,
+        }
+        .ok_or_else(|| {
+            ProviderError::InvalidArgument(format!(
+                "the member subnet {subnet_id:?} does not exist: the security group's rules are made from its CIDR"
+            ))
+        })?;
+        self.subnet_cidrs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(subnet_id.to_owned(), cidr.clone());
+        Ok(cidr)
     }
 
     /// What one Service's read finds among the project's load balancers and floating IPs,
@@ -526,10 +664,10 @@ impl OpenStackLoadBalancers {
         if matches!(owner, Owner::OtherCluster { .. }) || lb.name != lb_name || lb.is_pending() {
             return Ok(LoadBalancerObservation::NeedsEnsure);
         }
-        let (_, fingerprint) = self.request(service, &conf, lb, &lb_name, &self.servers(nodes));
+        let asked = self.request(cluster, service, &conf, lb, &lb_name, &self.servers(nodes));
         if !self
             .verified
-            .trusted(&lb.name, &lb.id, &fingerprint, converged::marker(&lb.tags))
+            .trusted(&lb.name, &lb.id, &asked.fingerprint, converged::marker(&lb.tags))
         {
             return Ok(LoadBalancerObservation::NeedsEnsure);
         }
@@ -800,18 +938,21 @@ impl LoadBalancers for OpenStackLoadBalancers {
                     }
                 }
             }
-            return Ok(());
+            // Also when the load balancer went before (OCCM leaks the group then).
+            return self.delete_security_group(service).await;
         };
         if let Owner::OtherCluster { whose } =
             ownership::owner(&lb.tags, &lb.description, cluster, &service.cluster_id)
         {
             tracing::warn!(load_balancer = %lb.id, name = %lb.name, %whose,
                 "the deleted Service's load balancer belongs to another cluster: left alone");
-            return Ok(());
+            // The group, named by this Service's UID, is this Service's whoever the load
+            // balancer's is.
+            return self.delete_security_group(service).await;
         }
         if lb.name != lb_name {
             // Not this Service's own (an ID naming another's): never deleted from here.
-            return Ok(());
+            return self.delete_security_group(service).await;
         }
         if lb.is_pending() {
             return Err(wait(format!(

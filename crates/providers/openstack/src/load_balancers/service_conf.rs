@@ -345,10 +345,17 @@ pub fn node_matches(selector: &BTreeMap<String, String>, labels: &BTreeMap<Strin
     })
 }
 
+/// Whether the Service's security group enforces its source ranges instead of the listeners:
+/// with `manage-security-groups` on the `ovn` provider, which keeps the client's address and has
+/// no `allowed_cidrs` (OCCM's `checkService`).
+pub fn security_group_holds_source_ranges(settings: &LoadBalancerSettings) -> bool {
+    settings.manage_security_groups && settings.lb_provider == "ovn"
+}
+
 /// The source ranges as OCCM's `GetLoadBalancerSourceRanges` reads them: the spec's, else the
 /// legacy annotation's (comma-separated), else everything; each normalised to its network
 /// (`10.1.2.3/8` is `10.0.0.0/8`), sorted, without repeats.
-fn source_ranges(service: &ServiceSpec, ipv6: bool) -> Result<Vec<String>, ProviderError> {
+pub fn source_ranges(service: &ServiceSpec, ipv6: bool) -> Result<Vec<String>, ProviderError> {
     let (from, texts): (&str, Vec<&str>) = if !service.source_ranges.is_empty() {
         (
             "spec.loadBalancerSourceRanges",
@@ -544,7 +551,7 @@ pub fn resolve(
     let everything = ranges.len() == 1 && (ranges[0] == "0.0.0.0/0" || ranges[0] == "::/0");
     let allowed_cidrs = if features.vip_acl {
         Some(ranges)
-    } else if everything {
+    } else if everything || security_group_holds_source_ranges(settings) {
         None
     } else {
         return Err(ProviderError::InvalidArgument(format!(
@@ -991,6 +998,13 @@ mod tests {
         assert!(
             matches!(resolve(&none, &ovn, &svc), Err(ProviderError::InvalidArgument(m)) if m.contains("10.0.0.0/8"))
         );
+        // With manage-security-groups on ovn, the group's rules enforce them (OCCM).
+        let groups = LoadBalancerSettings {
+            manage_security_groups: true,
+            lb_provider: "ovn".into(),
+            ..LoadBalancerSettings::default()
+        };
+        assert_eq!(resolve(&groups, &ovn, &svc).unwrap().allowed_cidrs, None);
         let old = OctaviaFeatures::of(2, 13, "amphora");
         let az = service(&[(AVAILABILITY_ZONE, "az1")]);
         assert!(
