@@ -615,3 +615,105 @@ async fn the_security_group_follows_the_members_and_goes_with_the_service() {
         cloud().delete_server(&client, &s2)
     );
 }
+
+/// Makes a subnet `name` of `public` for project ccm (through an admin client) on the first free /28 of
+/// 198.18.0.0/16, tagged `tags`; returns its ID and CIDR.
+async fn public_subnet(admin: &Client, name: &str, tags: &[&str]) -> (String, ipnet::Ipv4Net) {
+    let start = std::process::id() % 4000;
+    for step in 0..4096u32 {
+        let n = (start + step) % 4096;
+        let cidr = ipnet::Ipv4Net::new(std::net::Ipv4Addr::from(0xc612_0000u32 + n * 16), 28).expect("a /28");
+        let made: Result<Value, _> = admin
+            .post(Service::Network, "/subnets")
+            .json(&serde_json::json!({"subnet": {
+                // Owned by ccm: Neutron shows a project no subnet of an external network it
+                // does not own (unless shared), so OCCM's matching needs such a subnet too.
+                "project_id": cloud().info.ids.project_ccm,
+                "name": name, "network_id": cloud().info.ids.network_public,
+                "ip_version": 4, "cidr": cidr.to_string(), "enable_dhcp": false}}))
+            .send_json_field("subnet")
+            .await;
+        match made {
+            Ok(subnet) => {
+                let id = subnet["id"].as_str().expect("an id").to_owned();
+                for tag in tags {
+                    admin
+                        .put(Service::Network, &format!("/subnets/{id}/tags/{tag}"))
+                        .send_empty()
+                        .await
+                        .expect("tag the subnet");
+                }
+                return (id, cidr);
+            }
+            // Another run's subnet overlaps: the next /28.
+            Err(e) if e.message.contains("overlap") => continue,
+            Err(e) => panic!("subnet {name}: {e}"),
+        }
+    }
+    panic!("no free /28 in 198.18.0.0/16 on public")
+}
+
+/// `floating-subnet` (a glob, a `~regex`) and `floating-subnet-tags` choose the floating IP's
+/// subnet among the floating network's, as OCCM chooses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_floating_subnet_is_chosen_by_name_pattern_or_tags() {
+    let _turn = cloud().octavia_turn().await;
+    let client = cloud().client(User::Ccm).await;
+    let admin = cloud().admin().await;
+    let cluster = cloud().unique_name("fipsub");
+    let suffix = cloud().unique_name("s");
+    let tag = format!("pick-{suffix}");
+    let (a, cidr_a) = public_subnet(&admin, &format!("fipsub-a-{suffix}"), &[&tag]).await;
+    let (b, cidr_b) = public_subnet(&admin, &format!("fipsub-b-{suffix}"), &[]).await;
+    let lbs = load_balancers(&client).await;
+
+    const PATTERN: &str = "loadbalancer.openstack.org/floating-subnet";
+    const TAGS: &str = "loadbalancer.openstack.org/floating-subnet-tags";
+    let cases = [
+        (vec![(PATTERN, format!("fipsub-b-{suffix}"))], cidr_b),
+        (vec![(PATTERN, format!("~fipsub-[a]-{suffix}"))], cidr_a),
+        (vec![(TAGS, tag.clone())], cidr_a),
+        // Both: the name narrows to this run's two, the negated tag to B.
+        (
+            vec![(PATTERN, format!("fipsub-*-{suffix}")), (TAGS, format!("!{tag}"))],
+            cidr_b,
+        ),
+    ];
+    let mut services = Vec::new();
+    for (annotations, cidr) in &cases {
+        let mut svc = service(ID_A);
+        for (key, value) in annotations {
+            svc.annotations.insert((*key).to_owned(), value.clone());
+        }
+        let status = ensure(&lbs, &cluster, &svc).await.expect("ensured");
+        let address: std::net::Ipv4Addr = status.ingress[0].ip.parse().expect("an IPv4 address");
+        assert!(
+            cidr.contains(&address),
+            "{annotations:?}: {address} is not in {cidr}"
+        );
+        services.push(svc);
+    }
+    // Nothing matches: an error naming the pattern; the load balancer is made, its address waits.
+    let mut none = service(ID_A);
+    none.annotations.insert(
+        "loadbalancer.openstack.org/floating-subnet".into(),
+        format!("fipsub-none-{suffix}"),
+    );
+    match ensure(&lbs, &cluster, &none).await {
+        Err(ProviderError::InvalidArgument(m)) => {
+            assert!(m.contains(&format!("fipsub-none-{suffix}")), "{m}")
+        }
+        other => panic!("no matching subnet: {other:?}"),
+    }
+    services.push(none);
+    for svc in &services {
+        delete(&lbs, &cluster, svc).await;
+    }
+    for subnet in [a, b] {
+        admin
+            .delete(Service::Network, &format!("/subnets/{subnet}"))
+            .send_empty()
+            .await
+            .expect("delete the subnet");
+    }
+}

@@ -9,6 +9,7 @@
 //! - [`octavia`]: the Octavia calls: reads, OCCM's create bodies, the writes.
 //! - [`ownership`]: whose a load balancer is (this cluster's identity tag, another's, none).
 //! - [`floating_ips`]: the Neutron side: floating IPs, the external network, a node's subnet.
+//! - [`floating_subnets`]: a floating IP's subnet chosen by name pattern and tags.
 //! - [`converged`]: the fingerprint that spares an unchanged sync the full read.
 //! - [`listed`]: the project's load balancers and floating IPs, listed once for a batch of reads.
 //! - [`security_groups`]: the Service's security group (`manage-security-groups`).
@@ -31,6 +32,7 @@
 pub mod converged;
 pub mod desired;
 pub mod floating_ips;
+pub mod floating_subnets;
 pub mod listed;
 pub mod names;
 pub mod observed;
@@ -91,11 +93,11 @@ pub fn refused_settings(settings: &LoadBalancerSettings) -> Option<String> {
             "TLS termination needs Barbican, which this provider does not call; remove it",
         );
     }
-    if settings.floating_subnet.is_some() || settings.floating_subnet_tags.is_some() {
-        return refused(
-            "floating-subnet / floating-subnet-tags",
-            "subnet patterns and tags are not implemented yet: name the subnet with floating-subnet-id",
-        );
+    if let Err(e) = floating_subnets::SubnetMatch::parse(
+        settings.floating_subnet.as_deref(),
+        settings.floating_subnet_tags.as_deref(),
+    ) {
+        return Some(format!("[LoadBalancer] floating-subnet: {e}"));
     }
     None
 }
@@ -195,23 +197,31 @@ impl OpenStackLoadBalancers {
         self.version
     }
 
-    /// What the Service asks, refused before any write when it asks what is not implemented.
+    /// What the Service asks, refused before any write when it cannot be done (a floating subnet
+    /// pattern that does not compile included).
     fn conf(&self, service: &ServiceSpec) -> Result<ServiceLbConf> {
         let conf = service_conf::resolve(&self.settings, &self.features, service)?;
-        if let Some(service_conf::Floating {
-            subnet: FloatingSubnet::Matching { .. },
-            ..
-        }) = &conf.floating
-        {
-            return Err(ProviderError::InvalidArgument(format!(
-                "a floating subnet by name pattern or tags ({}, {}, or a [LoadBalancerClass] with them) is not \
-                 implemented yet: name the subnet with {}",
-                service_conf::FLOATING_SUBNET,
-                service_conf::FLOATING_SUBNET_TAGS,
-                service_conf::FLOATING_SUBNET_ID
-            )));
-        }
+        Self::subnet_match(&conf)?;
         Ok(conf)
+    }
+
+    /// The floating subnet's name pattern and tags, when the subnet is chosen by them.
+    fn subnet_match(conf: &ServiceLbConf) -> Result<Option<floating_subnets::SubnetMatch>> {
+        match conf.floating.as_ref().map(|f| &f.subnet) {
+            Some(FloatingSubnet::Matching { name, tags }) => floating_subnets::SubnetMatch::parse(
+                name.as_deref(),
+                tags.as_deref(),
+            )
+            .map(Some)
+            .map_err(|e| {
+                ProviderError::InvalidArgument(format!(
+                    "{e} ({}, {}, or the [LoadBalancer] or [LoadBalancerClass] keys of the same names)",
+                    service_conf::FLOATING_SUBNET,
+                    service_conf::FLOATING_SUBNET_TAGS
+                ))
+            }),
+            _ => Ok(None),
+        }
     }
 
     /// Whether to make a write now: not in a dry run (the gateway's shadow mode), which
@@ -783,7 +793,6 @@ impl OpenStackLoadBalancers {
                 }
                 Some(id.as_str())
             }
-            // Matching is refused by `conf`, before any write.
             _ => None,
         };
         let description = names::floating_ip_description(cluster, &service.namespace, &service.name);
@@ -802,8 +811,38 @@ impl OpenStackLoadBalancers {
                 lb.id
             )));
         }
-        let fip = floating_ips::create(c, &new).await?;
-        Ok(fip.floating_ip_address)
+        // OCCM: a pattern or tags choose among the network's subnets, unless an address is asked.
+        let spec = Self::subnet_match(conf)?.filter(|_| conf.requested_ip.is_none());
+        let Some(spec) = spec else {
+            return Ok(floating_ips::create(c, &new).await?.floating_ip_address);
+        };
+        let candidates = floating_subnets::matching(c, &network, &spec).await?;
+        let mut last = None;
+        for subnet in &candidates {
+            let on = floating_ips::NewFloatingIp {
+                subnet_id: Some(&subnet.id),
+                ..new.clone()
+            };
+            match floating_ips::create(c, &on).await {
+                Ok(fip) => return Ok(fip.floating_ip_address),
+                Err(e) => {
+                    tracing::info!(subnet = %subnet.id, name = %subnet.name, error = %e,
+                        "no floating IP from this subnet: trying the next one that matches");
+                    last = Some(e);
+                }
+            }
+        }
+        Err(match last {
+            None => ProviderError::InvalidArgument(format!(
+                "no subnet of the floating network {network} matches the floating subnet {spec} (Neutron shows a \
+                 project only the subnets of an external network it owns, or that are shared with it)"
+            )),
+            Some(e) => {
+                tracing::warn!(%network, %spec, error = %e,
+                    "no subnet matching the floating subnet gave a floating IP; the last one's error is answered");
+                e.into()
+            }
+        })
     }
 
     fn status(&self, conf: &ServiceLbConf, address: &str) -> LoadBalancerStatus {
@@ -1011,6 +1050,29 @@ impl LoadBalancers for OpenStackLoadBalancers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_refused_at_start_are_named_and_floating_subnet_patterns_are_checked() {
+        let ok = LoadBalancerSettings {
+            floating_subnet: Some("public-*".into()),
+            floating_subnet_tags: Some("&a,b".into()),
+            manage_security_groups: true,
+            ..LoadBalancerSettings::default()
+        };
+        assert_eq!(refused_settings(&ok), None);
+        let bad = LoadBalancerSettings {
+            floating_subnet: Some("~public-(".into()),
+            ..LoadBalancerSettings::default()
+        };
+        assert!(
+            refused_settings(&bad).is_some_and(|m| m.contains("floating-subnet") && m.contains("public-("))
+        );
+        let serial = LoadBalancerSettings {
+            provider_requires_serial_api_calls: true,
+            ..LoadBalancerSettings::default()
+        };
+        assert!(refused_settings(&serial).is_some_and(|m| m.contains("provider-requires-serial-api-calls")));
+    }
 
     #[test]
     fn a_write_is_answered_with_retry_after_and_an_errored_load_balancer_with_a_warning() {
