@@ -717,3 +717,59 @@ async fn a_floating_subnet_is_chosen_by_name_pattern_or_tags() {
             .expect("delete the subnet");
     }
 }
+
+/// A Service joins another's load balancer through `load-balancer-id` (OCCM's shared load
+/// balancers): its own listener and tag, the owner's floating IP; `max-shared-lb` bounds them;
+/// leaving takes only what is its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_shares_another_services_load_balancer_and_leaves_only_its_own() {
+    let _turn = cloud().octavia_turn().await;
+    let client = cloud().client(User::Ccm).await;
+    let cluster = cloud().unique_name("share");
+    let lbs = load_balancers(&client).await;
+    let owner = service(ID_A);
+    let status = ensure(&lbs, &cluster, &owner).await.expect("the owner's");
+    let name = lbs.load_balancer_name(&cluster, &owner);
+    let lb_id = octavia_lb(&client, &name).await.expect("made")["id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    let joining = |port: u16| {
+        let mut svc = service(ID_A);
+        svc.ports[0].port = port;
+        svc.annotations.insert(
+            "loadbalancer.openstack.org/load-balancer-id".into(),
+            lb_id.clone(),
+        );
+        svc
+    };
+
+    // Joined: the owner's address, a listener of its own, its name on the load balancer.
+    let joiner = joining(8080);
+    assert_eq!(ensure(&lbs, &cluster, &joiner).await.expect("joined"), status);
+    let joiner_name = lbs.load_balancer_name(&cluster, &joiner);
+    let lb = octavia_lb(&client, &name).await.expect("there");
+    assert!(lb::tags(&lb).contains(&joiner_name), "{lb}");
+    assert_eq!(lb["listeners"].as_array().map(Vec::len), Some(2), "{lb}");
+
+    // A third Service is one too many (max-shared-lb 2), an internal one never joins.
+    let third = joining(9080);
+    match ensure(&lbs, &cluster, &third).await {
+        Err(ProviderError::InvalidArgument(m)) => assert!(m.contains("max-shared-lb"), "{m}"),
+        other => panic!("a third Service: {other:?}"),
+    }
+    let internal = lb::with(joining(9090), lb::INTERNAL);
+    match ensure(&lbs, &cluster, &internal).await {
+        Err(ProviderError::InvalidArgument(m)) => assert!(m.contains("internal"), "{m}"),
+        other => panic!("an internal Service: {other:?}"),
+    }
+
+    // Leaving: its listener and tag go, the owner's stay.
+    delete(&lbs, &cluster, &joiner).await;
+    let lb = octavia_lb(&client, &name).await.expect("the owner's stays");
+    assert!(!lb::tags(&lb).contains(&joiner_name), "{lb}");
+    assert_eq!(lb["listeners"].as_array().map(Vec::len), Some(1), "{lb}");
+    assert_eq!(ensure(&lbs, &cluster, &owner).await.expect("unchanged"), status);
+    delete(&lbs, &cluster, &owner).await;
+    assert!(octavia_lb(&client, &name).await.is_none());
+}

@@ -8,7 +8,8 @@
 //! timeouts and tag, a pool with its members named by node, and a monitor when health monitors
 //! are on), polled until ACTIVE, then a floating IP on the VIP port with OCCM's description. The
 //! Services: one 1-port, one 2-port with health monitors, and one sharing the first one's load
-//! balancer through `load-balancer-id` (OCCM's shared load balancers; refused here for now).
+//! balancer through `load-balancer-id` (OCCM's shared load balancers: its listener, pool and
+//! members added to the first one's load balancer, its name among that load balancer's tags).
 
 use std::time::{Duration, Instant};
 
@@ -118,20 +119,7 @@ mod occm {
             .await
             .expect("OCCM's create");
         let id = lb["id"].as_str().expect("an id").to_owned();
-        // WaitActiveAndGetLoadBalancer.
-        let start = Instant::now();
-        let lb = loop {
-            let lb: Value = client
-                .get(Service::LoadBalancer, &format!("/lbaas/loadbalancers/{id}"))
-                .send_json_field("loadbalancer")
-                .await
-                .expect("OCCM's poll");
-            if lb["provisioning_status"] == "ACTIVE" {
-                break lb;
-            }
-            assert!(start.elapsed() < DEADLINE, "OCCM's load balancer ACTIVE: {lb}");
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        };
+        let lb = wait_active(client, &id).await;
         let fip: Value = client
             .post(Service::Network, "/floatingips")
             .json(&json!({"floatingip": {
@@ -158,6 +146,87 @@ mod occm {
             floating_ip,
             floating_ip_id: fip["id"].as_str().unwrap_or_default().to_owned(),
         }
+    }
+
+    /// OCCM's `WaitActiveAndGetLoadBalancer`, after each of its writes.
+    async fn wait_active(client: &Client, id: &str) -> Value {
+        let start = Instant::now();
+        loop {
+            let lb: Value = client
+                .get(Service::LoadBalancer, &format!("/lbaas/loadbalancers/{id}"))
+                .send_json_field("loadbalancer")
+                .await
+                .expect("OCCM's poll");
+            if lb["provisioning_status"] == "ACTIVE" {
+                return lb;
+            }
+            assert!(start.elapsed() < DEADLINE, "OCCM's load balancer ACTIVE: {lb}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+
+    /// OCCM's `EnsureLoadBalancer` for a Service whose `load-balancer-id` names another
+    /// Service's load balancer (§3.10): per port a listener named and tagged after this Service,
+    /// its pool, its members (the load balancer waited for after each write), then this
+    /// Service's name added to the load balancer's tags; the owner's floating IP is used.
+    pub async fn join(
+        client: &Client,
+        cluster: &str,
+        svc: &ServiceSpec,
+        lb_id: &str,
+        nodes: &[LoadBalancerNode],
+    ) {
+        let ids = &cloud().info.ids;
+        let name = format!("kube_service_{cluster}_{}_{}", svc.namespace, svc.name);
+        for (i, port) in svc.ports.iter().enumerate() {
+            let listener: Value = client
+                .post(Service::LoadBalancer, "/lbaas/listeners")
+                .json(&json!({"listener": {
+                    "name": format!("listener_{i}_{name}"), "protocol": "TCP", "protocol_port": port.port,
+                    "loadbalancer_id": lb_id, "connection_limit": -1, "tags": [name],
+                    "timeout_client_data": 50000, "timeout_member_connect": 5000,
+                    "timeout_member_data": 50000, "timeout_tcp_inspect": 0}}))
+                .send_json_field("listener")
+                .await
+                .expect("OCCM's listener");
+            wait_active(client, lb_id).await;
+            let pool: Value = client
+                .post(Service::LoadBalancer, "/lbaas/pools")
+                .json(&json!({"pool": {
+                    "name": format!("pool_{i}_{name}"), "protocol": "TCP", "lb_algorithm": "ROUND_ROBIN",
+                    "listener_id": listener["id"]}}))
+                .send_json_field("pool")
+                .await
+                .expect("OCCM's pool");
+            wait_active(client, lb_id).await;
+            let members: Vec<Value> = nodes
+                .iter()
+                .map(|n| {
+                    json!({"address": n.addresses[0].address, "protocol_port": port.node_port,
+                           "name": n.name, "subnet_id": ids.subnet_private})
+                })
+                .collect();
+            client
+                .put(
+                    Service::LoadBalancer,
+                    &format!("/lbaas/pools/{}/members", pool["id"].as_str().expect("a pool id")),
+                )
+                .json(&json!({"members": members}))
+                .send_empty()
+                .await
+                .expect("OCCM's members");
+            wait_active(client, lb_id).await;
+        }
+        let lb = wait_active(client, lb_id).await;
+        let mut tags = lb["tags"].as_array().cloned().unwrap_or_default();
+        tags.push(json!(name));
+        client
+            .put(Service::LoadBalancer, &format!("/lbaas/loadbalancers/{lb_id}"))
+            .json(&json!({"loadbalancer": {"tags": tags}}))
+            .send_empty()
+            .await
+            .expect("OCCM's tag");
+        wait_active(client, lb_id).await;
     }
 
     /// OCCM's `ensureAndUpdateOctaviaSecurityGroup` for a new Service (`manage-security-groups`):
@@ -281,10 +350,16 @@ async fn load_balancers_occm_built_are_taken_over_with_no_write() {
         "loadbalancer.openstack.org/load-balancer-id".into(),
         built[0].id.clone(),
     );
+    occm::join(&client, &cluster, &shared, &built[0].id, &nodes).await;
+    shared.annotations.insert(
+        "loadbalancer.openstack.org/load-balancer-address".into(),
+        built[0].floating_ip.clone(),
+    );
+    let served = [(&web, &built[0]), (&monitored, &built[1]), (&shared, &built[0])];
 
     // The shadow run first: nothing would be written.
     let shadow = load_balancers(&client).await;
-    for (svc, built) in [(&web, &built[0]), (&monitored, &built[1])] {
+    for (svc, built) in served {
         let (status, woulds) = dry_run::scope(shadow.ensure_load_balancer(&cluster, svc, &nodes)).await;
         let status = status.unwrap_or_else(|e| panic!("{}: {e}", svc.name));
         assert_eq!(address(&status), built.floating_ip, "{}", svc.name);
@@ -309,7 +384,7 @@ async fn load_balancers_occm_built_are_taken_over_with_no_write() {
 
     // The switch: the same addresses, the same VIPs, no write.
     let ours = load_balancers(&client).await;
-    for (svc, built) in [(&web, &built[0]), (&monitored, &built[1])] {
+    for (svc, built) in served {
         let status = ours
             .ensure_load_balancer(&cluster, svc, &nodes)
             .await
@@ -328,15 +403,42 @@ async fn load_balancers_occm_built_are_taken_over_with_no_write() {
             .expect("the load balancer");
         assert_eq!(lb["vip_address"].as_str(), Some(built.vip_address.as_str()));
     }
-    // The shared one is refused by name, with nothing written.
-    match ours.ensure_load_balancer(&cluster, &shared, &nodes).await {
-        Err(ProviderError::InvalidArgument(m)) => assert!(m.contains("sharing"), "{m}"),
-        other => panic!("a shared load balancer: {other:?}"),
-    }
     assert_eq!(ours.writes(), 0, "taken over with no write");
 
-    // Deleted as OCCM deletes them: the load balancers and the floating IPs OCCM made.
-    for (svc, built) in [(&web, &built[0]), (&monitored, &built[1])] {
+    // The owner of the shared one deleted first: only its listener and its tag go; the other
+    // Service keeps the load balancer and the floating IP, with no write.
+    lb::delete(&ours, &cluster, &web, DEADLINE)
+        .await
+        .expect("the owner deleted");
+    let lb: Value = client
+        .get(
+            Service::LoadBalancer,
+            &format!("/lbaas/loadbalancers/{}", built[0].id),
+        )
+        .send_json_field("loadbalancer")
+        .await
+        .expect("the shared load balancer stays");
+    let owner = format!("kube_service_{cluster}_default_web");
+    assert!(!lb::tags(&lb).contains(&owner), "the owner's tag gone: {lb}");
+    let listeners: Vec<&str> = lb["listeners"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|l| l["id"].as_str())
+        .collect();
+    assert_eq!(listeners.len(), 1, "the other Service's listener only: {lb}");
+    let writes = ours.writes();
+    let status = ours
+        .ensure_load_balancer(&cluster, &shared, &nodes)
+        .await
+        .expect("still served");
+    assert_eq!(
+        (address(&status), ours.writes()),
+        (built[0].floating_ip.as_str(), writes)
+    );
+
+    // The last Service on it takes it and OCCM's floating IP along (OCCM made them).
+    for (svc, built) in [(&shared, &built[0]), (&monitored, &built[1])] {
         lb::delete(&ours, &cluster, svc, DEADLINE)
             .await
             .unwrap_or_else(|e| panic!("{}: {e}", svc.name));

@@ -13,6 +13,7 @@
 //! - [`converged`]: the fingerprint that spares an unchanged sync the full read.
 //! - [`listed`]: the project's load balancers and floating IPs, listed once for a batch of reads.
 //! - [`security_groups`]: the Service's security group (`manage-security-groups`).
+//! - [`sharing`]: load balancers shared between Services (`load-balancer-id`, `max-shared-lb`).
 //!
 //! # A sync never waits for Octavia
 //! Every sync reads, makes at most one Octavia write, and answers. While Octavia applies it
@@ -41,6 +42,7 @@ pub mod ownership;
 pub mod plan;
 pub mod security_groups;
 pub mod service_conf;
+pub mod sharing;
 
 use std::{
     collections::HashMap,
@@ -418,12 +420,23 @@ impl OpenStackLoadBalancers {
                 lb.id, lb.name
             )));
         }
-        if lb.name != lb_name {
+        if lb.name == provider::default_load_balancer_name(&service.uid) {
             return Err(ProviderError::InvalidArgument(format!(
-                "load balancer {} is named {:?}, not {lb_name:?}: sharing a load balancer between Services \
-                 (loadbalancer.openstack.org/load-balancer-id naming another Service's) is not implemented yet",
-                lb.id, lb.name
+                "load balancer {} has OCCM's legacy name {:?}: this provider serves load balancers named {lb_name:?}; \
+                 rename it (openstack loadbalancer set --name {lb_name} {})",
+                lb.id, lb.name, lb.id
             )));
+        }
+        if lb.name != lb_name
+            && let Some(why) = sharing::refuse_join(
+                &lb,
+                lb_name,
+                conf.internal,
+                self.features.tags,
+                self.settings.max_shared_lb,
+            )
+        {
+            return Err(ProviderError::InvalidArgument(why));
         }
         if lb.is_pending() {
             // Nothing to plan while Octavia works: no need to read what is under it.
@@ -437,21 +450,27 @@ impl OpenStackLoadBalancers {
         let marker = converged::marker(&lb.tags).map(str::to_owned);
         if self
             .verified
-            .trusted(&lb.name, &lb.id, fingerprint, marker.as_deref())
+            .trusted(lb_name, &lb.id, fingerprint, marker.as_deref())
         {
             return Ok(lb);
         }
         let tree = octavia::read_tree(&self.client, lb).await?;
         let next = plan::next(&tree, want, &service.ports, lb_name, self.features.tags);
         if !matches!(next, Next::Converged) {
-            self.verified.forget(&tree.load_balancer.name);
+            self.verified.forget(lb_name);
         }
         match next {
             Next::Converged => {
                 self.security_group(service, asked.security_group.as_ref())
                     .await?;
-                self.record_converged(&tree.load_balancer, owner, fingerprint, marker.as_deref())
-                    .await;
+                self.record_converged(
+                    &tree.load_balancer,
+                    lb_name,
+                    owner,
+                    fingerprint,
+                    marker.as_deref(),
+                )
+                .await;
                 Ok(tree.load_balancer)
             }
             Next::Wait(why) => Err(wait(why)),
@@ -692,17 +711,23 @@ impl OpenStackLoadBalancers {
         })
     }
 
-    /// Remembers a converge found by a full read; on a load balancer of this cluster's whose
-    /// marker is not yet this fingerprint, records it there too (one tag write, not waited for:
-    /// the sync answers now; a failed write is made again by a later sync).
+    /// Remembers the converge of the Service named `lb_name` found by a full read; on a load
+    /// balancer of this cluster's, not shared, whose marker is not yet this fingerprint, records
+    /// it there too (one tag write, not waited for: the sync answers now; a failed write is made
+    /// again by a later sync).
     async fn record_converged(
         &self,
         lb: &LoadBalancer,
+        lb_name: &str,
         owner: Owner,
         fingerprint: &str,
         marker: Option<&str>,
     ) {
-        if owner == Owner::Ours && self.features.tags && marker != Some(fingerprint) {
+        if owner == Owner::Ours
+            && self.features.tags
+            && marker != Some(fingerprint)
+            && !sharing::is_shared(lb, lb_name)
+        {
             let write = Write::TagLoadBalancer {
                 id: lb.id.clone(),
                 tags: converged::with_marker(&lb.tags, fingerprint),
@@ -710,14 +735,14 @@ impl OpenStackLoadBalancers {
             match self.apply(lb, &write, &[]).await {
                 Ok(()) => {
                     let marker = Some(fingerprint);
-                    self.verified.record(&lb.name, &lb.id, fingerprint, marker);
+                    self.verified.record(lb_name, &lb.id, fingerprint, marker);
                 }
                 Err(e) => tracing::info!(load_balancer = %lb.id, error = %e,
                     "recording the converge on the load balancer failed; a later sync records it"),
             }
             return;
         }
-        self.verified.record(&lb.name, &lb.id, fingerprint, marker);
+        self.verified.record(lb_name, &lb.id, fingerprint, marker);
     }
 
     async fn external_network(&self, conf: &ServiceLbConf) -> Result<Option<String>> {
@@ -761,6 +786,13 @@ impl OpenStackLoadBalancers {
         }
         if let Some(fip) = attached {
             return Ok(fip.floating_ip_address);
+        }
+        if lb.name != self.load_balancer_name(cluster, service) {
+            // OCCM: a Service sharing another's load balancer never makes its floating IP.
+            return Err(ProviderError::InvalidArgument(format!(
+                "load balancer {} is shared and has no floating IP: only its owner Service ({}) makes one",
+                lb.id, lb.name
+            )));
         }
         if let Some(address) = &conf.requested_ip
             && let Some(fip) = floating_ips::by_address(c, address).await?
@@ -989,8 +1021,9 @@ impl LoadBalancers for OpenStackLoadBalancers {
             // balancer's is.
             return self.delete_security_group(service).await;
         }
-        if lb.name != lb_name {
-            // Not this Service's own (an ID naming another's): never deleted from here.
+        let own = lb.name == lb_name;
+        if !own && !self.features.tags {
+            // Another Service's, and no tags to tell what is this one's: never touched.
             return self.delete_security_group(service).await;
         }
         if lb.is_pending() {
@@ -998,6 +1031,20 @@ impl LoadBalancers for OpenStackLoadBalancers {
                 "load balancer {} is {}",
                 lb.id, lb.provisioning_status
             )));
+        }
+        if !sharing::goes_with(&lb, &lb_name) {
+            // Shared (or not made for a Service): only what is this Service's leaves it.
+            let id = lb.id.clone();
+            let tree = octavia::read_tree(&self.client, lb).await?;
+            let write = match sharing::next_leave(&tree, &lb_name, &service.ports) {
+                sharing::Leave::Done => return self.delete_security_group(service).await,
+                sharing::Leave::DeletePool { id } => Write::DeletePool { id },
+                sharing::Leave::DeleteListener { id } => Write::DeleteListener { id },
+                sharing::Leave::Untag { tags } => Write::TagLoadBalancer { id, tags },
+            };
+            tracing::info!(load_balancer = %tree.load_balancer.id, ?write, "leaving a shared load balancer");
+            self.apply(&tree.load_balancer, &write, &[]).await?;
+            return Err(after_write(&tree.load_balancer, &write));
         }
         if !keep
             && let Some(fip) = floating_ips::on_port(&self.client, &lb.vip_port_id).await?
