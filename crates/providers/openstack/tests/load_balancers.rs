@@ -110,8 +110,61 @@ async fn another_clusters_load_balancer_under_the_same_cluster_name_is_never_tou
         "A's load balancer and address stay"
     );
 
+    // A's floating IP records A's identity: with A's load balancer gone by hand, deleting B's
+    // Service (whose floating IP OCCM's description alone would name too) leaves it.
+    let description = format!(
+        "Floating IP for Kubernetes external service {}/{} from cluster {cluster}",
+        svc_a.namespace, svc_a.name
+    );
+    let fips = |client: Client, description: String| async move {
+        let found: Value = client
+            .get(Service::Network, "/floatingips")
+            .query(&[("description", description.as_str())])
+            .send_json()
+            .await
+            .expect("floating IPs");
+        found["floatingips"].as_array().cloned().unwrap_or_default()
+    };
+    let held = fips(client.clone(), description.clone()).await;
+    assert_eq!(held.len(), 1);
+    assert!(
+        lb::tags(&held[0]).contains(&ownership::identity_tag(ID_A)),
+        "{held:?}"
+    );
+    let start = Instant::now();
+    // Asked again while Octavia still applies A's last write (409).
+    while let Err(e) = client
+        .delete(
+            Service::LoadBalancer,
+            &format!("/lbaas/loadbalancers/{}", lb["id"].as_str().unwrap()),
+        )
+        .query(&[("cascade", "true")])
+        .send_empty()
+        .await
+    {
+        assert!(
+            e.is_conflict() && start.elapsed() < DEADLINE,
+            "A's load balancer deleted by hand: {e}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    while octavia_lb(&client, &name).await.is_some() {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    b.ensure_load_balancer_deleted(&cluster, &svc_b)
+        .await
+        .expect("B's delete");
+    assert_eq!(b.writes(), 0, "cluster B wrote nothing");
+    assert_eq!(
+        fips(client.clone(), description.clone()).await.len(),
+        1,
+        "A's floating IP stays"
+    );
     delete(&a, &cluster, &svc_a).await;
-    assert!(octavia_lb(&client, &name).await.is_none(), "A's deleted");
+    assert!(
+        fips(client.clone(), description).await.is_empty(),
+        "A's own delete takes it"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -23,6 +23,9 @@ pub struct FloatingIp {
     pub description: Option<String>,
     #[serde(default)]
     pub floating_network_id: String,
+    /// This provider tags what it creates with the cluster's identity.
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 impl FloatingIp {
@@ -106,6 +109,12 @@ pub async fn create(client: &Client, new: &NewFloatingIp<'_>) -> Result<Floating
         .json(&json!({"floatingip": body}))
         .send_json_field("floatingip")
         .await
+}
+
+/// Adds `tag` to a floating IP (Neutron's tag API: the create call takes no tags here).
+pub async fn tag(client: &Client, fip_id: &str, tag: &str) -> Result<(), ApiError> {
+    let path = format!("/floatingips/{}/tags/{}", path_segment(fip_id), path_segment(tag));
+    client.put(Service::Network, &path).send_empty().await
 }
 
 /// Deletes a floating IP. A 404 is success.

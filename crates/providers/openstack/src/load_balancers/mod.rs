@@ -785,6 +785,7 @@ impl OpenStackLoadBalancers {
             return Ok(lb.vip_address.clone());
         }
         if let Some(fip) = attached {
+            self.record_identity(cluster, service, lb, &fip).await;
             return Ok(fip.floating_ip_address);
         }
         if lb.name != self.load_balancer_name(cluster, service) {
@@ -846,7 +847,9 @@ impl OpenStackLoadBalancers {
         // OCCM: a pattern or tags choose among the network's subnets, unless an address is asked.
         let spec = Self::subnet_match(conf)?.filter(|_| conf.requested_ip.is_none());
         let Some(spec) = spec else {
-            return Ok(floating_ips::create(c, &new).await?.floating_ip_address);
+            let fip = floating_ips::create(c, &new).await?;
+            self.record_identity(cluster, service, lb, &fip).await;
+            return Ok(fip.floating_ip_address);
         };
         let candidates = floating_subnets::matching(c, &network, &spec).await?;
         let mut last = None;
@@ -856,7 +859,10 @@ impl OpenStackLoadBalancers {
                 ..new.clone()
             };
             match floating_ips::create(c, &on).await {
-                Ok(fip) => return Ok(fip.floating_ip_address),
+                Ok(fip) => {
+                    self.record_identity(cluster, service, lb, &fip).await;
+                    return Ok(fip.floating_ip_address);
+                }
                 Err(e) => {
                     tracing::info!(subnet = %subnet.id, name = %subnet.name, error = %e,
                         "no floating IP from this subnet: trying the next one that matches");
@@ -875,6 +881,34 @@ impl OpenStackLoadBalancers {
                 e.into()
             }
         })
+    }
+
+    /// Records this cluster's identity on the floating IP made for the Service once its load
+    /// balancer records it (made by this provider, or claimed before a change): a Service of
+    /// another cluster under the same cluster name, deleted, then never takes it (OCCM's
+    /// description alone would say it is that Service's too). One tag write, once; a failure is
+    /// logged and the next sync tries again.
+    async fn record_identity(
+        &self,
+        cluster: &str,
+        service: &ServiceSpec,
+        lb: &LoadBalancer,
+        fip: &floating_ips::FloatingIp,
+    ) {
+        let tag = ownership::identity_tag(&service.cluster_id);
+        if service.cluster_id.is_empty()
+            || !fip.is_created()
+            || fip.tags.contains(&tag)
+            || lb.name != self.load_balancer_name(cluster, service)
+            || ownership::owner(&lb.tags, &lb.description, cluster, &service.cluster_id) != Owner::Ours
+            || !self.may_write("neutron.tag_floatingip", &fip.id, || tag.clone())
+        {
+            return;
+        }
+        if let Err(e) = floating_ips::tag(&self.client, &fip.id, &tag).await {
+            tracing::info!(floating_ip = %fip.id, error = %e,
+                "recording the cluster's identity on the floating IP failed; a later sync records it");
+        }
     }
 
     fn status(&self, conf: &ServiceLbConf, address: &str) -> LoadBalancerStatus {
@@ -1000,7 +1034,14 @@ impl LoadBalancers for OpenStackLoadBalancers {
             // goes too (OCCM leaks it).
             if !keep {
                 for fip in floating_ips::by_description(&self.client, &description).await? {
+                    let whose = ownership::owner(
+                        &fip.tags,
+                        fip.description.as_deref().unwrap_or_default(),
+                        cluster,
+                        &service.cluster_id,
+                    );
                     if fip.port_id.as_deref().is_none_or(str::is_empty)
+                        && !matches!(whose, Owner::OtherCluster { .. })
                         && self.may_write("neutron.delete_floatingip", &fip.id, || {
                             fip.floating_ip_address.clone()
                         })

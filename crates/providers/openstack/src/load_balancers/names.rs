@@ -13,7 +13,7 @@ pub const MAX_LEN: usize = 255;
 
 /// What marks a floating IP as created by OCCM (its description starts with it; OCCM matches it
 /// anywhere in the description, as this module does).
-const FLOATING_IP_MARKER: &str = "Floating IP for Kubernetes external service";
+pub const FLOATING_IP_MARKER: &str = "Floating IP for Kubernetes external service";
 
 /// `s` cut to [`MAX_LEN`] bytes, at a character boundary.
 pub fn cut_255(mut s: String) -> String {

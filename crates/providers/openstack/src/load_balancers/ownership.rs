@@ -38,7 +38,7 @@ pub enum Owner {
     },
 }
 
-/// Whose the load balancer with `tags` and `description` is, seen from the cluster named
+/// Whose the load balancer (or floating IP) with `tags` and `description` is, seen from the cluster named
 /// `cluster` with identity `cluster_id` (empty: unknown; then one recording any identity is
 /// another's, since this cluster cannot show it is its own).
 pub fn owner(tags: &[String], description: &str, cluster: &str, cluster_id: &str) -> Owner {
@@ -65,13 +65,14 @@ pub fn owner(tags: &[String], description: &str, cluster: &str, cluster_id: &str
     }
 }
 
-/// The cluster a description OCCM writes names (`... from cluster <name>`); `None` for any
-/// other description (one a user wrote says nothing about whose it is).
+/// The cluster a description OCCM writes on a load balancer or a floating IP names
+/// (`... from cluster <name>`); `None` for any other description (one a user wrote says nothing
+/// about whose it is).
 fn described_cluster(description: &str) -> Option<&str> {
     let (service, cluster) = description.rsplit_once(" from cluster ")?;
-    service
-        .starts_with(names::LOAD_BALANCER_DESCRIPTION_PREFIX)
-        .then_some(cluster)
+    (service.starts_with(names::LOAD_BALANCER_DESCRIPTION_PREFIX)
+        || service.starts_with(names::FLOATING_IP_MARKER))
+    .then_some(cluster)
 }
 
 /// The tags that claim a load balancer now tagged `tags` for this cluster: every tag kept, the
@@ -145,6 +146,19 @@ mod tests {
             ),
             // A description a user wrote says nothing.
             (tags(&[]), "made by hand from cluster prod", ID, Owner::Unclaimed),
+            // Floating IPs: OCCM's description, this provider's identity tag.
+            (
+                tags(&[]),
+                "Floating IP for Kubernetes external service default/web from cluster prod",
+                ID,
+                other("cluster \"prod\" (its description)"),
+            ),
+            (
+                tags(&[&theirs]),
+                "Floating IP for Kubernetes external service default/web from cluster kubernetes",
+                ID,
+                other(&format!("the cluster with identity {OTHER}")),
+            ),
         ] {
             assert_eq!(
                 owner(&tags, description, "kubernetes", cluster_id),
