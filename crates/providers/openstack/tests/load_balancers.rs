@@ -826,3 +826,54 @@ async fn a_service_shares_another_services_load_balancer_and_leaves_only_its_own
     delete(&lbs, &cluster, &owner).await;
     assert!(octavia_lb(&client, &name).await.is_none());
 }
+
+/// The names of the members of the load balancer's first pool, sorted.
+async fn member_names(client: &Client, lb: &Value) -> Vec<String> {
+    let pool = lb["pools"][0]["id"].as_str().expect("a pool");
+    let found: Value = client
+        .get(Service::LoadBalancer, &format!("/lbaas/pools/{pool}/members"))
+        .send_json()
+        .await
+        .expect("members");
+    let mut names: Vec<String> = found["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["name"].as_str().map(str::to_owned))
+        .collect();
+    names.sort();
+    names
+}
+
+/// `provider-requires-serial-api-calls`: the load balancer made alone, then its listener, pool
+/// and members one call each, named as OCCM names them; a node joining is one member create.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serial_api_calls_build_the_load_balancer_one_object_at_a_time() {
+    let _turn = cloud().octavia_turn().await;
+    let client = cloud().client(User::Ccm).await;
+    let cluster = cloud().unique_name("serial");
+    let settings = LoadBalancerSettings {
+        provider_requires_serial_api_calls: true,
+        ..lb::settings(cloud())
+    };
+    let lbs = lb::provider(cloud(), &client, settings).await.expect("provider");
+    let svc = service(ID_A);
+    lb::ensure(&lbs, &cluster, &svc, &nodes(2), DEADLINE)
+        .await
+        .expect("made");
+    let writes = lbs.writes();
+    let name = lbs.load_balancer_name(&cluster, &svc);
+    let lb = octavia_lb(&client, &name).await.expect("made");
+    assert_eq!(
+        member_names(&client, &lb).await,
+        vec!["member_node-0_10.0.0.230_30080", "member_node-1_10.0.0.231_30080"]
+    );
+    // Create, listener, pool, two members, the floating IP, its tag, the marker.
+    assert!(writes >= 6, "one call per object: {writes} writes");
+    lb::ensure(&lbs, &cluster, &svc, &nodes(3), DEADLINE)
+        .await
+        .expect("a third node");
+    let lb = octavia_lb(&client, &name).await.expect("there");
+    assert_eq!(member_names(&client, &lb).await.len(), 3);
+    delete(&lbs, &cluster, &svc).await;
+}

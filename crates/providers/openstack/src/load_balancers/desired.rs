@@ -65,6 +65,35 @@ pub struct Pool {
     pub monitor: Option<HealthMonitor>,
 }
 
+/// How members are written: Octavia's batch update (OCCM's default), or one call per member
+/// (`[LoadBalancer] provider-requires-serial-api-calls`, for providers without the batch call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberCalls {
+    Batch,
+    /// OCCM's `SeriallyReconcilePoolMembers`: members named `member_<node>_<address>_<port>`,
+    /// at the node's first InternalIP (else its first address), compared by address and port.
+    Serial,
+}
+
+/// The address of a node as a member with [`MemberCalls::Serial`]: its first InternalIP, else
+/// its first address of any type (OCCM's serial `getNodeAddressForLB`, which ignores the family).
+pub fn serial_node_address(addresses: &[NodeAddress]) -> Option<&str> {
+    addresses
+        .iter()
+        .find(|a| a.kind == AddressType::InternalIP)
+        .or_else(|| addresses.first())
+        .map(|a| a.address.as_str())
+}
+
+/// What the cloud's Octavia takes: its features, its provider (`[LoadBalancer] lb-provider`),
+/// how members are written.
+#[derive(Debug, Clone, Copy)]
+pub struct Octavia<'a> {
+    pub features: &'a OctaviaFeatures,
+    pub provider: &'a str,
+    pub member_calls: MemberCalls,
+}
+
 /// A pool member: one node.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Member {
@@ -160,12 +189,16 @@ pub fn member_nodes<'a>(conf: &ServiceLbConf, nodes: &'a [LoadBalancerNode]) -> 
 pub fn listeners(
     service: &ServiceSpec,
     conf: &ServiceLbConf,
-    features: &OctaviaFeatures,
-    lb_provider: &str,
+    octavia: Octavia<'_>,
     lb_name: &str,
     nodes: &[&LoadBalancerNode],
     family: Option<IpFamily>,
 ) -> Vec<Listener> {
+    let Octavia {
+        features,
+        provider: lb_provider,
+        member_calls: calls,
+    } = octavia;
     service
         .ports
         .iter()
@@ -180,14 +213,24 @@ pub fn listeners(
             } else {
                 nodes
                     .iter()
-                    .filter_map(|node| {
-                        node_address_for_lb(&node.addresses, family).map(|address| Member {
-                            name: node.name.clone(),
+                    .filter_map(|node| match calls {
+                        MemberCalls::Batch => {
+                            node_address_for_lb(&node.addresses, family).map(|address| Member {
+                                name: node.name.clone(),
+                                address: address.to_owned(),
+                                protocol_port: port.node_port,
+                                subnet_id: conf.member_subnet_id.clone(),
+                                monitor_port: http_monitor,
+                            })
+                        }
+                        // OCCM's serial member create sends the name, address and port only.
+                        MemberCalls::Serial => serial_node_address(&node.addresses).map(|address| Member {
+                            name: names::serial_member_name(&node.name, address, port.node_port),
                             address: address.to_owned(),
                             protocol_port: port.node_port,
-                            subnet_id: conf.member_subnet_id.clone(),
-                            monitor_port: http_monitor,
-                        })
+                            subnet_id: None,
+                            monitor_port: None,
+                        }),
                     })
                     .collect()
             };
@@ -396,7 +439,18 @@ mod tests {
         };
         let conf = resolve(&settings, &features, svc).expect("resolves");
         let selected = member_nodes(&conf, nodes);
-        listeners(svc, &conf, &features, provider, LB, &selected, Some(IpFamily::V4))
+        listeners(
+            svc,
+            &conf,
+            Octavia {
+                features: &features,
+                provider,
+                member_calls: MemberCalls::Batch,
+            },
+            LB,
+            &selected,
+            Some(IpFamily::V4),
+        )
     }
 
     fn zed() -> OctaviaFeatures {

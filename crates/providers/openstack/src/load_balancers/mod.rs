@@ -77,12 +77,6 @@ pub const PROVISIONING_POLL: Duration = Duration::from_secs(2);
 /// The `[LoadBalancer]` settings this provider does not implement, refused at start by name.
 pub fn refused_settings(settings: &LoadBalancerSettings) -> Option<String> {
     let refused = |key: &str, why: &str| Some(format!("[LoadBalancer] {key}: {why}"));
-    if settings.provider_requires_serial_api_calls {
-        return refused(
-            "provider-requires-serial-api-calls",
-            "not implemented: this provider creates load balancers fully populated (one call)",
-        );
-    }
     if !settings.cascade_delete {
         return refused(
             "cascade-delete",
@@ -192,6 +186,24 @@ impl OpenStackLoadBalancers {
             verified: provider::converged::Verified::new(converged::VERIFY_PERIOD),
             subnet_cidrs: Mutex::new(HashMap::new()),
         }))
+    }
+
+    /// What the cloud's Octavia takes, for [`desired::listeners`].
+    fn octavia(&self) -> desired::Octavia<'_> {
+        desired::Octavia {
+            features: &self.features,
+            provider: &self.settings.lb_provider,
+            member_calls: self.member_calls(),
+        }
+    }
+
+    /// How members are written (`provider-requires-serial-api-calls`).
+    fn member_calls(&self) -> desired::MemberCalls {
+        if self.settings.provider_requires_serial_api_calls {
+            desired::MemberCalls::Serial
+        } else {
+            desired::MemberCalls::Batch
+        }
     }
 
     /// Octavia's API version.
@@ -326,15 +338,7 @@ impl OpenStackLoadBalancers {
             vip_subnet = Some(detected.clone());
             conf.member_subnet_id.get_or_insert(detected);
         }
-        let want = desired::listeners(
-            service,
-            &conf,
-            &self.features,
-            &self.settings.lb_provider,
-            lb_name,
-            nodes,
-            family,
-        );
+        let want = desired::listeners(service, &conf, self.octavia(), lb_name, nodes, family);
         let new = octavia::NewLoadBalancer {
             name: lb_name.to_owned(),
             description: names::load_balancer_description(cluster, &service.namespace, &service.name),
@@ -355,7 +359,11 @@ impl OpenStackLoadBalancers {
             flavor_id: conf.flavor_id.clone(),
             availability_zone: conf.availability_zone.clone(),
         };
-        let body = octavia::create_body(&new, &want);
+        // Serial calls: the load balancer alone; the syncs after it add the rest, one call each.
+        let body = match self.member_calls() {
+            desired::MemberCalls::Batch => octavia::create_body(&new, &want),
+            desired::MemberCalls::Serial => octavia::create_body(&new, &[]),
+        };
         if !self.may_write("octavia.create_load_balancer", lb_name, || body.to_string()) {
             return Err(wait(format!("dry run: load balancer {lb_name} would be created")));
         }
@@ -389,6 +397,12 @@ impl OpenStackLoadBalancers {
             Write::SetMembers { pool_id, index } => {
                 octavia::set_members(c, pool_id, &want[*index].pool.members).await
             }
+            Write::CreateMember {
+                pool_id,
+                index,
+                member,
+            } => octavia::create_member(c, pool_id, &want[*index].pool.members[*member]).await,
+            Write::DeleteMember { pool_id, id } => octavia::delete_member(c, pool_id, id).await,
             Write::CreateMonitor { pool_id, index } => match &want[*index].pool.monitor {
                 Some(m) => octavia::create_monitor(c, pool_id, m).await,
                 None => Ok(()),
@@ -455,7 +469,14 @@ impl OpenStackLoadBalancers {
             return Ok(lb);
         }
         let tree = octavia::read_tree(&self.client, lb).await?;
-        let next = plan::next(&tree, want, &service.ports, lb_name, self.features.tags);
+        let next = plan::next(
+            &tree,
+            want,
+            &service.ports,
+            lb_name,
+            self.features.tags,
+            self.member_calls(),
+        );
         if !matches!(next, Next::Converged) {
             self.verified.forget(lb_name);
         }
@@ -513,15 +534,7 @@ impl OpenStackLoadBalancers {
         }
         let selected = desired::member_nodes(&conf, nodes);
         let family = Self::family(service);
-        let want = desired::listeners(
-            service,
-            &conf,
-            &self.features,
-            &self.settings.lb_provider,
-            lb_name,
-            &selected,
-            family,
-        );
+        let want = desired::listeners(service, &conf, self.octavia(), lb_name, &selected, family);
         let security_group = self.settings.manage_security_groups.then(|| {
             let source_ranges = service_conf::security_group_holds_source_ranges(&self.settings)
                 .then(|| service_conf::source_ranges(service, family == Some(IpFamily::V6)).ok())
@@ -1155,11 +1168,11 @@ mod tests {
         assert!(
             refused_settings(&bad).is_some_and(|m| m.contains("floating-subnet") && m.contains("public-("))
         );
-        let serial = LoadBalancerSettings {
-            provider_requires_serial_api_calls: true,
+        let cascade = LoadBalancerSettings {
+            cascade_delete: false,
             ..LoadBalancerSettings::default()
         };
-        assert!(refused_settings(&serial).is_some_and(|m| m.contains("provider-requires-serial-api-calls")));
+        assert!(refused_settings(&cascade).is_some_and(|m| m.contains("cascade-delete")));
     }
 
     #[test]

@@ -71,6 +71,12 @@ pub fn is_created_floating_ip(description: &str) -> bool {
     description.contains(FLOATING_IP_MARKER)
 }
 
+/// A member's name with `provider-requires-serial-api-calls` (OCCM's
+/// `SeriallyReconcilePoolMembers`): `member_<node>_<address>_<nodePort>`.
+pub fn serial_member_name(node: &str, address: &str, node_port: u16) -> String {
+    cut_255(format!("member_{node}_{address}_{node_port}"))
+}
+
 /// The security group of `manage-security-groups`: `lb-sg-<uid>-<namespace>-<name>`.
 pub fn security_group_name(uid: &str, namespace: &str, name: &str) -> String {
     cut_255(format!("lb-sg-{uid}-{namespace}-{name}"))

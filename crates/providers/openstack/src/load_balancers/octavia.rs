@@ -404,6 +404,26 @@ pub async fn set_members(client: &Client, pool_id: &str, members: &[Member]) -> 
         .await
 }
 
+/// Creates one member (`provider-requires-serial-api-calls`: no batch update).
+pub async fn create_member(client: &Client, pool_id: &str, member: &Member) -> Result<(), ApiError> {
+    let path = format!("/lbaas/pools/{}/members", path_segment(pool_id));
+    client
+        .post(Service::LoadBalancer, &path)
+        .json(&json!({"member": member_body(member)}))
+        .send_empty()
+        .await
+}
+
+/// Deletes one member. A 404 is success.
+pub async fn delete_member(client: &Client, pool_id: &str, member_id: &str) -> Result<(), ApiError> {
+    let path = format!(
+        "/lbaas/pools/{}/members/{}",
+        path_segment(pool_id),
+        path_segment(member_id)
+    );
+    ignore_not_found(client.delete(Service::LoadBalancer, &path).send_empty().await)
+}
+
 /// Creates the pool's monitor.
 pub async fn create_monitor(client: &Client, pool_id: &str, monitor: &HealthMonitor) -> Result<(), ApiError> {
     let mut body = monitor_body(monitor);

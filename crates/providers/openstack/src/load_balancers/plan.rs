@@ -67,6 +67,14 @@ pub enum Write {
     UpdatePool { id: String, index: usize },
     /// Replace the port's pool's members (Octavia's batch update).
     SetMembers { pool_id: String, index: usize },
+    /// Create one member of the port's pool (serial member calls).
+    CreateMember {
+        pool_id: String,
+        index: usize,
+        member: usize,
+    },
+    /// Delete one member no node asks for (serial member calls).
+    DeleteMember { pool_id: String, id: String },
     /// Create the port's pool's monitor.
     CreateMonitor { pool_id: String, index: usize },
     /// Change the monitor's name, delays or retries.
@@ -88,6 +96,8 @@ impl Write {
             Self::CreatePool { .. } => "create_pool",
             Self::UpdatePool { .. } => "update_pool",
             Self::SetMembers { .. } => "batch_update_members",
+            Self::CreateMember { .. } => "create_member",
+            Self::DeleteMember { .. } => "delete_member",
             Self::CreateMonitor { .. } => "create_health_monitor",
             Self::UpdateMonitor { .. } => "update_health_monitor",
             Self::DeleteMonitor { .. } => "delete_health_monitor",
@@ -200,6 +210,28 @@ fn members_differ(have: &[observed::Member], want: &[desired::Member]) -> bool {
     have != want
 }
 
+/// With serial member calls, the next member write (OCCM's `SeriallyReconcilePoolMembers`:
+/// members compared by address and port; missing ones made first, then others deleted).
+fn serial_member_write(pool: &observed::Pool, want: &[desired::Member], index: usize) -> Option<Write> {
+    let same = |have: &observed::Member, want: &desired::Member| {
+        have.address == want.address && have.protocol_port == want.protocol_port
+    };
+    if let Some(member) = want.iter().position(|w| !pool.members.iter().any(|h| same(h, w))) {
+        return Some(Write::CreateMember {
+            pool_id: pool.id.clone(),
+            index,
+            member,
+        });
+    }
+    pool.members
+        .iter()
+        .find(|h| !want.iter().any(|w| same(h, w)))
+        .map(|h| Write::DeleteMember {
+            pool_id: pool.id.clone(),
+            id: h.id.clone(),
+        })
+}
+
 fn monitor_differs(have: &observed::HealthMonitor, want: &desired::HealthMonitor) -> bool {
     let s = &want.settings;
     have.name != want.name
@@ -218,6 +250,7 @@ pub fn next(
     ports: &[ServicePort],
     lb_name: &str,
     tags_supported: bool,
+    calls: desired::MemberCalls,
 ) -> Next {
     let lb = &tree.load_balancer;
     let owner = lb.name == lb_name;
@@ -314,11 +347,19 @@ pub fn next(
                 index,
             });
         }
-        if members_differ(&pool.members, &w.pool.members) {
-            return Next::Write(Write::SetMembers {
-                pool_id: pool.id.clone(),
-                index,
-            });
+        match calls {
+            desired::MemberCalls::Batch if members_differ(&pool.members, &w.pool.members) => {
+                return Next::Write(Write::SetMembers {
+                    pool_id: pool.id.clone(),
+                    index,
+                });
+            }
+            desired::MemberCalls::Serial => {
+                if let Some(write) = serial_member_write(pool, &w.pool.members, index) {
+                    return Next::Write(write);
+                }
+            }
+            desired::MemberCalls::Batch => {}
         }
         match (&pool.monitor, &w.pool.monitor) {
             (None, None) => {}
@@ -399,14 +440,25 @@ mod tests {
     }
 
     fn want_for(svc: &ServiceSpec, node_count: usize) -> Vec<desired::Listener> {
+        want_with(svc, node_count, desired::MemberCalls::Batch)
+    }
+
+    fn want_with(
+        svc: &ServiceSpec,
+        node_count: usize,
+        calls: desired::MemberCalls,
+    ) -> Vec<desired::Listener> {
         let features = OctaviaFeatures::of(2, 26, "amphora");
         let conf = resolve(&LoadBalancerSettings::default(), &features, svc).unwrap();
         let nodes = nodes(node_count);
         listeners(
             svc,
             &conf,
-            &features,
-            "amphora",
+            desired::Octavia {
+                features: &features,
+                provider: "amphora",
+                member_calls: calls,
+            },
             LB,
             &member_nodes(&conf, &nodes),
             Some(IpFamily::V4),
@@ -485,7 +537,14 @@ mod tests {
     }
 
     fn plan(tree: &Tree, svc: &ServiceSpec, node_count: usize) -> Next {
-        next(tree, &want_for(svc, node_count), &svc.ports, LB, true)
+        next(
+            tree,
+            &want_for(svc, node_count),
+            &svc.ports,
+            LB,
+            true,
+            desired::MemberCalls::Batch,
+        )
     }
 
     #[test]
@@ -705,14 +764,70 @@ mod tests {
         let want = listeners(
             &svc,
             &conf,
-            &features,
-            "amphora",
+            desired::Octavia {
+                features: &features,
+                provider: "amphora",
+                member_calls: desired::MemberCalls::Batch,
+            },
             LB,
             &member_nodes(&conf, &nodes),
             Some(IpFamily::V4),
         );
         assert_eq!(want[1].pool.members[0].monitor_port, None);
-        assert_eq!(next(&built(&want), &want, &svc.ports, LB, true), Next::Converged);
+        assert_eq!(
+            next(
+                &built(&want),
+                &want,
+                &svc.ports,
+                LB,
+                true,
+                desired::MemberCalls::Batch
+            ),
+            Next::Converged
+        );
+    }
+
+    /// `provider-requires-serial-api-calls`: OCCM's member names, one member call at a time,
+    /// missing ones first, compared by address and port only.
+    #[test]
+    fn serial_member_calls_create_then_delete_one_member_at_a_time() {
+        let svc = service(&[]);
+        let serial = desired::MemberCalls::Serial;
+        let two = want_with(&svc, 2, serial);
+        assert_eq!(two[0].pool.members[0].name, "member_node-1_10.0.0.1_30080");
+        assert_eq!(two[0].pool.members[0].subnet_id, None);
+        let mut tree = built(&two);
+        let step = |tree: &Tree, want: &[desired::Listener]| next(tree, want, &svc.ports, LB, true, serial);
+        assert_eq!(step(&tree, &two), Next::Converged);
+        // A third node: one create for each port, in turn.
+        let three = want_with(&svc, 3, serial);
+        assert_eq!(
+            step(&tree, &three),
+            Next::Write(Write::CreateMember {
+                pool_id: "p0".into(),
+                index: 0,
+                member: 2
+            })
+        );
+        // The first node gone: its member deleted (after any creates).
+        let one: Vec<desired::Listener> = want_with(&svc, 1, serial);
+        let Next::Write(Write::DeleteMember { pool_id, id }) = step(&tree, &one) else {
+            panic!("a delete");
+        };
+        assert_eq!(pool_id, "p0");
+        assert!(
+            tree.pools[0]
+                .members
+                .iter()
+                .any(|m| m.id == id && m.address == "10.0.0.2")
+        );
+        // A member made by the batch mode (its node's name) is the same member: no write.
+        for pool in &mut tree.pools {
+            for m in &mut pool.members {
+                m.name = "node-x".into();
+            }
+        }
+        assert_eq!(step(&tree, &two), Next::Converged);
     }
 
     // OCCM's TestLbaasV2_checkListenerPorts.
