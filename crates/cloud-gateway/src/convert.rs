@@ -233,10 +233,17 @@ pub fn lb_status_to_pb(status: &LoadBalancerStatus) -> pb::LoadBalancerStatus {
         ingress: status
             .ingress
             .iter()
-            .map(|LoadBalancerIngress { ip, hostname }| pb::LoadBalancerIngress {
-                ip: ip.clone(),
-                hostname: hostname.clone(),
-            })
+            .map(
+                |LoadBalancerIngress {
+                     ip,
+                     hostname,
+                     ip_mode,
+                 }| pb::LoadBalancerIngress {
+                    ip: ip.clone(),
+                    hostname: hostname.clone(),
+                    ip_mode: ip_mode.clone(),
+                },
+            )
             .collect(),
     }
 }

@@ -334,6 +334,7 @@ mod tests {
             ingress: vec![LoadBalancerIngress {
                 ip: String::new(),
                 hostname: format!("{uid}.elb"),
+                ip_mode: String::new(),
             }],
         }
     }

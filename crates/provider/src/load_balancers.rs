@@ -107,6 +107,9 @@ pub struct LoadBalancerIngress {
     pub ip: String,
     /// DNS name, or empty.
     pub hostname: String,
+    /// core/v1 `ipMode` of the IP: `VIP`, `Proxy` (the load balancer rewrites the traffic, so
+    /// it must not be short-circuited inside the cluster), or empty (unset: VIP).
+    pub ip_mode: String,
 }
 
 /// `cloudprovider.DefaultLoadBalancerName`: `"a"` + the service UID without dashes, truncated to
@@ -307,6 +310,7 @@ mod tests {
                     ingress: vec![LoadBalancerIngress {
                         ip: String::new(),
                         hostname: format!("{}.lb", service.uid),
+                        ip_mode: String::new(),
                     }],
                 })),
             }

@@ -343,6 +343,7 @@ fn status_from_pb(status: pb::LoadBalancerStatus) -> LoadBalancerStatus {
                 .ingress
                 .into_iter()
                 .map(|i| LoadBalancerIngress {
+                    ip_mode: non_empty(i.ip_mode).filter(|_| !i.ip.is_empty()),
                     ip: non_empty(i.ip),
                     hostname: non_empty(i.hostname),
                     ..Default::default()
@@ -423,13 +424,26 @@ mod tests {
     #[test]
     fn empty_ingress_fields_are_absent_not_empty_strings() {
         let status = status_from_pb(pb::LoadBalancerStatus {
-            ingress: vec![pb::LoadBalancerIngress {
-                ip: "203.0.113.7".into(),
-                hostname: String::new(),
-            }],
+            ingress: vec![
+                pb::LoadBalancerIngress {
+                    ip: "203.0.113.7".into(),
+                    hostname: String::new(),
+                    ip_mode: String::new(),
+                },
+                pb::LoadBalancerIngress {
+                    ip: "203.0.113.8".into(),
+                    hostname: String::new(),
+                    ip_mode: "Proxy".into(),
+                },
+            ],
         });
-        let ingress = &status.ingress.unwrap()[0];
-        assert_eq!(ingress.ip.as_deref(), Some("203.0.113.7"));
-        assert_eq!(ingress.hostname, None);
+        let ingress = status.ingress.unwrap();
+        assert_eq!(ingress[0].ip.as_deref(), Some("203.0.113.7"));
+        assert_eq!((&ingress[0].hostname, &ingress[0].ip_mode), (&None, &None));
+        assert_eq!(
+            ingress[1].ip_mode.as_deref(),
+            Some("Proxy"),
+            "the provider's ipMode is written"
+        );
     }
 }

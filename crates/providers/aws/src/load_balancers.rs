@@ -60,6 +60,7 @@ fn hostname(dns_name: &str) -> LoadBalancerStatus {
         ingress: vec![LoadBalancerIngress {
             ip: String::new(),
             hostname: dns_name.to_owned(),
+            ip_mode: String::new(),
         }],
     }
 }

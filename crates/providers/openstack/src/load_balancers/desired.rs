@@ -286,24 +286,41 @@ pub struct IngressHostname<'a> {
 /// OCCM also sets `ipMode: Proxy` for PROXY protocol; the gateway's status has no `ipMode`
 /// yet, so such a Service should use `enable-ingress-hostname`.
 pub fn status(conf: &ServiceLbConf, hostname: &IngressHostname<'_>, address: &str) -> LoadBalancerStatus {
+    let named = |hostname: String| LoadBalancerIngress {
+        hostname,
+        ..LoadBalancerIngress::default()
+    };
     let ingress = if let Some(name) = &conf.hostname {
-        LoadBalancerIngress {
-            ip: String::new(),
-            hostname: name.clone(),
-        }
+        named(name.clone())
     } else if conf.proxy_protocol.is_some() && hostname.enabled {
-        LoadBalancerIngress {
-            ip: String::new(),
-            hostname: format!("{address}.{}", hostname.suffix),
-        }
+        named(format!("{address}.{}", hostname.suffix))
     } else {
         LoadBalancerIngress {
             ip: address.to_owned(),
             hostname: String::new(),
+            // OCCM: traffic that gets a PROXY header must reach the load balancer, also from
+            // inside the cluster (kube-proxy does not short-circuit a Proxy address).
+            ip_mode: if conf.proxy_protocol.is_some() {
+                "Proxy"
+            } else {
+                "VIP"
+            }
+            .into(),
         }
     };
     LoadBalancerStatus {
         ingress: vec![ingress],
+    }
+}
+
+/// The status of a load balancer at `address` whose Service's settings cannot be read (a
+/// refused annotation): the address alone.
+pub fn address_status(address: String) -> LoadBalancerStatus {
+    LoadBalancerStatus {
+        ingress: vec![LoadBalancerIngress {
+            ip: address,
+            ..LoadBalancerIngress::default()
+        }],
     }
 }
 
@@ -667,10 +684,14 @@ mod tests {
             enabled: true,
             suffix: "nip.io",
         };
-        let ip = |s: &LoadBalancerStatus| (s.ingress[0].ip.clone(), s.ingress[0].hostname.clone());
+        let ip = |s: &LoadBalancerStatus| {
+            let i = &s.ingress[0];
+            (i.ip.clone(), i.hostname.clone(), i.ip_mode.clone())
+        };
+        let (none, vip, proxied) = (String::new(), "VIP".to_owned(), "Proxy".to_owned());
         assert_eq!(
             ip(&status(&conf(&[]), &off, "10.0.0.10")),
-            ("10.0.0.10".into(), String::new())
+            ("10.0.0.10".into(), none.clone(), vip)
         );
         assert_eq!(
             ip(&status(
@@ -678,16 +699,17 @@ mod tests {
                 &on,
                 "10.0.0.10"
             )),
-            (String::new(), "lb.example.com".into())
+            (none.clone(), "lb.example.com".into(), none.clone())
         );
         let proxy = conf(&[(service_conf::PROXY_PROTOCOL, "true")]);
         assert_eq!(
             ip(&status(&proxy, &on, "10.0.0.10")),
-            (String::new(), "10.0.0.10.nip.io".into())
+            (none.clone(), "10.0.0.10.nip.io".into(), none.clone())
         );
+        // PROXY protocol: the address must not be short-circuited inside the cluster.
         assert_eq!(
             ip(&status(&proxy, &off, "10.0.0.10")),
-            ("10.0.0.10".into(), String::new())
+            ("10.0.0.10".into(), none, proxied)
         );
     }
 }

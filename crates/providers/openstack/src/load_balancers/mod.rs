@@ -690,12 +690,7 @@ impl OpenStackLoadBalancers {
             let address = address.unwrap_or_else(|| lb.vip_address.clone());
             return Ok(LoadBalancerObservation::Present(match self.conf(service) {
                 Ok(conf) => self.status(&conf, &address),
-                Err(_) => LoadBalancerStatus {
-                    ingress: vec![provider::LoadBalancerIngress {
-                        ip: address,
-                        hostname: String::new(),
-                    }],
-                },
+                Err(_) => desired::address_status(address),
             }));
         };
         // An ensure read: converged only when known to be, with its address settled; anything
@@ -968,12 +963,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
         };
         Ok(Some(match &conf {
             Some(conf) => self.status(conf, &address),
-            None => LoadBalancerStatus {
-                ingress: vec![provider::LoadBalancerIngress {
-                    ip: address,
-                    hostname: String::new(),
-                }],
-            },
+            None => desired::address_status(address),
         }))
     }
 

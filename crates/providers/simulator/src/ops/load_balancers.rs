@@ -85,6 +85,7 @@ pub fn status(lb: &LoadBalancer, now: SystemTime) -> LoadBalancerStatus {
             ingress: vec![LoadBalancerIngress {
                 ip: lb.ip.to_string(),
                 hostname: String::new(),
+                ip_mode: String::new(),
             }],
         },
     }
