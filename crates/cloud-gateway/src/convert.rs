@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use gateway_api::{error::GatewayError, v1 as pb};
 use provider::{
-    AddressType, ExternalTrafficPolicy, InstanceInfo, InstanceMetadata, LoadBalancerIngress,
+    AddressType, ExternalTrafficPolicy, InstanceInfo, InstanceMetadata, IpFamily, LoadBalancerIngress,
     LoadBalancerNode, LoadBalancerStatus, NodeAddress, NodeRef, Protocol, ProviderError, Route, ServicePort,
     ServiceSpec,
 };
@@ -188,6 +188,21 @@ pub fn service(service: Option<pb::Service>) -> Result<ServiceSpec> {
             .parse::<ipnet::IpNet>()
             .map_err(|_| invalid(format!("loadBalancerSourceRanges: {range:?} is not a CIDR")))?;
     }
+    if svc.ip_families.len() > 2 {
+        return Err(invalid(format!(
+            "ipFamilies: {} families, at most 2",
+            svc.ip_families.len()
+        )));
+    }
+    let ip_families = svc
+        .ip_families
+        .iter()
+        .map(|f| match pb::IpFamily::try_from(*f) {
+            Ok(pb::IpFamily::Ipv4) => Ok(IpFamily::V4),
+            Ok(pb::IpFamily::Ipv6) => Ok(IpFamily::V6),
+            _ => Err(invalid(format!("ipFamilies: unknown family {f}"))),
+        })
+        .collect::<Result<Vec<_>>>()?;
     if !svc.load_balancer_ip.is_empty() && svc.load_balancer_ip.parse::<std::net::IpAddr>().is_err() {
         return Err(invalid(format!(
             "loadBalancerIP {:?} is not an IP address",
@@ -206,6 +221,7 @@ pub fn service(service: Option<pb::Service>) -> Result<ServiceSpec> {
         requested_ip: svc.load_balancer_ip,
         annotations: svc.annotations.into_iter().collect::<BTreeMap<_, _>>(),
         session_affinity_client_ip: svc.session_affinity_client_ip,
+        ip_families,
     })
 }
 
@@ -319,6 +335,7 @@ mod tests {
             load_balancer_ip: String::new(),
             annotations: [("a".to_string(), "b".to_string())].into(),
             session_affinity_client_ip: false,
+            ip_families: vec![pb::IpFamily::Ipv4 as i32],
         }
     }
 
@@ -328,12 +345,13 @@ mod tests {
         assert_eq!(svc.ports[0].node_port, 30080);
         assert_eq!(svc.external_traffic_policy, ExternalTrafficPolicy::Local);
         assert_eq!(svc.health_check_node_port, 32000);
+        assert_eq!(svc.ip_families, vec![IpFamily::V4]);
     }
 
     #[test]
     fn bad_services_are_invalid_arguments_naming_the_field() {
         type Mutation = fn(&mut pb::Service);
-        let cases: [(&str, Mutation); 9] = [
+        let cases: [(&str, Mutation); 11] = [
             ("uid", |s| s.uid.clear()),
             ("name", |s| s.name.clear()),
             ("protocol", |s| s.ports[0].protocol = 99),
@@ -345,6 +363,8 @@ mod tests {
                 s.load_balancer_source_ranges = vec!["nope".into()]
             }),
             ("loadBalancerIP", |s| s.load_balancer_ip = "300.1.1.1".into()),
+            ("ipFamilies", |s| s.ip_families = vec![0]),
+            ("ipFamilies", |s| s.ip_families = vec![1, 2, 1]),
         ];
         for (field, mutate) in cases {
             let mut svc = good_service();

@@ -22,8 +22,9 @@ pub mod routes;
 pub use error::{ProviderError, Result};
 pub use instances::{AddressType, InstanceInfo, InstanceMetadata, Instances, NodeAddress, NodeRef};
 pub use load_balancers::{
-    ExternalTrafficPolicy, LoadBalancerIngress, LoadBalancerNode, LoadBalancerObservation, LoadBalancerRead,
-    LoadBalancerStatus, LoadBalancers, Protocol, ServicePort, ServiceSpec, default_load_balancer_name,
+    ExternalTrafficPolicy, IpFamily, LoadBalancerIngress, LoadBalancerNode, LoadBalancerObservation,
+    LoadBalancerRead, LoadBalancerStatus, LoadBalancers, Protocol, ServicePort, ServiceSpec,
+    default_load_balancer_name,
 };
 pub use routes::{Route, Routes};
 

@@ -33,6 +33,15 @@ pub struct ServiceSpec {
     /// The identity of the Service's cluster (the kube-system Namespace's UID), from the
     /// request; empty when the caller did not send it.
     pub cluster_id: String,
+    /// `spec.ipFamilies`, the primary first; empty when the caller did not send them.
+    pub ip_families: Vec<IpFamily>,
+}
+
+/// An IP family of a Service (`spec.ipFamilies`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum IpFamily {
+    V4,
+    V6,
 }
 
 /// One port of a Service.

@@ -288,6 +288,17 @@ pub fn service_to_pb(service: &Service) -> Result<pb::Service, GatewayError> {
         load_balancer_ip: spec.load_balancer_ip.unwrap_or_default(),
         annotations: meta.annotations.clone().unwrap_or_default().into_iter().collect(),
         session_affinity_client_ip: spec.session_affinity.as_deref() == Some("ClientIP"),
+        // The API server only holds these two; anything else would be refused by the gateway.
+        ip_families: spec
+            .ip_families
+            .unwrap_or_default()
+            .iter()
+            .map(|f| match f.as_str() {
+                "IPv6" => pb::IpFamily::Ipv6,
+                "IPv4" => pb::IpFamily::Ipv4,
+                _ => pb::IpFamily::Unspecified,
+            } as i32)
+            .collect(),
     })
 }
 
@@ -374,6 +385,7 @@ mod tests {
                 external_traffic_policy: Some("Local".into()),
                 health_check_node_port: Some(31000),
                 session_affinity: Some("ClientIP".into()),
+                ip_families: Some(vec!["IPv6".into(), "IPv4".into()]),
                 ..Default::default()
             }),
             ..Default::default()
@@ -404,6 +416,10 @@ mod tests {
         );
         assert_eq!(pb.health_check_node_port, 31000);
         assert!(pb.session_affinity_client_ip);
+        assert_eq!(
+            pb.ip_families,
+            vec![i32::from(pb::IpFamily::Ipv6), i32::from(pb::IpFamily::Ipv4)]
+        );
     }
 
     #[test]

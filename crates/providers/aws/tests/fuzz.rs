@@ -119,6 +119,8 @@ fn service() -> impl Strategy<Value = ServiceSpec> {
                     requested_ip,
                     annotations,
                     session_affinity_client_ip: affinity,
+                    // AWS reads no ipFamilies (cloud-provider-aws does not either).
+                    ip_families: Vec::new(),
                 }
             },
         )

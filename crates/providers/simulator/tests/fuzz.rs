@@ -212,6 +212,7 @@ fn service() -> impl Strategy<Value = ServiceSpec> {
                     requested_ip,
                     annotations,
                     session_affinity_client_ip: false,
+                    ip_families: Vec::new(),
                 }
             },
         )

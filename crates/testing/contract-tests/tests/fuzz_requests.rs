@@ -194,20 +194,23 @@ fn service() -> impl Strategy<Value = pb::Service> {
             text(),
             0..3,
         ),
-        any::<bool>(),
+        (any::<bool>(), proptest::collection::vec(number(), 0..4)),
     )
         .prop_map(
-            |((uid, namespace, name), ports, (policy, hc), ranges, ip, annotations, affinity)| pb::Service {
-                uid,
-                namespace,
-                name,
-                ports,
-                external_traffic_policy: policy,
-                health_check_node_port: hc,
-                load_balancer_source_ranges: ranges,
-                load_balancer_ip: ip,
-                annotations,
-                session_affinity_client_ip: affinity,
+            |((uid, namespace, name), ports, (policy, hc), ranges, ip, annotations, (affinity, families))| {
+                pb::Service {
+                    uid,
+                    namespace,
+                    name,
+                    ports,
+                    external_traffic_policy: policy,
+                    health_check_node_port: hc,
+                    load_balancer_source_ranges: ranges,
+                    load_balancer_ip: ip,
+                    annotations,
+                    session_affinity_client_ip: affinity,
+                    ip_families: families,
+                }
             },
         )
 }

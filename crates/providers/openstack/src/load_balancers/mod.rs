@@ -312,12 +312,14 @@ impl OpenStackLoadBalancers {
             .collect()
     }
 
+    /// The load balancer's family: `spec.ipFamilies`' primary (OCCM's `preferredIPFamily`);
+    /// from a client that sends no ipFamilies, `loadBalancerIP`'s, else IPv4.
     fn family(service: &ServiceSpec) -> Option<IpFamily> {
-        // The gateway's Service has no ipFamilies yet: IPv6 only when the requested address is.
-        Some(if service.requested_ip.contains(':') {
-            IpFamily::V6
-        } else {
-            IpFamily::V4
+        Some(match service.ip_families.first() {
+            Some(provider::IpFamily::V6) => IpFamily::V6,
+            Some(provider::IpFamily::V4) => IpFamily::V4,
+            None if service.requested_ip.contains(':') => IpFamily::V6,
+            None => IpFamily::V4,
         })
     }
 
@@ -1141,6 +1143,22 @@ impl LoadBalancers for OpenStackLoadBalancers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_family_is_the_primary_ip_family_else_the_requested_addresses() {
+        let family = |families: &[provider::IpFamily], ip: &str| {
+            OpenStackLoadBalancers::family(&ServiceSpec {
+                ip_families: families.to_vec(),
+                requested_ip: ip.into(),
+                ..ServiceSpec::default()
+            })
+        };
+        use provider::IpFamily::{V4, V6};
+        assert_eq!(family(&[V6, V4], ""), Some(IpFamily::V6));
+        assert_eq!(family(&[V4, V6], ""), Some(IpFamily::V4));
+        assert_eq!(family(&[], "fd00::5"), Some(IpFamily::V6));
+        assert_eq!(family(&[], ""), Some(IpFamily::V4));
+    }
 
     #[test]
     fn settings_refused_at_start_are_named_and_floating_subnet_patterns_are_checked() {

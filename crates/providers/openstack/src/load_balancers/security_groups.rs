@@ -573,11 +573,7 @@ mod tests {
             ],
             external_traffic_policy: ExternalTrafficPolicy::Local,
             health_check_node_port: 32000,
-            source_ranges: vec![],
-            requested_ip: String::new(),
-            annotations: BTreeMap::new(),
-            session_affinity_client_ip: false,
-            cluster_id: String::new(),
+            ..ServiceSpec::default()
         }
     }
 
