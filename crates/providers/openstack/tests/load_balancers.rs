@@ -877,3 +877,57 @@ async fn serial_api_calls_build_the_load_balancer_one_object_at_a_time() {
     assert_eq!(member_names(&client, &lb).await.len(), 3);
     delete(&lbs, &cluster, &svc).await;
 }
+
+/// A load balancer Octavia leaves pending is told to the operator: once the Service has made
+/// no progress for the limit (shortened here; 10 minutes by default), its sync fails naming the
+/// load balancer (a Warning event), and converges once Octavia is done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_load_balancer_octavia_leaves_pending_fails_its_sync_naming_it() {
+    let _turn = cloud().octavia_turn().await;
+    let client = cloud().client(User::Ccm).await;
+    let cluster = cloud().unique_name("stall");
+    let lbs = load_balancers(&client)
+        .await
+        .with_stall_after(Duration::from_secs(2));
+    let svc = service(ID_A);
+    // Every Octavia write held for 8 s (the test cloud's glue), so the create stays pending.
+    struct Delay(std::path::PathBuf);
+    impl Drop for Delay {
+        // Also when the test fails: the other tests get an Octavia without delay.
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+    let delay = Delay(cloud().dir.join("octavia-delay-s"));
+    std::fs::write(&delay.0, "8").expect("delay Octavia");
+    let start = Instant::now();
+    let stalled = loop {
+        match lbs.ensure_load_balancer(&cluster, &svc, &[]).await {
+            Err(ProviderError::RetryAfter { .. }) => {
+                assert!(start.elapsed() < DEADLINE, "never reported");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(ProviderError::Internal(m)) => break m,
+            other => panic!("the pending load balancer: {other:?}"),
+        }
+    };
+    drop(delay);
+    let name = lbs.load_balancer_name(&cluster, &svc);
+    assert!(
+        stalled.contains("no progress") && stalled.contains(&name) && stalled.contains("PENDING_"),
+        "{stalled}"
+    );
+    // Synced again (the service controller's backoff): converged once Octavia is done.
+    let start = Instant::now();
+    loop {
+        match ensure(&lbs, &cluster, &svc).await {
+            Ok(_) => break,
+            Err(ProviderError::Internal(m)) if m.contains("no progress") => {
+                assert!(start.elapsed() < DEADLINE, "never converged: {m}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("after the stall: {e}"),
+        }
+    }
+    delete(&lbs, &cluster, &svc).await;
+}

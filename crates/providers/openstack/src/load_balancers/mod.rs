@@ -14,12 +14,15 @@
 //! - [`listed`]: the project's load balancers and floating IPs, listed once for a batch of reads.
 //! - [`security_groups`]: the Service's security group (`manage-security-groups`).
 //! - [`sharing`]: load balancers shared between Services (`load-balancer-id`, `max-shared-lb`).
+//! - [`stalls`]: a Service whose load balancer Octavia leaves pending, told to the operator.
 //!
 //! # A sync never waits for Octavia
 //! Every sync reads, makes at most one Octavia write, and answers. While Octavia applies it
 //! (`PENDING_*`) the answer is `RetryAfter`, which the service controller requeues after that
 //! delay; the next sync plans again from what Octavia reports. A load balancer is converged
-//! when a sync plans no write; then its floating IP is settled and the status answered.
+//! when a sync plans no write; then its floating IP is settled and the status answered. One that
+//! makes no progress for 10 minutes (Octavia leaves it pending) fails its sync, naming it
+//! ([`stalls`]): the operator gets a Warning event instead of silence.
 //!
 //! # Where this differs from OCCM, on purpose
 //! - A Service with no nodes gets its load balancer without members (OCCM refuses it), so its
@@ -43,6 +46,7 @@ pub mod plan;
 pub mod security_groups;
 pub mod service_conf;
 pub mod sharing;
+pub mod stalls;
 
 use std::{
     collections::HashMap,
@@ -136,6 +140,8 @@ pub struct OpenStackLoadBalancers {
     verified: provider::converged::Verified,
     /// Member subnets' CIDRs, read once (Neutron never changes a subnet's CIDR).
     subnet_cidrs: Mutex<HashMap<String, String>>,
+    /// Services whose load balancer makes no progress ([`stalls`]).
+    stalls: stalls::Stalls,
 }
 
 /// What a Service asks of its existing load balancer.
@@ -185,6 +191,7 @@ impl OpenStackLoadBalancers {
             writes: AtomicU64::new(0),
             verified: provider::converged::Verified::new(converged::VERIFY_PERIOD),
             subnet_cidrs: Mutex::new(HashMap::new()),
+            stalls: stalls::Stalls::new(stalls::STALL_AFTER),
         }))
     }
 
@@ -194,6 +201,35 @@ impl OpenStackLoadBalancers {
             features: &self.features,
             provider: &self.settings.lb_provider,
             member_calls: self.member_calls(),
+        }
+    }
+
+    /// How long a Service's load balancer may make no progress before its sync fails naming it
+    /// ([`stalls::STALL_AFTER`] unless set here).
+    #[must_use]
+    pub fn with_stall_after(mut self, after: Duration) -> Self {
+        self.stalls = stalls::Stalls::new(after);
+        self
+    }
+
+    /// A sync answering "in progress" without a write of its own (`answer`): a failure naming
+    /// the load balancer once the Service has made no progress for too long, so that the
+    /// operator hears of a load balancer Octavia leaves pending.
+    fn waiting(&self, lb_name: &str, lb: &LoadBalancer, answer: ProviderError) -> ProviderError {
+        let ProviderError::RetryAfter { message, .. } = &answer else {
+            return answer;
+        };
+        match self.stalls.stalled(lb_name) {
+            None => answer,
+            Some(stalled) => ProviderError::Internal(format!(
+                "{message}: no progress for {} s. Load balancer {} ({}) is {}; Octavia may be stuck: check its \
+                 worker and `openstack loadbalancer status show {}`. The Service is synced again",
+                stalled.as_secs(),
+                lb.id,
+                lb.name,
+                lb.provisioning_status,
+                lb.id
+            )),
         }
     }
 
@@ -370,6 +406,7 @@ impl OpenStackLoadBalancers {
             return Err(wait(format!("dry run: load balancer {lb_name} would be created")));
         }
         let lb = octavia::create(&self.client, &body).await?;
+        self.stalls.progressed(lb_name);
         tracing::info!(service = %format!("{}/{}", service.namespace, service.name), load_balancer = %lb.id, "Octavia load balancer created");
         Err(wait(format!(
             "load balancer {} ({lb_name}) is being created",
@@ -456,10 +493,8 @@ impl OpenStackLoadBalancers {
         }
         if lb.is_pending() {
             // Nothing to plan while Octavia works: no need to read what is under it.
-            return Err(wait(format!(
-                "load balancer {} is {}",
-                lb.id, lb.provisioning_status
-            )));
+            let answer = wait(format!("load balancer {} is {}", lb.id, lb.provisioning_status));
+            return Err(self.waiting(lb_name, &lb, answer));
         }
         let asked = self.request(cluster, service, conf, &lb, lb_name, nodes);
         let (want, fingerprint) = (&asked.want, &asked.fingerprint);
@@ -484,6 +519,7 @@ impl OpenStackLoadBalancers {
         }
         match next {
             Next::Converged => {
+                self.stalls.settled(lb_name);
                 self.security_group(service, asked.security_group.as_ref())
                     .await?;
                 self.record_converged(
@@ -496,7 +532,7 @@ impl OpenStackLoadBalancers {
                 .await;
                 Ok(tree.load_balancer)
             }
-            Next::Wait(why) => Err(wait(why)),
+            Next::Wait(why) => Err(self.waiting(lb_name, &tree.load_balancer, wait(why))),
             Next::Refuse(why) => Err(ProviderError::InvalidArgument(why)),
             Next::Write(write) => {
                 // An unclaimed load balancer is claimed before anything else is written to it;
@@ -513,8 +549,14 @@ impl OpenStackLoadBalancers {
                     write
                 };
                 tracing::info!(load_balancer = %tree.load_balancer.id, ?write, "Octavia write");
-                self.apply(&tree.load_balancer, &write, want).await?;
-                Err(after_write(&tree.load_balancer, &write))
+                match self.apply(&tree.load_balancer, &write, want).await {
+                    Ok(()) => {
+                        self.stalls.progressed(lb_name);
+                        Err(after_write(&tree.load_balancer, &write))
+                    }
+                    // A 409: something under it is still pending.
+                    Err(e) => Err(self.waiting(lb_name, &tree.load_balancer, e)),
+                }
             }
         }
     }
@@ -706,7 +748,7 @@ impl OpenStackLoadBalancers {
         let asked = self.request(cluster, service, &conf, lb, &lb_name, &self.servers(nodes));
         if !self
             .verified
-            .trusted(&lb.name, &lb.id, &asked.fingerprint, converged::marker(&lb.tags))
+            .trusted(&lb_name, &lb.id, &asked.fingerprint, converged::marker(&lb.tags))
         {
             return Ok(LoadBalancerObservation::NeedsEnsure);
         }
@@ -1055,6 +1097,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
                     }
                 }
             }
+            self.stalls.settled(&lb_name);
             // Also when the load balancer went before (OCCM leaks the group then).
             return self.delete_security_group(service).await;
         };
@@ -1073,10 +1116,8 @@ impl LoadBalancers for OpenStackLoadBalancers {
             return self.delete_security_group(service).await;
         }
         if lb.is_pending() {
-            return Err(wait(format!(
-                "load balancer {} is {}",
-                lb.id, lb.provisioning_status
-            )));
+            let answer = wait(format!("load balancer {} is {}", lb.id, lb.provisioning_status));
+            return Err(self.waiting(&lb_name, &lb, answer));
         }
         if !sharing::goes_with(&lb, &lb_name) {
             // Shared (or not made for a Service): only what is this Service's leaves it.
@@ -1105,6 +1146,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
             return Err(wait(format!("dry run: load balancer {} would be deleted", lb.id)));
         }
         octavia::delete_cascade(&self.client, &lb.id).await?;
+        self.stalls.progressed(&lb_name);
         Err(wait(format!("load balancer {} is being deleted", lb.id)))
     }
 
