@@ -87,13 +87,7 @@ mod occm {
             .iter()
             .enumerate()
             .map(|(i, port)| {
-                let members: Vec<Value> = nodes
-                    .iter()
-                    .map(|n| {
-                        json!({"address": n.addresses[0].address, "protocol_port": port.node_port,
-                               "name": n.name, "subnet_id": ids.subnet_private})
-                    })
-                    .collect();
+                let members = members(nodes, port.node_port);
                 let mut pool = json!({"name": format!("pool_{i}_{name}"), "protocol": "TCP",
                                       "lb_algorithm": "ROUND_ROBIN", "members": members});
                 if monitors {
@@ -148,6 +142,18 @@ mod occm {
         }
     }
 
+    /// OCCM's members of a pool on `node_port`: named by node, on the member subnet.
+    fn members(nodes: &[LoadBalancerNode], node_port: u16) -> Vec<Value> {
+        let subnet = &cloud().info.ids.subnet_private;
+        nodes
+            .iter()
+            .map(|n| {
+                json!({"address": n.addresses[0].address, "protocol_port": node_port,
+                       "name": n.name, "subnet_id": subnet})
+            })
+            .collect()
+    }
+
     /// OCCM's `WaitActiveAndGetLoadBalancer`, after each of its writes.
     async fn wait_active(client: &Client, id: &str) -> Value {
         let start = Instant::now();
@@ -176,7 +182,6 @@ mod occm {
         lb_id: &str,
         nodes: &[LoadBalancerNode],
     ) {
-        let ids = &cloud().info.ids;
         let name = format!("kube_service_{cluster}_{}_{}", svc.namespace, svc.name);
         for (i, port) in svc.ports.iter().enumerate() {
             let listener: Value = client
@@ -199,13 +204,7 @@ mod occm {
                 .await
                 .expect("OCCM's pool");
             wait_active(client, lb_id).await;
-            let members: Vec<Value> = nodes
-                .iter()
-                .map(|n| {
-                    json!({"address": n.addresses[0].address, "protocol_port": port.node_port,
-                           "name": n.name, "subnet_id": ids.subnet_private})
-                })
-                .collect();
+            let members = members(nodes, port.node_port);
             client
                 .put(
                     Service::LoadBalancer,

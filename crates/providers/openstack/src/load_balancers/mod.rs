@@ -47,6 +47,8 @@ pub mod security_groups;
 pub mod service_conf;
 pub mod sharing;
 pub mod stalls;
+#[cfg(test)]
+mod test_support;
 
 use std::{
     collections::HashMap,

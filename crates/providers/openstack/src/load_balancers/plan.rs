@@ -402,30 +402,7 @@ mod tests {
     const LB: &str = "kube_service_kubernetes_default_web";
 
     fn service(annotations: &[(&str, &str)]) -> ServiceSpec {
-        ServiceSpec {
-            uid: "uid".into(),
-            namespace: "default".into(),
-            name: "web".into(),
-            ports: vec![
-                ServicePort {
-                    name: "http".into(),
-                    protocol: Protocol::Tcp,
-                    port: 80,
-                    node_port: 30080,
-                },
-                ServicePort {
-                    name: "dns".into(),
-                    protocol: Protocol::Udp,
-                    port: 53,
-                    node_port: 30053,
-                },
-            ],
-            annotations: annotations
-                .iter()
-                .map(|(k, v)| ((*k).into(), (*v).into()))
-                .collect(),
-            ..ServiceSpec::default()
-        }
+        crate::load_balancers::test_support::web_and_dns(annotations)
     }
 
     fn nodes(n: usize) -> Vec<LoadBalancerNode> {

@@ -547,34 +547,17 @@ mod tests {
     }
 
     fn service() -> ServiceSpec {
-        ServiceSpec {
-            uid: "uid-1".into(),
-            namespace: "default".into(),
-            name: "web".into(),
-            ports: vec![
-                ServicePort {
-                    name: "http".into(),
-                    protocol: Protocol::Tcp,
-                    port: 80,
-                    node_port: 30080,
-                },
-                ServicePort {
-                    name: "dns".into(),
-                    protocol: Protocol::Udp,
-                    port: 53,
-                    node_port: 30053,
-                },
-                ServicePort {
-                    name: "no-node-port".into(),
-                    protocol: Protocol::Tcp,
-                    port: 8080,
-                    node_port: 0,
-                },
-            ],
-            external_traffic_policy: ExternalTrafficPolicy::Local,
-            health_check_node_port: 32000,
-            ..ServiceSpec::default()
-        }
+        let mut svc = crate::load_balancers::test_support::web_and_dns(&[]);
+        svc.uid = "uid-1".into();
+        svc.ports.push(ServicePort {
+            name: "no-node-port".into(),
+            protocol: Protocol::Tcp,
+            port: 8080,
+            node_port: 0,
+        });
+        svc.external_traffic_policy = ExternalTrafficPolicy::Local;
+        svc.health_check_node_port = 32000;
+        svc
     }
 
     fn node(name: &str, provider_id: &str, address: &str) -> LoadBalancerNode {
