@@ -75,13 +75,16 @@ impl Tags {
         matched != self.not
     }
 
-    /// Neutron's list filter for them (OCCM's `tweakListOpts`).
+    /// Neutron's list filter for them: `not-tags` leaves out what has all of them, `not-tags-any`
+    /// what has any of them. (OCCM's `tweakListOpts` swaps the two negated ones, so Neutron
+    /// leaves out subnets `!&a,b` matches; here the filter only narrows, [`Tags::matches`]
+    /// decides.)
     fn filter(&self) -> (&'static str, String) {
         let key = match (self.all, self.not) {
             (true, false) => "tags",
-            (true, true) => "not-tags-any",
+            (true, true) => "not-tags",
             (false, false) => "tags-any",
-            (false, true) => "not-tags",
+            (false, true) => "not-tags-any",
         };
         (key, self.list.join(","))
     }
@@ -248,7 +251,8 @@ mod tests {
         let f = |t: &str| Tags::parse(t).filter();
         assert_eq!(f("a, b"), ("tags-any", "a,b".to_owned()));
         assert_eq!(f("&a,b"), ("tags", "a,b".to_owned()));
-        assert_eq!(f("!a,b"), ("not-tags", "a,b".to_owned()));
-        assert_eq!(f("!&a,b"), ("not-tags-any", "a,b".to_owned()));
+        // "None of them": leave out what has any; "not all of them": what has all.
+        assert_eq!(f("!a,b"), ("not-tags-any", "a,b".to_owned()));
+        assert_eq!(f("!&a,b"), ("not-tags", "a,b".to_owned()));
     }
 }

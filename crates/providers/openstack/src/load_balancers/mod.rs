@@ -206,6 +206,15 @@ impl OpenStackLoadBalancers {
         }
     }
 
+    /// The converge marker on `lb` that speaks for the Service named `lb_name`: none on a shared
+    /// load balancer (it was written before the sharing, by the owner, and is no longer kept up
+    /// to date: trusting it could skip a repair).
+    fn marker<'a>(lb: &'a LoadBalancer, lb_name: &str) -> Option<&'a str> {
+        (!sharing::is_shared(lb, lb_name))
+            .then(|| converged::marker(&lb.tags))
+            .flatten()
+    }
+
     /// How long a Service's load balancer may make no progress before its sync fails naming it
     /// ([`stalls::STALL_AFTER`] unless set here).
     #[must_use]
@@ -221,15 +230,19 @@ impl OpenStackLoadBalancers {
         let ProviderError::RetryAfter { message, .. } = &answer else {
             return answer;
         };
+        let state = if lb.is_pending() {
+            format!("is {}", lb.provisioning_status)
+        } else {
+            "has a listener, pool or member Octavia still applies".to_owned()
+        };
         match self.stalls.stalled(lb_name) {
             None => answer,
             Some(stalled) => ProviderError::Internal(format!(
-                "{message}: no progress for {} s. Load balancer {} ({}) is {}; Octavia may be stuck: check its \
+                "{message}: no progress for {} s. Load balancer {} ({}) {state}; Octavia may be stuck: check its \
                  worker and `openstack loadbalancer status show {}`. The Service is synced again",
                 stalled.as_secs(),
                 lb.id,
                 lb.name,
-                lb.provisioning_status,
                 lb.id
             )),
         }
@@ -500,7 +513,7 @@ impl OpenStackLoadBalancers {
         }
         let asked = self.request(cluster, service, conf, &lb, lb_name, nodes);
         let (want, fingerprint) = (&asked.want, &asked.fingerprint);
-        let marker = converged::marker(&lb.tags).map(str::to_owned);
+        let marker = Self::marker(&lb, lb_name).map(str::to_owned);
         if self
             .verified
             .trusted(lb_name, &lb.id, fingerprint, marker.as_deref())
@@ -579,7 +592,13 @@ impl OpenStackLoadBalancers {
             conf.member_subnet_id = Some(lb.vip_subnet_id.clone());
         }
         let selected = desired::member_nodes(&conf, nodes);
-        let family = Self::family(service);
+        // An existing load balancer keeps its VIP's family (one made before ipFamilies were
+        // sent, or before the Service's primary family changed, has members of that family).
+        let family = match lb.vip_address.parse::<std::net::IpAddr>() {
+            Ok(std::net::IpAddr::V4(_)) => Some(IpFamily::V4),
+            Ok(std::net::IpAddr::V6(_)) => Some(IpFamily::V6),
+            Err(_) => Self::family(service),
+        };
         let want = desired::listeners(service, &conf, self.octavia(), lb_name, &selected, family);
         let security_group = self.settings.manage_security_groups.then(|| {
             let source_ranges = service_conf::security_group_holds_source_ranges(&self.settings)
@@ -750,7 +769,7 @@ impl OpenStackLoadBalancers {
         let asked = self.request(cluster, service, &conf, lb, &lb_name, &self.servers(nodes));
         if !self
             .verified
-            .trusted(&lb_name, &lb.id, &asked.fingerprint, converged::marker(&lb.tags))
+            .trusted(&lb_name, &lb.id, &asked.fingerprint, Self::marker(lb, &lb_name))
         {
             return Ok(LoadBalancerObservation::NeedsEnsure);
         }
@@ -1108,6 +1127,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
         {
             tracing::warn!(load_balancer = %lb.id, name = %lb.name, %whose,
                 "the deleted Service's load balancer belongs to another cluster: left alone");
+            self.stalls.settled(&lb_name);
             // The group, named by this Service's UID, is this Service's whoever the load
             // balancer's is.
             return self.delete_security_group(service).await;
@@ -1121,20 +1141,37 @@ impl LoadBalancers for OpenStackLoadBalancers {
             let answer = wait(format!("load balancer {} is {}", lb.id, lb.provisioning_status));
             return Err(self.waiting(&lb_name, &lb, answer));
         }
-        if !sharing::goes_with(&lb, &lb_name) {
-            // Shared (or not made for a Service): only what is this Service's leaves it.
+        let lb = if own && sharing::goes_with(&lb, &lb_name) {
+            lb
+        } else {
+            // Shared, another Service's, or not made for a Service: only what is this
+            // Service's leaves it; the last one on a load balancer whose owner went takes it.
             let id = lb.id.clone();
             let tree = octavia::read_tree(&self.client, lb).await?;
-            let write = match sharing::next_leave(&tree, &lb_name, &service.ports) {
-                sharing::Leave::Done => return self.delete_security_group(service).await,
-                sharing::Leave::DeletePool { id } => Write::DeletePool { id },
-                sharing::Leave::DeleteListener { id } => Write::DeleteListener { id },
-                sharing::Leave::Untag { tags } => Write::TagLoadBalancer { id, tags },
+            let write = match sharing::next_leave(&tree, &lb_name) {
+                sharing::Leave::Done if sharing::last_one_takes_it(&tree, &lb_name) => None,
+                sharing::Leave::Done => {
+                    self.stalls.settled(&lb_name);
+                    return self.delete_security_group(service).await;
+                }
+                sharing::Leave::DeletePool { id } => Some(Write::DeletePool { id }),
+                sharing::Leave::DeleteListener { id } => Some(Write::DeleteListener { id }),
+                sharing::Leave::Untag { tags } => Some(Write::TagLoadBalancer { id, tags }),
             };
-            tracing::info!(load_balancer = %tree.load_balancer.id, ?write, "leaving a shared load balancer");
-            self.apply(&tree.load_balancer, &write, &[]).await?;
-            return Err(after_write(&tree.load_balancer, &write));
-        }
+            match write {
+                None => tree.load_balancer,
+                Some(write) => {
+                    tracing::info!(load_balancer = %tree.load_balancer.id, ?write, "leaving a shared load balancer");
+                    return match self.apply(&tree.load_balancer, &write, &[]).await {
+                        Ok(()) => {
+                            self.stalls.progressed(&lb_name);
+                            Err(after_write(&tree.load_balancer, &write))
+                        }
+                        Err(e) => Err(self.waiting(&lb_name, &tree.load_balancer, e)),
+                    };
+                }
+            }
+        };
         if !keep
             && let Some(fip) = floating_ips::on_port(&self.client, &lb.vip_port_id).await?
             && fip.is_created()

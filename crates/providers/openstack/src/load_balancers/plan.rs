@@ -258,8 +258,22 @@ pub fn next(
         return Next::Wait(format!("load balancer {} is {}", lb.id, lb.provisioning_status));
     }
     if lb.provisioning_status == "ERROR" {
-        return if owner {
+        let others: Vec<&str> = super::sharing::services(&lb.tags)
+            .filter(|s| *s != lb_name)
+            .collect();
+        return if owner && others.is_empty() {
             Next::Write(Write::DeleteErrored { id: lb.id.clone() })
+        } else if owner {
+            // Deleting it would take the other Services' listeners along, and their
+            // load-balancer-id would name a load balancer that is gone.
+            Next::Refuse(format!(
+                "load balancer {} ({}) is in ERROR and shared with {}: left as it is; repair it in Octavia \
+                 (openstack loadbalancer failover {})",
+                lb.id,
+                lb.name,
+                others.join(", "),
+                lb.id
+            ))
         } else {
             Next::Refuse(format!(
                 "load balancer {} ({}) is in ERROR and is not this Service's own: left as it is",
@@ -566,6 +580,13 @@ mod tests {
         assert_eq!(
             plan(&tree, &svc, 1),
             Next::Write(Write::DeleteErrored { id: "lb".into() })
+        );
+        // Shared: deleting it would take the other Services' listeners along.
+        tree.load_balancer
+            .tags
+            .push("kube_service_kubernetes_default_other".into());
+        assert!(
+            matches!(plan(&tree, &svc, 1), Next::Refuse(why) if why.contains("shared with kube_service_kubernetes_default_other"))
         );
         tree.load_balancer.name = "someone-elses".into();
         assert!(matches!(plan(&tree, &svc, 1), Next::Refuse(why) if why.contains("ERROR")));

@@ -16,12 +16,9 @@
 //! balancer (one tag list shared by several Services, which Octavia writes whole, without a
 //! revision check): a converged Service on a shared load balancer is trusted from memory only.
 
-use provider::ServicePort;
-
 use super::{
     names::SERVICE_PREFIX,
     observed::{LoadBalancer, Tree},
-    plan::is_services_listener,
 };
 
 /// The Services a load balancer serves: its `kube_service_*` tags.
@@ -84,16 +81,14 @@ pub enum Leave {
     Done,
 }
 
-/// What the Service named `lb_name`, of `ports`, leaves next on `tree` (OCCM: its listeners on
-/// its ports that carry its name, then its tag).
-pub fn next_leave(tree: &Tree, lb_name: &str, ports: &[ServicePort]) -> Leave {
-    let own = tree.load_balancer.name == lb_name;
-    let on_its_port = |protocol_port: u16| ports.iter().any(|p| p.port == protocol_port);
-    let listener = tree.listeners.iter().find(|l| {
-        l.tags.iter().any(|t| t == lb_name)
-            && is_services_listener(l, lb_name, own)
-            && on_its_port(l.protocol_port)
-    });
+/// What the Service named `lb_name` leaves next on `tree`: its listeners (those carrying its
+/// name, on whatever port: OCCM also asks for one of the Service's current ports, which leaves a
+/// listener of a port dropped before the delete), then its tag.
+pub fn next_leave(tree: &Tree, lb_name: &str) -> Leave {
+    let listener = tree
+        .listeners
+        .iter()
+        .find(|l| l.tags.iter().any(|t| t == lb_name));
     if let Some(listener) = listener {
         return match tree.pool_of(listener) {
             Some(pool) => Leave::DeletePool { id: pool.id.clone() },
@@ -117,10 +112,16 @@ pub fn goes_with(lb: &LoadBalancer, lb_name: &str) -> bool {
     lb.name.starts_with(SERVICE_PREFIX) && services(&lb.tags).all(|s| s == lb_name)
 }
 
+/// Whether a Service that does not own the load balancer, done leaving it ([`next_leave`]),
+/// takes it along: the last one on a load balancer made for a Service whose owner went before,
+/// with nothing at all left on it (an owner that never tagged it, an older OCCM's, still has
+/// its listeners there).
+pub fn last_one_takes_it(tree: &Tree, lb_name: &str) -> bool {
+    tree.load_balancer.name != lb_name && goes_with(&tree.load_balancer, lb_name) && tree.listeners.is_empty()
+}
+
 #[cfg(test)]
 mod tests {
-    use provider::Protocol;
-
     use super::*;
     use crate::load_balancers::observed::{IdOnly, Listener, Pool};
 
@@ -164,6 +165,21 @@ mod tests {
             !goes_with(&lb("made-by-hand", &[JOINER]), JOINER),
             "not made for a Service"
         );
+        // The last one, its owner gone: only once nothing is left on it.
+        let mut tree = Tree {
+            load_balancer: lb(OWNER, &[]),
+            ..Tree::default()
+        };
+        assert!(last_one_takes_it(&tree, JOINER));
+        assert!(
+            !last_one_takes_it(&tree, OWNER),
+            "the owner deletes its own as before"
+        );
+        tree.listeners.push(listener("older-occm", 80, &[], None));
+        assert!(
+            !last_one_takes_it(&tree, JOINER),
+            "an owner that never tagged it is still on it"
+        );
     }
 
     fn listener(id: &str, port: u16, tags: &[&str], pool: Option<&str>) -> Listener {
@@ -179,12 +195,6 @@ mod tests {
 
     #[test]
     fn leaving_removes_its_listeners_then_its_tag_and_nothing_else() {
-        let port = |p: u16| ServicePort {
-            name: String::new(),
-            protocol: Protocol::Tcp,
-            port: p,
-            node_port: 30000 + p,
-        };
         let mut tree = Tree {
             load_balancer: lb(OWNER, &[OWNER, JOINER]),
             listeners: vec![
@@ -204,9 +214,8 @@ mod tests {
                 },
             ],
         };
-        let ports = [port(8080)];
         assert_eq!(
-            next_leave(&tree, JOINER, &ports),
+            next_leave(&tree, JOINER),
             Leave::DeletePool {
                 id: "joiners-pool".into()
             }
@@ -214,22 +223,30 @@ mod tests {
         tree.pools.pop();
         tree.listeners[1].default_pool_id = String::new();
         assert_eq!(
-            next_leave(&tree, JOINER, &ports),
+            next_leave(&tree, JOINER),
             Leave::DeleteListener { id: "joiners".into() }
         );
         tree.listeners.pop();
         assert_eq!(
-            next_leave(&tree, JOINER, &ports),
+            next_leave(&tree, JOINER),
             Leave::Untag {
                 tags: vec![OWNER.into()]
             }
         );
         tree.load_balancer.tags = vec![OWNER.into()];
-        assert_eq!(next_leave(&tree, JOINER, &ports), Leave::Done);
+        assert_eq!(next_leave(&tree, JOINER), Leave::Done);
+        assert!(!last_one_takes_it(&tree, JOINER), "the owner is still on it");
+        // A listener of a port the Service dropped before its delete still goes.
+        tree.listeners.push(listener("dropped", 9090, &[JOINER], None));
+        assert_eq!(
+            next_leave(&tree, JOINER),
+            Leave::DeleteListener { id: "dropped".into() }
+        );
+        tree.listeners.pop();
         // The owner leaving a shared one: its own listener, never the other's.
         tree.listeners.push(listener("joiners", 80, &[JOINER], None));
         assert_eq!(
-            next_leave(&tree, OWNER, &[port(80)]),
+            next_leave(&tree, OWNER),
             Leave::DeletePool {
                 id: "owners-pool".into()
             }
