@@ -931,3 +931,226 @@ async fn a_load_balancer_octavia_leaves_pending_fails_its_sync_naming_it() {
     }
     delete(&lbs, &cluster, &svc).await;
 }
+
+/// The listeners, pools, members and monitors of the load balancer named `name`, as Octavia
+/// holds them.
+async fn octavia_children(client: &Client, lb: &Value) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
+    let get = |path: String, key: &'static str| {
+        let client = client.clone();
+        async move {
+            let found: Value = client
+                .get(Service::LoadBalancer, &path)
+                .send_json()
+                .await
+                .unwrap_or_else(|e| panic!("{path}: {e}"));
+            found[key].as_array().cloned().unwrap_or_default()
+        }
+    };
+    let id = lb["id"].as_str().expect("an id");
+    let listeners = get(format!("/lbaas/listeners?loadbalancer_id={id}"), "listeners").await;
+    let pools = get(format!("/lbaas/pools?loadbalancer_id={id}"), "pools").await;
+    let mut members = Vec::new();
+    for pool in &pools {
+        let pool_id = pool["id"].as_str().expect("a pool id");
+        members.extend(get(format!("/lbaas/pools/{pool_id}/members"), "members").await);
+    }
+    (listeners, pools, members)
+}
+
+/// The annotations that shape a load balancer, on the real Octavia: each lands where OCCM puts
+/// it, and a load balancer built with all of them converges (a fresh gateway's full read of it
+/// plans no write, so no field Octavia stores in its own form makes the sync write forever).
+/// What the test cloud cannot show: traffic (no data plane, no health checks run).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_shaping_annotation_lands_where_occm_puts_it_and_converges() {
+    let _turn = cloud().octavia_turn().await;
+    let client = cloud().client(User::Ccm).await;
+    let cluster = cloud().unique_name("shape");
+    let lbs = load_balancers(&client).await;
+    let annotate = |svc: &mut ServiceSpec, pairs: &[(&str, &str)]| {
+        for (k, v) in pairs {
+            svc.annotations
+                .insert(format!("loadbalancer.openstack.org/{k}"), (*v).to_owned());
+        }
+    };
+    // External: listener, pool and monitor settings, source ranges, session affinity.
+    let mut external = service(ID_A);
+    annotate(
+        &mut external,
+        &[
+            ("connection-limit", "100"),
+            ("timeout-client-data", "60000"),
+            ("timeout-member-connect", "6000"),
+            ("timeout-member-data", "70000"),
+            ("timeout-tcp-inspect", "10"),
+            ("lb-method", "SOURCE_IP"),
+            ("x-forwarded-for", "true"),
+            ("enable-health-monitor", "true"),
+            ("health-monitor-delay", "7"),
+            ("health-monitor-timeout", "4"),
+            ("health-monitor-max-retries", "2"),
+            ("health-monitor-max-retries-down", "4"),
+            ("keep-floatingip", "true"),
+        ],
+    );
+    external.source_ranges = vec!["10.0.0.0/8".into(), "192.168.0.0/16".into()];
+    external.session_affinity_client_ip = true;
+    // Internal: PROXY v2, member subnet, node selector, hostname.
+    let mut internal = lb::with(service(ID_A), lb::INTERNAL);
+    let subnet = cloud().info.ids.subnet_private.clone();
+    annotate(
+        &mut internal,
+        &[
+            ("proxy-protocol", "v2"),
+            ("member-subnet-id", &subnet),
+            ("node-selector", "role=web"),
+        ],
+    );
+    let mut on = nodes(3);
+    on[1].labels.insert("role".into(), "web".into());
+
+    let ext_status = lb::ensure(&lbs, &cluster, &external, &on, DEADLINE)
+        .await
+        .expect("external");
+    let int_status = lb::ensure(&lbs, &cluster, &internal, &on, DEADLINE)
+        .await
+        .expect("internal");
+
+    let ext = octavia_lb(&client, &lbs.load_balancer_name(&cluster, &external))
+        .await
+        .expect("made");
+    let (listeners, pools, members) = octavia_children(&client, &ext).await;
+    let l = &listeners[0];
+    assert_eq!(
+        (l["protocol"].as_str(), l["connection_limit"].as_i64()),
+        (Some("HTTP"), Some(100)),
+        "{l}"
+    );
+    assert_eq!(l["insert_headers"]["X-Forwarded-For"], "true", "{l}");
+    assert_eq!(
+        [
+            &l["timeout_client_data"],
+            &l["timeout_member_connect"],
+            &l["timeout_member_data"],
+            &l["timeout_tcp_inspect"]
+        ],
+        [60000, 6000, 70000, 10],
+        "{l}"
+    );
+    let mut cidrs: Vec<&str> = l["allowed_cidrs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    cidrs.sort_unstable();
+    assert_eq!(cidrs, vec!["10.0.0.0/8", "192.168.0.0/16"], "{l}");
+    let p = &pools[0];
+    assert_eq!(
+        (
+            p["protocol"].as_str(),
+            p["lb_algorithm"].as_str(),
+            p["session_persistence"]["type"].as_str()
+        ),
+        (Some("HTTP"), Some("SOURCE_IP"), Some("SOURCE_IP")),
+        "{p}"
+    );
+    let monitor_id = p["healthmonitor_id"].as_str().expect("a monitor");
+    let hm: Value = client
+        .get(
+            Service::LoadBalancer,
+            &format!("/lbaas/healthmonitors/{monitor_id}"),
+        )
+        .send_json_field("healthmonitor")
+        .await
+        .expect("the monitor");
+    assert_eq!(
+        [
+            &hm["delay"],
+            &hm["timeout"],
+            &hm["max_retries"],
+            &hm["max_retries_down"]
+        ],
+        [7, 4, 2, 4],
+        "{hm}"
+    );
+    assert_eq!(members.len(), 3, "every node");
+
+    let int = octavia_lb(&client, &lbs.load_balancer_name(&cluster, &internal))
+        .await
+        .expect("made");
+    let (_, pools, members) = octavia_children(&client, &int).await;
+    assert_eq!(pools[0]["protocol"], "PROXYV2", "{}", pools[0]);
+    assert_eq!(members.len(), 1, "the node with role=web only: {members:?}");
+    assert_eq!(
+        (members[0]["address"].as_str(), members[0]["subnet_id"].as_str()),
+        (Some("10.0.0.231"), Some(subnet.as_str()))
+    );
+    let ingress = &int_status.ingress[0];
+    assert_eq!(
+        (ingress.ip.as_str(), ingress.ip_mode.as_str()),
+        (int["vip_address"].as_str().unwrap_or_default(), "Proxy"),
+        "internal: the VIP, PROXY: ipMode Proxy"
+    );
+
+    // A fresh gateway reads both in full (their converge markers taken off by hand) and plans
+    // nothing but recording the converge again.
+    for svc in [&external, &internal] {
+        let name = lbs.load_balancer_name(&cluster, svc);
+        wait_recorded(&client, &name).await;
+        let lb = octavia_lb(&client, &name).await.expect("there");
+        let unmarked: Vec<String> = lb::tags(&lb)
+            .into_iter()
+            .filter(|t| !t.starts_with("cloudgateway_spec_"))
+            .collect();
+        client
+            .put(
+                Service::LoadBalancer,
+                &format!("/lbaas/loadbalancers/{}", lb["id"].as_str().unwrap()),
+            )
+            .json(&serde_json::json!({"loadbalancer": {"tags": unmarked}}))
+            .send_empty()
+            .await
+            .expect("the marker taken off");
+        let start = Instant::now();
+        while octavia_lb(&client, &name)
+            .await
+            .is_none_or(|lb| lb["provisioning_status"] != "ACTIVE")
+        {
+            assert!(start.elapsed() < DEADLINE, "ACTIVE again");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+    let fresh = load_balancers(&client).await;
+    for (svc, status) in [(&external, &ext_status), (&internal, &int_status)] {
+        let (again, woulds) = provider::dry_run::scope(fresh.ensure_load_balancer(&cluster, svc, &on)).await;
+        assert_eq!(&again.expect("converged"), status);
+        assert!(
+            woulds.iter().all(|w| w.request.contains("cloudgateway_spec_")),
+            "{}: a full read plans only the converge marker: {woulds:?}",
+            svc.name
+        );
+    }
+
+    // keep-floatingip: the floating IP outlives the load balancer.
+    let fip = ext_status.ingress[0].ip.clone();
+    for svc in [&external, &internal] {
+        delete(&lbs, &cluster, svc).await;
+    }
+    let kept: Value = client
+        .get(Service::Network, "/floatingips")
+        .query(&[("floating_ip_address", fip.as_str())])
+        .send_json()
+        .await
+        .expect("floating IPs");
+    let kept = kept["floatingips"].as_array().cloned().unwrap_or_default();
+    assert_eq!(kept.len(), 1, "keep-floatingip kept {fip}");
+    client
+        .delete(
+            Service::Network,
+            &format!("/floatingips/{}", kept[0]["id"].as_str().unwrap()),
+        )
+        .send_empty()
+        .await
+        .expect("clean up the kept floating IP");
+}
