@@ -726,6 +726,11 @@ async fn a_floating_subnet_is_chosen_by_name_pattern_or_tags() {
         (vec![(PATTERN, format!("fipsub-b-{suffix}"))], cidr_b),
         (vec![(PATTERN, format!("~fipsub-[a]-{suffix}"))], cidr_a),
         (vec![(TAGS, tag.clone())], cidr_a),
+        // By ID, as before patterns.
+        (
+            vec![("loadbalancer.openstack.org/floating-subnet-id", b.clone())],
+            cidr_b,
+        ),
         // Both: the name narrows to this run's two, the negated tag to B.
         (
             vec![(PATTERN, format!("fipsub-*-{suffix}")), (TAGS, format!("!{tag}"))],
