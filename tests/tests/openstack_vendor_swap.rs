@@ -105,6 +105,8 @@ async fn wait_event(cluster: &Cluster, reasons: &[&str], name: &str) -> Event {
 async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_controllers() {
     // The OpenStack side first: the servers of the nodes to come.
     let cloud = TestCloud::shared();
+    // It makes a load balancer: Octavia's turn, as every test that does (`TestCloud::octavia_turn`).
+    let _turn = cloud.octavia_turn().await;
     let client = cloud.client(User::Ccm).await;
     let (a, b) = tokio::join!(
         boot(cloud, &client, "swap-a", "m1.tiny"),
