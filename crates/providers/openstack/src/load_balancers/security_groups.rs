@@ -34,7 +34,10 @@ use super::{
     desired::{self, IpFamily},
     names,
 };
-use crate::client::{ApiError, Client, Service, absent_ok, path_segment};
+use crate::{
+    client::{ApiError, Client, Service, absent_ok, path_segment},
+    nodes::model::FixedIp,
+};
 
 const MAX_PAGES: usize = 20;
 
@@ -171,19 +174,14 @@ pub fn wanted_rules(request: &Request, subnet_cidr: &str) -> Vec<WantedRule> {
 
 /// A rule the group holds, as Neutron lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default)]
 pub struct Rule {
     pub id: String,
-    #[serde(default)]
     pub direction: String,
-    #[serde(default)]
     pub ethertype: String,
-    #[serde(default)]
     pub protocol: Option<String>,
-    #[serde(default)]
     pub port_range_min: Option<u16>,
-    #[serde(default)]
     pub port_range_max: Option<u16>,
-    #[serde(default)]
     pub remote_ip_prefix: Option<String>,
 }
 
@@ -224,31 +222,17 @@ pub fn rule_changes<'a>(wanted: &'a [WantedRule], held: &'a [Rule]) -> (Vec<&'a 
     (create, delete)
 }
 
-/// One address of a port.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct FixedIp {
-    #[serde(default)]
-    pub subnet_id: String,
-    #[serde(default)]
-    pub ip_address: String,
-}
-
 /// A port, as far as its security groups go.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default)]
 pub struct Port {
     pub id: String,
-    #[serde(default)]
     pub device_id: String,
-    #[serde(default)]
     pub fixed_ips: Vec<FixedIp>,
-    #[serde(default)]
     pub security_groups: Vec<String>,
     /// `None` without the `port-security` extension.
-    #[serde(default)]
     pub port_security_enabled: Option<bool>,
-    #[serde(default)]
     pub revision_number: u64,
-    #[serde(default)]
     pub tags: Vec<String>,
 }
 
