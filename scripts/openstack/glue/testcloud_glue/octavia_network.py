@@ -12,7 +12,16 @@ A look-up that Neutron answers with "not found" and that has no request context 
 worker's own look-ups, e.g. of the fake amphora management network in
 [controller_worker] amp_boot_network_list) falls back to the no-op answer. Everything else
 (plugging amphorae, security groups, failover) stays no-op.
+
+The no-op answer for a network keeps one invented subnet. The stock no-op network invents
+one more subnet every time its subnet list is read, and keeps the network (and all its
+subnets) for the worker's life; every load-balancer create reads the management network's
+subnets, and plugs each one into the new amphora with a Neutron look-up per subnet, so the
+n-th create since the worker started made about n look-ups (250 network GETs per create
+after 250 creates, the bound of a long test run).
 """
+import threading
+
 from oslo_log import log as logging
 
 from octavia.network import base
@@ -21,18 +30,21 @@ from octavia.network.drivers.noop_driver import driver as noop
 LOG = logging.getLogger(__name__)
 
 
-class NeutronVipNoopDriver(noop.NoopNetworkDriver):
-    def __init__(self):
-        super().__init__()
-        self._neutron = None
+_neutron = None
+_neutron_lock = threading.Lock()
 
+
+class NeutronVipNoopDriver(noop.NoopNetworkDriver):
     @property
     def neutron(self):
-        # Created lazily: its constructor talks to Keystone and Neutron.
-        if self._neutron is None:
-            from octavia.network.drivers.neutron import allowed_address_pairs
-            self._neutron = allowed_address_pairs.AllowedAddressPairsDriver()
-        return self._neutron
+        # One per process, made on first use: its constructor asks Neutron for five
+        # extensions, and the worker makes a network driver per task (eight per create).
+        global _neutron
+        with _neutron_lock:
+            if _neutron is None:
+                from octavia.network.drivers.neutron import allowed_address_pairs
+                _neutron = allowed_address_pairs.AllowedAddressPairsDriver()
+        return _neutron
 
     # -- the VIP is a real Neutron port ------------------------------------------------------
 
@@ -69,8 +81,15 @@ class NeutronVipNoopDriver(noop.NoopNetworkDriver):
             return fake(ident)
 
     def get_network(self, network_id, context=None):
-        return self._lookup('network', self.neutron.get_network, self.driver.get_network,
+        return self._lookup('network', self.neutron.get_network, self._noop_network,
                             network_id, context)
+
+    def _noop_network(self, network_id):
+        known = network_id in noop._NOOP_MANAGER_VARS['networks']
+        network = self.driver.get_network(network_id)
+        if not known:
+            network.subnets = list(network.subnets)  # one invented subnet, for good
+        return network
 
     def get_subnet(self, subnet_id, context=None):
         return self._lookup('subnet', self.neutron.get_subnet, self.driver.get_subnet,
