@@ -423,8 +423,60 @@ async fn held(client: &Client, name: &str, description: &str) -> (usize, usize) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_around_any_write_then_a_restart_converges_with_nothing_duplicated_or_leaked() {
-    use openstack_fixture::proxy::CloudProxy;
     let _turn = cloud().octavia_turn().await;
+    let life = Life {
+        one: nodes(1),
+        two: nodes(2),
+        security_groups: None,
+    };
+    let writes = crash_around_every_write(&life).await;
+    assert!(
+        writes >= 5,
+        "a life writes the load balancer, its floating IP, its marker, its members, and deletes: {writes}"
+    );
+}
+
+/// The same with `manage-security-groups`: the group, its rules and the member ports' groups
+/// are written too, and a crash around any of those writes leaves one group, on exactly the
+/// members' ports, and none after the delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_managed_security_groups_a_crash_around_any_write_converges_too() {
+    let _turn = cloud().octavia_turn().await;
+    let client = cloud().client(User::Ccm).await;
+    let (s1, n1) = lb::server_node(cloud(), &client, &cloud().unique_name("crash-node")).await;
+    let (s2, n2) = lb::server_node(cloud(), &client, &cloud().unique_name("crash-node")).await;
+    let mut both = vec![s1.clone(), s2.clone()];
+    both.sort();
+    let life = Life {
+        one: vec![n1.clone()],
+        two: vec![n1, n2],
+        security_groups: Some((vec![s1.clone()], both)),
+    };
+    let writes = crash_around_every_write(&life).await;
+    tokio::join!(
+        cloud().delete_server(&client, &s1),
+        cloud().delete_server(&client, &s2)
+    );
+    assert!(
+        writes >= 10,
+        "a life also writes the group, its rules and the two ports, twice: {writes}"
+    );
+}
+
+/// A Service's life for the crash tests: made on the nodes `one`, a node joins (`two`), deleted.
+struct Life {
+    one: Vec<provider::LoadBalancerNode>,
+    two: Vec<provider::LoadBalancerNode>,
+    /// With `manage-security-groups`: the servers whose ports carry the group after the first
+    /// ensure and after the second (sorted).
+    security_groups: Option<(Vec<String>, Vec<String>)>,
+}
+
+/// Lives `life` again and again, the k-th write of the k-th life (before it reaches the cloud,
+/// then once more after, losing only its answer) crashing, until a life makes fewer than k
+/// writes; after each step exactly what the step asks is in the cloud. The writes of a life.
+async fn crash_around_every_write(life: &Life) -> usize {
+    use openstack_fixture::proxy::CloudProxy;
     let direct = cloud().client(User::Ccm).await;
     let proxy = CloudProxy::start(cloud()).await;
     let mut credentials = cloud().credentials(User::Ccm);
@@ -432,18 +484,16 @@ async fn a_crash_around_any_write_then_a_restart_converges_with_nothing_duplicat
     let through = Client::connect(&credentials)
         .await
         .expect("a client through the proxy");
-    let (one, two) = (nodes(1), nodes(2));
+    let manage = life.security_groups.is_some();
 
-    // A Service's life: made on one node, a second node joins, deleted. Each step is asked
-    // again until it is done; a crashed write (a 500) is a gateway that died: the next step is
-    // asked of a new provider, which knows only what the cloud holds.
+    // Each step is asked again until it is done; a crashed write (a 500) is a gateway that
+    // died: the next step is asked of a new provider, which knows only what the cloud holds.
     #[derive(Clone, Copy, Debug)]
     enum Step {
         Ensure1,
         Ensure2,
         Delete,
     }
-    let mut writes_in_a_life = None;
     let mut k = 1;
     loop {
         for landed in [false, true] {
@@ -454,20 +504,25 @@ async fn a_crash_around_any_write_then_a_restart_converges_with_nothing_duplicat
                 "Floating IP for Kubernetes external service {}/{} from cluster {cluster}",
                 svc.namespace, svc.name
             );
+            let group_name = format!("lb-sg-{}-{}-{}", svc.uid, svc.namespace, svc.name);
             proxy.crash_at_write(k, landed);
             let before = proxy.writes();
-            let mut lbs = load_balancers(&through).await;
+            let mut lbs = load_balancers_managing_security_groups(&through, manage).await;
             let mut restarts = 0;
             for step in [Step::Ensure1, Step::Ensure2, Step::Delete] {
+                let at = format!("{step:?} (crash at write {k}, landed {landed})");
                 let start = Instant::now();
                 loop {
-                    assert!(
-                        start.elapsed() < DEADLINE,
-                        "{step:?} (crash at write {k}, landed {landed})"
-                    );
+                    assert!(start.elapsed() < DEADLINE, "{at}");
                     let answer = match step {
-                        Step::Ensure1 => lbs.ensure_load_balancer(&cluster, &svc, &one).await.map(drop),
-                        Step::Ensure2 => lbs.ensure_load_balancer(&cluster, &svc, &two).await.map(drop),
+                        Step::Ensure1 => lbs
+                            .ensure_load_balancer(&cluster, &svc, &life.one)
+                            .await
+                            .map(drop),
+                        Step::Ensure2 => lbs
+                            .ensure_load_balancer(&cluster, &svc, &life.two)
+                            .await
+                            .map(drop),
                         Step::Delete => lbs.ensure_load_balancer_deleted(&cluster, &svc).await,
                     };
                     match answer {
@@ -478,75 +533,84 @@ async fn a_crash_around_any_write_then_a_restart_converges_with_nothing_duplicat
                         }
                         Err(ProviderError::Unavailable(_) | ProviderError::Internal(_)) => {
                             restarts += 1;
-                            lbs = load_balancers(&through).await;
+                            lbs = load_balancers_managing_security_groups(&through, manage).await;
                         }
-                        Err(e) => panic!("{step:?} (crash at write {k}, landed {landed}): {e}"),
+                        Err(e) => panic!("{at}: {e}"),
                     }
                 }
                 let (lb_count, fip_count) = held(&direct, &name, &description).await;
-                match step {
-                    Step::Ensure1 | Step::Ensure2 => assert_eq!(
-                        (lb_count, fip_count),
-                        (1, 1),
-                        "{step:?}: one load balancer, one floating IP (crash at write {k}, landed {landed})"
-                    ),
-                    Step::Delete => assert_eq!(
-                        (lb_count, fip_count),
-                        (0, 0),
-                        "nothing left (crash at write {k}, landed {landed})"
-                    ),
-                }
+                let groups = security_groups(&direct, &group_name).await;
+                let carried = match groups.as_slice() {
+                    [(id, _)] => carrying(&direct, id).await,
+                    _ => Vec::new(),
+                };
+                let expected = match (step, &life.security_groups) {
+                    (Step::Ensure1, Some((one, _))) => (1, 1, 1, one.clone()),
+                    (Step::Ensure2, Some((_, two))) => (1, 1, 1, two.clone()),
+                    (Step::Ensure1 | Step::Ensure2, None) => (1, 1, 0, Vec::new()),
+                    (Step::Delete, _) => (0, 0, 0, Vec::new()),
+                };
+                assert_eq!(
+                    (lb_count, fip_count, groups.len(), carried),
+                    expected,
+                    "{at}: load balancers, floating IPs, security groups, the servers carrying it"
+                );
             }
             let spent = proxy.writes() - before;
             if proxy.crash_pending() {
                 // The life made fewer than k writes: every write has had its crash.
-                writes_in_a_life.get_or_insert(spent);
                 proxy.crash_at_write(usize::MAX, false);
-            } else {
-                // The fingerprint's tag write answers nothing to wait for: its crash is only
-                // logged, and a later sync writes it again.
-                assert!(
-                    restarts <= 1,
-                    "one crash, at most one restart (write {k}, landed {landed})"
-                );
+                eprintln!("{spent} writes in a life, each crashed before and after it landed");
+                return spent;
             }
-        }
-        if writes_in_a_life.is_some() {
-            break;
+            // The fingerprint's tag write answers nothing to wait for: its crash is only
+            // logged, and a later sync writes it again.
+            assert!(
+                restarts <= 1,
+                "one crash, at most one restart (write {k}, landed {landed})"
+            );
         }
         k += 1;
     }
-    assert!(
-        writes_in_a_life.is_some_and(|w| w >= 5),
-        "a life writes the load balancer, its floating IP, its marker, its members, and deletes: {writes_in_a_life:?}"
-    );
 }
 
-/// The security group named `name`: its ID and its rules as (direction, protocol, port,
+/// The security groups named `name`: each one's ID and its rules as (direction, protocol, port,
 /// remote prefix), sorted.
-async fn security_group(client: &Client, name: &str) -> Option<(String, Vec<(String, String, u64, String)>)> {
+async fn security_groups(client: &Client, name: &str) -> Vec<(String, Vec<(String, String, u64, String)>)> {
     let found: Value = client
         .get(Service::Network, "/security-groups")
         .query(&[("name", name)])
         .send_json()
         .await
         .expect("security groups");
-    let group = found["security_groups"].as_array()?.first()?.clone();
-    let mut rules: Vec<(String, String, u64, String)> = group["security_group_rules"]
+    let rules = |group: &Value| {
+        let mut rules: Vec<(String, String, u64, String)> = group["security_group_rules"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                (
+                    r["direction"].as_str().unwrap_or_default().to_owned(),
+                    r["protocol"].as_str().unwrap_or_default().to_owned(),
+                    r["port_range_min"].as_u64().unwrap_or_default(),
+                    r["remote_ip_prefix"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect();
+        rules.sort();
+        rules
+    };
+    found["security_groups"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|r| {
-            (
-                r["direction"].as_str().unwrap_or_default().to_owned(),
-                r["protocol"].as_str().unwrap_or_default().to_owned(),
-                r["port_range_min"].as_u64().unwrap_or_default(),
-                r["remote_ip_prefix"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect();
-    rules.sort();
-    Some((group["id"].as_str()?.to_owned(), rules))
+        .filter_map(|g| Some((g["id"].as_str()?.to_owned(), rules(g))))
+        .collect()
+}
+
+/// The one security group named `name`, if any ([`security_groups`]).
+async fn security_group(client: &Client, name: &str) -> Option<(String, Vec<(String, String, u64, String)>)> {
+    security_groups(client, name).await.into_iter().next()
 }
 
 /// The servers whose ports carry security group `id`.
