@@ -116,16 +116,7 @@ async fn another_clusters_load_balancer_under_the_same_cluster_name_is_never_tou
         "Floating IP for Kubernetes external service {}/{} from cluster {cluster}",
         svc_a.namespace, svc_a.name
     );
-    let fips = |client: Client, description: String| async move {
-        let found: Value = client
-            .get(Service::Network, "/floatingips")
-            .query(&[("description", description.as_str())])
-            .send_json()
-            .await
-            .expect("floating IPs");
-        found["floatingips"].as_array().cloned().unwrap_or_default()
-    };
-    let held = fips(client.clone(), description.clone()).await;
+    let held = floating_ips(&client, "description", &description).await;
     assert_eq!(held.len(), 1);
     assert!(
         lb::tags(&held[0]).contains(&ownership::identity_tag(ID_A)),
@@ -156,13 +147,15 @@ async fn another_clusters_load_balancer_under_the_same_cluster_name_is_never_tou
         .expect("B's delete");
     assert_eq!(b.writes(), 0, "cluster B wrote nothing");
     assert_eq!(
-        fips(client.clone(), description.clone()).await.len(),
+        floating_ips(&client, "description", &description).await.len(),
         1,
         "A's floating IP stays"
     );
     delete(&a, &cluster, &svc_a).await;
     assert!(
-        fips(client.clone(), description).await.is_empty(),
+        floating_ips(&client, "description", &description)
+            .await
+            .is_empty(),
         "A's own delete takes it"
     );
 }
@@ -407,18 +400,24 @@ async fn held(client: &Client, name: &str, description: &str) -> (usize, usize) 
         .send_json()
         .await
         .expect("load balancers");
-    let fips: Value = client
-        .get(Service::Network, "/floatingips")
-        .query(&[("description", description)])
-        .send_json()
-        .await
-        .expect("floating IPs");
+    let fips = floating_ips(client, "description", description).await;
     let live = lbs["loadbalancers"].as_array().map_or(0, |l| {
         l.iter()
             .filter(|lb| lb["provisioning_status"] != "DELETED")
             .count()
     });
-    (live, fips["floatingips"].as_array().map_or(0, Vec::len))
+    (live, fips.len())
+}
+
+/// The floating IPs the project has whose `key` is `value`.
+async fn floating_ips(client: &Client, key: &str, value: &str) -> Vec<Value> {
+    let found: Value = client
+        .get(Service::Network, "/floatingips")
+        .query(&[(key, value)])
+        .send_json()
+        .await
+        .expect("floating IPs");
+    found["floatingips"].as_array().cloned().unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1206,13 +1205,7 @@ async fn every_shaping_annotation_lands_where_occm_puts_it_and_converges() {
     for svc in [&external, &internal] {
         delete(&lbs, &cluster, svc).await;
     }
-    let kept: Value = client
-        .get(Service::Network, "/floatingips")
-        .query(&[("floating_ip_address", fip.as_str())])
-        .send_json()
-        .await
-        .expect("floating IPs");
-    let kept = kept["floatingips"].as_array().cloned().unwrap_or_default();
+    let kept = floating_ips(&client, "floating_ip_address", &fip).await;
     assert_eq!(kept.len(), 1, "keep-floatingip kept {fip}");
     client
         .delete(

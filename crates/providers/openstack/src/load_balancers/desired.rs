@@ -23,6 +23,16 @@ pub enum IpFamily {
     V6,
 }
 
+impl IpFamily {
+    /// The family of `address`; `None` when it is no IP address.
+    pub fn of(address: &str) -> Option<Self> {
+        match address.parse::<IpAddr>().ok()? {
+            IpAddr::V4(_) => Some(Self::V4),
+            IpAddr::V6(_) => Some(Self::V6),
+        }
+    }
+}
+
 /// One listener, with its pool: one per Service port.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listener {
@@ -131,12 +141,7 @@ impl HealthMonitor {
 /// OCCM's `nodeAddressForLB`: the first InternalIP of `family`, else the first ExternalIP of
 /// it; without a family, the first InternalIP, else the first ExternalIP.
 pub fn node_address_for_lb(addresses: &[NodeAddress], family: Option<IpFamily>) -> Option<&str> {
-    let of_family = |address: &str| {
-        matches!(
-            (family, address.parse::<IpAddr>()),
-            (None, _) | (Some(IpFamily::V4), Ok(IpAddr::V4(_))) | (Some(IpFamily::V6), Ok(IpAddr::V6(_)))
-        )
-    };
+    let of_family = |address: &str| family.is_none() || IpFamily::of(address) == family;
     [AddressType::InternalIP, AddressType::ExternalIP]
         .into_iter()
         .find_map(|kind| {

@@ -223,6 +223,24 @@ impl OpenStackLoadBalancers {
         self
     }
 
+    /// Makes `write` on `lb` for the Service named `lb_name`; the sync's answer: ask again once
+    /// Octavia applied it, or (a 409: something under it still pending) once it may be made.
+    async fn write_then_wait(
+        &self,
+        lb_name: &str,
+        lb: &LoadBalancer,
+        write: &Write,
+        want: &[desired::Listener],
+    ) -> ProviderError {
+        match self.apply(lb, write, want).await {
+            Ok(()) => {
+                self.stalls.progressed(lb_name);
+                after_write(lb, write)
+            }
+            Err(e) => self.waiting(lb_name, lb, e),
+        }
+    }
+
     /// A sync answering "in progress" without a write of its own (`answer`): a failure naming
     /// the load balancer once the Service has made no progress for too long, so that the
     /// operator hears of a load balancer Octavia leaves pending.
@@ -564,14 +582,9 @@ impl OpenStackLoadBalancers {
                     write
                 };
                 tracing::info!(load_balancer = %tree.load_balancer.id, ?write, "Octavia write");
-                match self.apply(&tree.load_balancer, &write, want).await {
-                    Ok(()) => {
-                        self.stalls.progressed(lb_name);
-                        Err(after_write(&tree.load_balancer, &write))
-                    }
-                    // A 409: something under it is still pending.
-                    Err(e) => Err(self.waiting(lb_name, &tree.load_balancer, e)),
-                }
+                Err(self
+                    .write_then_wait(lb_name, &tree.load_balancer, &write, want)
+                    .await)
             }
         }
     }
@@ -594,11 +607,7 @@ impl OpenStackLoadBalancers {
         let selected = desired::member_nodes(&conf, nodes);
         // An existing load balancer keeps its VIP's family (one made before ipFamilies were
         // sent, or before the Service's primary family changed, has members of that family).
-        let family = match lb.vip_address.parse::<std::net::IpAddr>() {
-            Ok(std::net::IpAddr::V4(_)) => Some(IpFamily::V4),
-            Ok(std::net::IpAddr::V6(_)) => Some(IpFamily::V6),
-            Err(_) => Self::family(service),
-        };
+        let family = IpFamily::of(&lb.vip_address).or_else(|| Self::family(service));
         let want = desired::listeners(service, &conf, self.octavia(), lb_name, &selected, family);
         let security_group = self.settings.manage_security_groups.then(|| {
             let source_ranges = service_conf::security_group_holds_source_ranges(&self.settings)
@@ -1158,19 +1167,13 @@ impl LoadBalancers for OpenStackLoadBalancers {
                 sharing::Leave::DeleteListener { id } => Some(Write::DeleteListener { id }),
                 sharing::Leave::Untag { tags } => Some(Write::TagLoadBalancer { id, tags }),
             };
-            match write {
-                None => tree.load_balancer,
-                Some(write) => {
-                    tracing::info!(load_balancer = %tree.load_balancer.id, ?write, "leaving a shared load balancer");
-                    return match self.apply(&tree.load_balancer, &write, &[]).await {
-                        Ok(()) => {
-                            self.stalls.progressed(&lb_name);
-                            Err(after_write(&tree.load_balancer, &write))
-                        }
-                        Err(e) => Err(self.waiting(&lb_name, &tree.load_balancer, e)),
-                    };
-                }
+            if let Some(write) = write {
+                tracing::info!(load_balancer = %tree.load_balancer.id, ?write, "leaving a shared load balancer");
+                return Err(self
+                    .write_then_wait(&lb_name, &tree.load_balancer, &write, &[])
+                    .await);
             }
+            tree.load_balancer
         };
         if !keep
             && let Some(fip) = floating_ips::on_port(&self.client, &lb.vip_port_id).await?
