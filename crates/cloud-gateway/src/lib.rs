@@ -21,7 +21,8 @@
 //! - [`peers`]: replicas that share the provider limits (membership by probing each other).
 //! - [`metrics`]: Prometheus metrics, served on the `side-port` crate's `/healthz`, `/readyz`,
 //!   `/metrics` port.
-//! - [`config`], [`cli`]: settings, and the command line that builds them and the provider.
+//! - [`config`], [`cli`]: settings, and the command line that builds them and the provider;
+//!   [`providers`]: the providers it can run (each crate registers its flags and constructor).
 
 pub mod adaptive;
 pub mod auth;
@@ -35,6 +36,7 @@ pub mod lb_reads;
 pub mod lookups;
 pub mod metrics;
 pub mod peers;
+pub mod providers;
 pub mod scheduler;
 pub mod server;
 pub mod service;

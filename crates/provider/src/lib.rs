@@ -8,6 +8,7 @@
 //! - [`routes`]: pod-CIDR routes.
 //! - [`error`]: [`ProviderError`], the one error type every capability returns.
 //! - [`dry_run`]: shadow mode: a provider's writes recorded as "woulds" instead of made.
+//! - [`registration`]: how a provider crate offers its name, flags and constructor to the gateway.
 //!
 //! Nothing here does I/O and nothing here knows gRPC or Kubernetes client types: the gateway
 //! converts wire types into these, and vendors convert these into cloud API calls.
@@ -17,6 +18,7 @@ pub mod dry_run;
 pub mod error;
 pub mod instances;
 pub mod load_balancers;
+pub mod registration;
 pub mod routes;
 
 pub use error::{ProviderError, Result};

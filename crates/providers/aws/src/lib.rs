@@ -22,6 +22,7 @@
 //!   sync may skip the full read; [`writes`]: every write, counted and marked.
 //! - [`routes`]: pod-CIDR routes in a VPC route table (EC2).
 //! - [`zones`]: zone IDs and types, described once (EC2).
+//! - [`gateway_args`]: the `--aws-*` flags and the provider's registration with the gateway.
 
 pub mod annotations;
 pub mod classic;
@@ -29,6 +30,7 @@ pub mod cloud_config;
 pub mod config;
 pub mod converged;
 pub mod errors;
+pub mod gateway_args;
 pub mod instances;
 pub mod load_balancers;
 pub mod naming;

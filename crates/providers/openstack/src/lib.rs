@@ -25,12 +25,14 @@
 //! - [`nodes`]: OCCM's node decisions (providerIDs, addresses, zone, instance type), pure.
 //! - [`instances`]: InstancesV2 for a batch of Nodes in a bounded number of calls.
 //! - [`load_balancers`]: Octavia load balancers as OCCM builds them.
-//! - [`provider`]: [`OpenStackProvider`], what the gateway serves.
+//! - [`provider`]: [`OpenStackProvider`], what the gateway serves; [`gateway_args`]: its
+//!   registration with the gateway's command line.
 //! - [`routes`]: pod-CIDR routes as the router's extra routes, owned through router tags.
 
 pub mod auth;
 pub mod client;
 pub mod cloud_config;
+pub mod gateway_args;
 pub mod instances;
 pub mod load_balancers;
 pub mod nodes;

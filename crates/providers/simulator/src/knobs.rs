@@ -244,6 +244,57 @@ fn double_option<'de, T: Deserialize<'de>, D: Deserializer<'de>>(
     Option::<T>::deserialize(d).map(Some)
 }
 
+/// Parses a rate limit as the gateway's `--simulator-rate-limit` and `cloud-sim knobs set
+/// --rate-limit` both take it: `RATE/BURST` (e.g. `10/20`), a bare `RATE` (burst the same, at
+/// least 1), `0` (every call throttled), or `off`/`none` (unlimited: `None`).
+pub fn parse_rate_limit(s: &str) -> Result<Option<RateLimit>, String> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("off") || s.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    let number = |x: &str| {
+        x.trim()
+            .parse::<f64>()
+            .map_err(|_| format!("expected RATE/BURST (e.g. 10/20), off or 0; got {s:?}"))
+    };
+    let limit = match s.split_once('/') {
+        Some((rate, burst)) => RateLimit::new(number(rate)?, number(burst)?),
+        None => {
+            let rate = number(s)?;
+            RateLimit::new(rate, if rate == 0.0 { 0.0 } else { rate.max(1.0) })
+        }
+    };
+    Ok(Some(limit))
+}
+
+/// A rate limit as a command line takes it ([`parse_rate_limit`]): a limit, or `None` for `off`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimitSetting(pub Option<RateLimit>);
+
+impl std::str::FromStr for RateLimitSetting {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        parse_rate_limit(s).map(Self)
+    }
+}
+
+/// Parses an injected error rate, `OPERATION=PROBABILITY` (`*` for every operation), or
+/// `OPERATION=off` (`None`: no rate of its own).
+pub fn parse_error_rate(s: &str) -> Result<(String, Option<f64>), String> {
+    let (operation, p) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected OPERATION=PROBABILITY (e.g. describe_instances=0.5), got {s:?}"))?;
+    let (operation, p) = (operation.trim(), p.trim());
+    if p.eq_ignore_ascii_case("off") {
+        return Ok((operation.to_owned(), None));
+    }
+    let p: f64 = p
+        .parse()
+        .map_err(|_| format!("{p:?} is not a probability between 0 and 1"))?;
+    Ok((operation.to_owned(), Some(p)))
+}
+
 /// Parses `"50ms"`, `"2s"`, `"1m 30s"` or `"0"`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -424,5 +475,42 @@ mod tests {
         assert_eq!(k.error_rate_for("describe_instances"), 1.0);
         assert_eq!(k.error_rate_for("list_routes"), 0.0);
         assert!(!k.error_rate.contains_key("nope"));
+    }
+
+    /// The gateway's flags and cloud-sim's console read limits and error rates alike.
+    #[test]
+    fn rate_limits_and_error_rates_parse_as_both_command_lines_write_them() {
+        for (text, want) in [
+            ("10/20", Ok(Some(RateLimit::new(10.0, 20.0)))),
+            (" 50 / 100 ", Ok(Some(RateLimit::new(50.0, 100.0)))),
+            ("5", Ok(Some(RateLimit::new(5.0, 5.0)))),
+            ("0.5", Ok(Some(RateLimit::new(0.5, 1.0)))),
+            ("0", Ok(Some(RateLimit::closed()))),
+            ("off", Ok(None)),
+            ("NONE", Ok(None)),
+        ] {
+            assert_eq!(parse_rate_limit(text), want, "{text:?}");
+        }
+        for text in ["fast", "10/", "/2", ""] {
+            let err = parse_rate_limit(text).unwrap_err();
+            assert!(err.contains("RATE/BURST"), "{text:?}: {err}");
+        }
+        for (text, want) in [
+            ("describe_instances=0.5", ("describe_instances", Some(0.5))),
+            (" *=0.1", ("*", Some(0.1))),
+            ("list_routes=off", ("list_routes", None)),
+        ] {
+            assert_eq!(
+                parse_error_rate(text),
+                Ok((want.0.to_owned(), want.1)),
+                "{text:?}"
+            );
+        }
+        assert!(
+            parse_error_rate("x")
+                .unwrap_err()
+                .contains("OPERATION=PROBABILITY")
+        );
+        assert!(parse_error_rate("x=y").unwrap_err().contains("probability"));
     }
 }

@@ -16,9 +16,13 @@
 //! - [`cloud`]: [`Simulator`], which implements the `provider` traits through one gate per call
 //!   (rate limit, latency, injected errors).
 //! - [`admin`]: the admin HTTP API (`/simulator/v1/...`) the `cloud-sim` CLI talks to.
+//! - [`console`]: the `cloud-sim` CLI itself (its binary only calls it).
+//! - [`gateway_args`]: the `--simulator-*` flags and the simulator's registration with the gateway.
 
 pub mod admin;
 pub mod cloud;
+pub mod console;
+pub mod gateway_args;
 pub mod inventory;
 pub mod ipam;
 pub mod knobs;
