@@ -19,9 +19,31 @@ use std::{
 use gateway_api::{ANONYMOUS_CALLER, CALLER_HEADER, error::GatewayError};
 use prometheus_client::metrics::{counter::Counter, family::Family};
 use serde::Deserialize;
+use tls_files::ServerFiles;
 use tonic::Request;
 
-use crate::{config::Security, metrics::MethodLabels};
+use crate::metrics::MethodLabels;
+
+/// How the gRPC port knows its callers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Security {
+    /// Mutual TLS: every client presents a certificate the client CA signed; its identity
+    /// (URI SAN, else CN) is the caller, authorized by the policy. Files are re-read when they
+    /// change, so rotated certificates need no restart.
+    MutualTls {
+        /// The certificate, key and client CA files.
+        files: ServerFiles,
+        /// Which identities may call what.
+        policy: Policy,
+    },
+    /// `--insecure-plaintext`: no TLS, no authentication, no authorization; the caller header
+    /// names the caller (only the policy's caller names get a queue of their own). For local
+    /// development, tests and the demo.
+    InsecurePlaintext {
+        /// Whose names the header may use.
+        policy: Policy,
+    },
+}
 
 /// The calls of the contract, by what they touch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]

@@ -4,10 +4,12 @@ use std::time::Duration;
 
 use token_bucket::Limit;
 
-pub use tls_files::ServerFiles;
-
 use crate::{
-    adaptive::AdaptiveConfig, auth::Policy, lb_reads::LbReadConfig, lookups::LookupConfig, peers::PeerConfig,
+    adaptive::AdaptiveConfig,
+    auth::{Policy, Security},
+    lb_reads::LbReadConfig,
+    lookups::LookupConfig,
+    peers::PeerConfig,
 };
 
 /// The longest `--peer-probe-interval` accepted: the replicas' shares follow membership that
@@ -38,27 +40,6 @@ pub struct GatewayConfig {
     /// Shadow mode (`--dry-run`): every write call is planned and answered, its provider writes
     /// recorded as woulds and not made ([`crate::dry_run`]). Reads are served as usual.
     pub dry_run: bool,
-}
-
-/// How the gRPC port knows its callers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Security {
-    /// Mutual TLS: every client presents a certificate the client CA signed; its identity
-    /// (URI SAN, else CN) is the caller, authorized by the policy. Files are re-read when they
-    /// change, so rotated certificates need no restart.
-    MutualTls {
-        /// The certificate, key and client CA files.
-        files: ServerFiles,
-        /// Which identities may call what.
-        policy: Policy,
-    },
-    /// `--insecure-plaintext`: no TLS, no authentication, no authorization; the caller header
-    /// names the caller (only the policy's caller names get a queue of their own). For local
-    /// development, tests and the demo.
-    InsecurePlaintext {
-        /// Whose names the header may use.
-        policy: Policy,
-    },
 }
 
 impl Default for GatewayConfig {

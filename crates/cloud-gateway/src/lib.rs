@@ -43,5 +43,7 @@ pub mod service;
 pub mod tls;
 pub mod trace;
 
-pub use config::{GatewayConfig, Security, ServerFiles};
+pub use auth::Security;
+pub use config::GatewayConfig;
 pub use server::{ServeError, serve, serve_with_handles};
+pub use tls_files::ServerFiles;

@@ -13,17 +13,9 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::{
-    auth::Authorizer,
-    config::{GatewayConfig, Security},
-    dry_run::DryRunLog,
-    gate::ProviderGate,
-    lb_reads::LoadBalancerReads,
-    lookups::InstanceLookups,
-    metrics::Metrics,
-    peers::Membership,
-    scheduler::Scheduler,
-    service::GatewayService,
-    tls,
+    auth::Authorizer, auth::Security, config::GatewayConfig, dry_run::DryRunLog, gate::ProviderGate,
+    lb_reads::LoadBalancerReads, lookups::InstanceLookups, metrics::Metrics, peers::Membership,
+    scheduler::Scheduler, service::GatewayService, tls,
 };
 
 /// Why the gateway stopped other than by its shutdown signal.

@@ -152,6 +152,24 @@ pub fn classify(operation: &str, code: Option<&str>, message: &str, status: Opti
     }
 }
 
+/// The outcome of an idempotent write: an answer whose code is in `already` (a delete's "not
+/// found", a create's "duplicate") means the cloud is already as the write would leave it, so
+/// the write counts as done; any other error is mapped by [`sdk_error`].
+pub fn done_or_already<T, E>(
+    operation: &str,
+    result: Result<T, SdkError<E, HttpResponse>>,
+    already: &[&str],
+) -> Result<(), ProviderError>
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    match result {
+        Ok(_) => Ok(()),
+        Err(e) if code_of(&e).is_some_and(|code| already.contains(&code)) => Ok(()),
+        Err(e) => Err(sdk_error(operation, &e)),
+    }
+}
+
 /// Maps an SDK error of `operation` onto the provider's typed error.
 pub fn sdk_error<E>(operation: &str, err: &SdkError<E, HttpResponse>) -> ProviderError
 where

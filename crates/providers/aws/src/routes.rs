@@ -21,7 +21,7 @@ use provider::{AddressType, NodeRef, ProviderError, Result, Route, Routes};
 
 use crate::{
     AwsProvider,
-    errors::{code_of, sdk_error},
+    errors::{code_of, done_or_already, sdk_error},
     instances::InstanceView,
     naming::provider_id,
     tags::ClusterTagging,
@@ -418,11 +418,7 @@ impl Routes for AwsProvider {
         } else {
             request.destination_cidr_block(cidr)
         };
-        match request.send().await {
-            Ok(_) => Ok(()),
-            Err(e) if code_of(&e) == Some("InvalidRoute.NotFound") => Ok(()),
-            Err(e) => Err(sdk_error("DeleteRoute", &e)),
-        }
+        done_or_already("DeleteRoute", request.send().await, &["InvalidRoute.NotFound"])
     }
 }
 

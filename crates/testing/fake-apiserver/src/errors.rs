@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::resources::ResourceDef;
+use crate::resources::{ResourceDef, qualified};
 
 /// One field error, the way `field.Error` becomes a `StatusCause`.
 #[derive(Debug, Clone, PartialEq)]
@@ -342,15 +342,6 @@ impl ApiError {
         }
         s.insert("code".into(), json!(self.code));
         Value::Object(s)
-    }
-}
-
-/// `schema.GroupResource.String()`: `nodes`, `leases.coordination.k8s.io`.
-pub fn qualified(group: &str, resource: &str) -> String {
-    if group.is_empty() {
-        resource.to_string()
-    } else {
-        format!("{resource}.{group}")
     }
 }
 

@@ -66,7 +66,16 @@ impl ResourceDef {
     }
     /// `nodes`, `leases.coordination.k8s.io`.
     pub fn qualified(&self) -> String {
-        crate::errors::qualified(self.group, self.plural)
+        qualified(self.group, self.plural)
+    }
+}
+
+/// `schema.GroupResource.String()`: `nodes`, `leases.coordination.k8s.io`.
+pub fn qualified(group: &str, resource: &str) -> String {
+    if group.is_empty() {
+        resource.to_string()
+    } else {
+        format!("{resource}.{group}")
     }
 }
 

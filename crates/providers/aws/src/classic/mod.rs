@@ -18,7 +18,7 @@ use self::{
 };
 use crate::{
     AwsProvider,
-    errors::{BUSY_RETRY_AFTER, code_of, sdk_error},
+    errors::{BUSY_RETRY_AFTER, code_of, done_or_already, sdk_error},
     reads::{Described, describe_by_chunks},
     tags::Tags,
     writes::Writes,
@@ -513,7 +513,7 @@ impl AwsProvider {
         attribute: &str,
         value: &str,
     ) -> Result<()> {
-        match self
+        let result = self
             .classic
             .create_load_balancer_policy()
             .load_balancer_name(lb)
@@ -526,12 +526,8 @@ impl AwsProvider {
                     .build(),
             )
             .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if code_of(&e) == Some("DuplicatePolicyName") => Ok(()),
-            Err(e) => Err(sdk_error("CreateLoadBalancerPolicy", &e)),
-        }
+            .await;
+        done_or_already("CreateLoadBalancerPolicy", result, &["DuplicatePolicyName"])
     }
 
     /// Deletes the ELB (gone already: fine).
@@ -542,17 +538,17 @@ impl AwsProvider {
         {
             return Ok(());
         }
-        match self
+        let result = self
             .classic
             .delete_load_balancer()
             .load_balancer_name(name)
             .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if matches!(code_of(&e), Some("LoadBalancerNotFound" | "AccessPointNotFound")) => Ok(()),
-            Err(e) => Err(sdk_error("DeleteLoadBalancer", &e)),
-        }
+            .await;
+        done_or_already(
+            "DeleteLoadBalancer",
+            result,
+            &["LoadBalancerNotFound", "AccessPointNotFound"],
+        )
     }
 }
 

@@ -19,7 +19,7 @@ use self::{
 };
 use crate::{
     AwsProvider,
-    errors::{BUSY_RETRY_AFTER, code_of, message_of, sdk_error},
+    errors::{BUSY_RETRY_AFTER, code_of, done_or_already, message_of, sdk_error},
     reads::{Described, describe_by_chunks},
     tags::Tags,
     writes::Writes,
@@ -727,11 +727,8 @@ impl AwsProvider {
 
     /// Deletes a target group. Still attached to a load balancer being deleted: retried shortly.
     pub(crate) async fn delete_target_group(&self, arn: &str) -> Result<()> {
-        match self.elb.delete_target_group().target_group_arn(arn).send().await {
-            Ok(_) => Ok(()),
-            Err(e) if code_of(&e) == Some("TargetGroupNotFound") => Ok(()),
-            Err(e) => Err(sdk_error("DeleteTargetGroup", &e)),
-        }
+        let result = self.elb.delete_target_group().target_group_arn(arn).send().await;
+        done_or_already("DeleteTargetGroup", result, &["TargetGroupNotFound"])
     }
 
     /// Deletes the NLB (gone already: fine).
@@ -742,16 +739,12 @@ impl AwsProvider {
         {
             return Ok(());
         }
-        match self
+        let result = self
             .elb
             .delete_load_balancer()
             .load_balancer_arn(arn)
             .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e) if code_of(&e) == Some("LoadBalancerNotFound") => Ok(()),
-            Err(e) => Err(sdk_error("DeleteLoadBalancer", &e)),
-        }
+            .await;
+        done_or_already("DeleteLoadBalancer", result, &["LoadBalancerNotFound"])
     }
 }
