@@ -1,7 +1,8 @@
-//! Metrics parity and the dashboard: every metric the README names (its cloud-gateway and
-//! Controllers sections) is served on `/metrics` by the binary that owns it, under upstream's
-//! name where upstream has one; the Grafana dashboard is valid JSON, queries only metrics the
-//! binaries serve, and the chart ships it only when asked to.
+//! Metrics parity and the dashboard: every metric the docs name (the cloud-gateway configuration
+//! of docs/gateway.md, the controllers' reference in docs/controllers.md) is served on `/metrics`
+//! by the binary that owns it, under upstream's name where upstream has one; the Grafana
+//! dashboard is valid JSON, queries only metrics the binaries serve, and the chart ships it only
+//! when asked to.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -37,7 +38,7 @@ const OWNERS: &[(&str, &[&str])] = &[
     ("gateway_provider_", &CONTROLLERS),
 ];
 
-/// snake_case words of those README sections that are not metrics (the simulator's operations).
+/// snake_case words of those doc sections that are not metrics (the simulator's operations).
 const NOT_METRICS: &[&str] = &["describe_instances", "ensure_load_balancer"];
 
 /// Metrics whose every series names what it is about, so none exists before it happens, and
@@ -103,17 +104,18 @@ fn repo_file(path: &str) -> String {
     std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
 }
 
-/// The text of the README section `## heading`, up to the next `## `.
-fn section<'a>(readme: &'a str, heading: &str) -> &'a str {
-    let start = readme
+/// The text of the section `## heading` of the doc at `path`, up to the next `## `.
+fn section(path: &str, heading: &str) -> String {
+    let doc = repo_file(path);
+    let start = doc
         .find(&format!("\n## {heading}\n"))
-        .unwrap_or_else(|| panic!("the README has no section {heading:?}"));
-    let rest = &readme[start + 1..];
+        .unwrap_or_else(|| panic!("{path} has no section {heading:?}"));
+    let rest = &doc[start + 1..];
     let end = rest[1..].find("\n## ").map_or(rest.len(), |i| i + 1);
-    &rest[..end]
+    rest[..end].to_owned()
 }
 
-/// The metric names a README text names in code spans: snake_case words, label sets and values
+/// The metric names a doc text names in code spans: snake_case words, label sets and values
 /// left out (`name{label} 1` → `name`); `prefix_*` stands for every metric of that prefix.
 fn named_metrics(text: &str) -> BTreeSet<String> {
     text.split('`')
@@ -132,11 +134,14 @@ fn named_metrics(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The metrics the README names in its cloud-gateway and Controllers sections.
-fn readme_metrics() -> BTreeSet<String> {
-    let readme = repo_file("README.md");
-    let mut names = named_metrics(section(&readme, "cloud-gateway configuration"));
-    names.extend(named_metrics(section(&readme, "Controllers")));
+/// The metrics the docs name: the gateway's configuration and the controllers' reference
+/// (sections that moved there from the README whole).
+fn documented_metrics() -> BTreeSet<String> {
+    let mut names = named_metrics(&section("docs/gateway.md", "cloud-gateway configuration"));
+    names.extend(named_metrics(&section(
+        "docs/controllers.md",
+        "Flags, metrics and events",
+    )));
     names
 }
 
@@ -146,7 +151,7 @@ fn owners(metric: &str) -> &'static [&'static str] {
         .find(|(prefix, _)| metric.starts_with(prefix))
         .map(|(_, owners)| *owners)
         .unwrap_or_else(|| {
-            panic!("the README names {metric}, which no binary is known to serve: add its prefix to OWNERS")
+            panic!("the docs name {metric}, which no binary is known to serve: add its prefix to OWNERS")
         })
 }
 
@@ -286,20 +291,20 @@ fn dashboard() -> Value {
 }
 
 #[test]
-fn the_readme_names_its_metrics_and_the_dashboard_queries_only_those() {
-    let named = readme_metrics();
+fn the_docs_name_their_metrics_and_the_dashboard_queries_only_those() {
+    let named = documented_metrics();
     for must in [
         "cloudgateway_provider_calls_total",
         "cloud_node_controller_reconcile_total",
         "workqueue_depth",
         "route_controller_route_sync_total",
     ] {
-        assert!(named.contains(must), "the README parse misses {must}: {named:?}");
+        assert!(named.contains(must), "the docs parse misses {must}: {named:?}");
     }
     for name in &named {
         owners(name);
     }
-    // Valid JSON, panels with queries, every metric queried named in the README.
+    // Valid JSON, panels with queries, every metric queried named in the docs.
     let dashboard = dashboard();
     assert!(dashboard["title"].is_string() && dashboard["uid"].is_string());
     let panels = dashboard["panels"].as_array().expect("panels");
@@ -331,7 +336,7 @@ fn the_readme_names_its_metrics_and_the_dashboard_queries_only_those() {
                 .any(|prefix| base.starts_with(prefix));
             assert!(
                 named.contains(&metric) || named.contains(base) || by_wildcard,
-                "the dashboard queries {metric}, which the README does not name: {query}"
+                "the dashboard queries {metric}, which the docs do not name: {query}"
             );
         }
     }
@@ -433,10 +438,13 @@ fn the_chart_ships_the_dashboard_only_when_enabled() {
     assert_eq!(shipped, dashboard());
 }
 
-/// `name on binary` for each metric the README names that its binary does not serve.
-fn missing(readme: &BTreeSet<String>, served_by: &BTreeMap<&str, BTreeMap<String, String>>) -> Vec<String> {
+/// `name on binary` for each metric the docs name that its binary does not serve.
+fn missing(
+    documented: &BTreeSet<String>,
+    served_by: &BTreeMap<&str, BTreeMap<String, String>>,
+) -> Vec<String> {
     let mut missing = Vec::new();
-    for name in readme {
+    for name in documented {
         if CHECKED_ELSEWHERE.iter().any(|(n, _)| n == name) {
             continue;
         }
@@ -455,7 +463,7 @@ fn missing(readme: &BTreeSet<String>, served_by: &BTreeMap<&str, BTreeMap<String
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_metric_the_readme_names_is_served_by_its_binary() {
+async fn every_metric_the_docs_name_is_served_by_its_binary() {
     let mut cluster = Cluster::start(ClusterSpec::with_instances(&["worker-0"])).await;
     let mut http = BTreeMap::new();
     for (binary, extra) in [
@@ -487,15 +495,15 @@ async fn every_metric_the_readme_names_is_served_by_its_binary() {
     })
     .await;
 
-    // Every metric the README names, on each binary that owns it (the controllers register
+    // Every metric the docs name, on each binary that owns it (the controllers register
     // theirs once they lead, so the scrape is repeated until they are all there).
-    let readme = readme_metrics();
+    let documented = documented_metrics();
     let (expositions, served_by) = wait_for(
-        "every metric the README names to be served",
+        "every metric the docs name to be served",
         Duration::from_secs(30),
         || {
             let http = http.clone();
-            let readme = readme.clone();
+            let documented = documented.clone();
             async move {
                 let mut expositions = BTreeMap::new();
                 for (binary, addr) in &http {
@@ -508,7 +516,7 @@ async fn every_metric_the_readme_names_is_served_by_its_binary() {
                     .iter()
                     .map(|(binary, body)| (*binary, families(body)))
                     .collect();
-                let missing = missing(&readme, &served_by);
+                let missing = missing(&documented, &served_by);
                 if !missing.is_empty() {
                     eprintln!("not served yet: {missing:?}");
                     return None;
@@ -520,12 +528,9 @@ async fn every_metric_the_readme_names_is_served_by_its_binary() {
     .await;
 
     // Upstream's names, with upstream's types; the work queues under upstream's queue names.
-    let named = readme;
+    let named = documented;
     for (binary, name, kind) in UPSTREAM {
-        assert!(
-            named.contains(*name),
-            "the README does not name upstream's {name}"
-        );
+        assert!(named.contains(*name), "the docs do not name upstream's {name}");
         assert_eq!(
             served(&served_by[binary], name),
             Some(*kind),

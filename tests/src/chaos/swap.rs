@@ -17,7 +17,7 @@
 //! load balancers there and never report what the first one still holds. pycloud is another
 //! vendor and needs no moto.
 //!
-//! What "nothing leaked at either provider" means, given the documented behaviour (README,
+//! What "nothing leaked at either provider" means, given the documented behaviour (docs/gateway.md,
 //! "Swapping the vendor"): what the old vendor holds is reported, never deleted or re-created
 //! behind the operator's back. So, once converged:
 //! - **new provider**: every live LoadBalancer Service created after the swap began has exactly

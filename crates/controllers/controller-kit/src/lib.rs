@@ -4,8 +4,12 @@
 //! - [`names`]: controller IDs, client identities, taints, labels, annotations, finalizers.
 //! - [`kube_client`]: the Kubernetes client with a client-side QPS limit.
 //! - [`leader`]: leader election through a Lease.
+//! - [`cluster_identity`]: the cluster's identity (the `kube-system` Namespace's UID), carried by
+//!   load-balancer calls so a provider leaves alone what another cluster made.
 //! - [`gateway`]: the typed cloud-gateway client (retries, reconnects, caller identity).
 //! - [`gateway_balance`]: calls spread over every gateway replica the name resolves to.
+//! - [`gateway_batching`]: concurrent one-node lookups merged into `BatchLookupInstances` calls,
+//!   each looking ahead at the nodes about to be looked up.
 //! - [`gateway_provider`]: which provider the gateway serves, as its answers say.
 //! - [`gateway_tls`]: mutual TLS to the gateway with certificate files that may rotate.
 //! - [`load_balancers`]: the cloud's load balancers behind a trait, Services in, statuses out.
@@ -14,6 +18,8 @@
 //! - [`dry_run`]: shadow mode: every write planned, reported and not made.
 //! - [`events`]: best-effort Kubernetes events.
 //! - [`node`]: reading Nodes: readiness, taints, provider references.
+//! - [`node_watch`]: a Node watch into a cache that signals when what a controller derives from
+//!   the nodes changed.
 //! - [`patch`]: resourceVersion-guarded merge patches, fenced by leadership, retried on conflict.
 //! - [`relist`]: a relist's objects reach a Controller once its store holds them.
 //! - [`shards`]: scale-out: shards of the work, each owned through a Lease of its own.
