@@ -64,3 +64,12 @@ impl Built {
         }
     }
 }
+
+/// Parses `argv` (without the program name) as the flags `A` alone, as the gateway parses them
+/// beside its own: how a provider's tests read its flags.
+pub fn parse_flags<A: clap::Args + clap::FromArgMatches>(argv: &[&str]) -> Result<A, clap::Error> {
+    let command = A::augment_args(clap::Command::new("cloud-gateway"));
+    let matches =
+        command.try_get_matches_from(std::iter::once("cloud-gateway").chain(argv.iter().copied()))?;
+    A::from_arg_matches(&matches)
+}

@@ -174,16 +174,11 @@ impl AwsArgs {
 
 #[cfg(test)]
 mod tests {
-    use clap::{Args as _, FromArgMatches as _};
-
     use super::*;
     use crate::config::IpFamily::{V4, V6};
 
     fn parse(argv: &[&str]) -> Result<AwsArgs, clap::Error> {
-        let command = AwsArgs::augment_args(clap::Command::new("cloud-gateway"));
-        let matches =
-            command.try_get_matches_from(std::iter::once("cloud-gateway").chain(argv.iter().copied()))?;
-        AwsArgs::from_arg_matches(&matches)
+        provider::registration::parse_flags(argv)
     }
 
     fn cloud_config_file(text: &str) -> tempfile::NamedTempFile {
@@ -299,8 +294,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_malformed_or_refused_cloud_config_stops_start_up_naming_file_line_and_key() {
-        let flags =
-            AwsArgs::augment_args(clap::Command::new("cloud-gateway")).get_matches_from(["cloud-gateway"]);
+        let flags = <AwsArgs as clap::Args>::augment_args(clap::Command::new("cloud-gateway"))
+            .get_matches_from(["cloud-gateway"]);
         for (text, needle) in [
             (
                 "[Global]\nRegion = eu-west-1\nDisableSecurityGroupIngress = maybe\n",

@@ -122,16 +122,11 @@ impl SimulatorArgs {
 
 #[cfg(test)]
 mod tests {
-    use clap::{Args as _, FromArgMatches as _};
-
     use super::*;
     use crate::RateLimit;
 
     fn parse(argv: &[&str]) -> Result<SimulatorArgs, clap::Error> {
-        let command = SimulatorArgs::augment_args(clap::Command::new("cloud-gateway"));
-        let matches =
-            command.try_get_matches_from(std::iter::once("cloud-gateway").chain(argv.iter().copied()))?;
-        SimulatorArgs::from_arg_matches(&matches)
+        provider::registration::parse_flags(argv)
     }
 
     #[test]
