@@ -94,6 +94,40 @@ grep -q 'key: "cloud.conf", path: cloud.conf' "$out/openstack.yaml" \
   && grep -q 'key: "root.pem", path: ca.crt' "$out/openstack-full.yaml" \
   || { echo "gateway.openstack: wrong cloud.conf key, OS_CCM_REGIONAL or CA bundle" >&2; exit 1; }
 echo "openstack: cloud.conf from a Secret as --cloud-config; OS_CCM_REGIONAL and the CA bundle on request"
+# OCCM's own Secret taken as it is, by its name alone (key cloud.conf), with what operators set on
+# OCCM's chart: hostAliases, extra volumes and mounts (a CA under /etc/kubernetes/pki), a
+# PriorityClass, and the node's network for the gateway.
+"$tools/helm" template ccm charts/ccm -n kube-system --set gateway.provider=openstack \
+  --set gateway.openstack.cloudConfigSecret=cloud-config \
+  --set gateway.hostNetwork=true --set gateway.httpPort=10268 \
+  --set 'gateway.hostAliases[0].ip=10.0.0.1' --set 'gateway.hostAliases[0].hostnames[0]=keystone.example.com' \
+  --set 'gateway.extraVolumes[0].name=k8s-certs' --set 'gateway.extraVolumes[0].hostPath.path=/etc/kubernetes/pki' \
+  --set 'gateway.extraVolumeMounts[0].name=k8s-certs' --set 'gateway.extraVolumeMounts[0].mountPath=/etc/kubernetes/pki' \
+  --set 'gateway.extraVolumeMounts[0].readOnly=true' \
+  --set gateway.priorityClassName=occm-critical --set controllers.priorityClassName= \
+  > "$out/openstack-occm-values.yaml" 2> "$out/openstack-occm-values.err"
+"$tools/venv/bin/python" - "$out/openstack-occm-values.yaml" "$out/openstack-occm-values.err" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+warnings = open(sys.argv[2]).read()
+assert "warning" not in warnings, f"helm warned: {warnings}"
+deploys = {d["metadata"]["name"]: d["spec"]["template"]["spec"] for d in docs if d["kind"] == "Deployment"}
+gw = deploys.pop("ccm-cloud-gateway")
+vols = {v["name"]: v for v in gw["volumes"]}
+assert vols["cloud-config"]["secret"]["secretName"] == "cloud-config", vols["cloud-config"]
+assert vols["cloud-config"]["secret"]["items"] == [{"key": "cloud.conf", "path": "cloud.conf"}], vols["cloud-config"]
+assert vols["k8s-certs"] == {"name": "k8s-certs", "hostPath": {"path": "/etc/kubernetes/pki"}}, vols
+mounts = {m["name"]: m for m in gw["containers"][0]["volumeMounts"]}
+assert mounts["k8s-certs"] == {"name": "k8s-certs", "mountPath": "/etc/kubernetes/pki", "readOnly": True}, mounts
+assert gw["hostNetwork"] is True and gw["dnsPolicy"] == "ClusterFirstWithHostNet", gw
+assert gw["hostAliases"] == [{"ip": "10.0.0.1", "hostnames": ["keystone.example.com"]}], gw["hostAliases"]
+assert gw["priorityClassName"] == "occm-critical", gw
+assert "--http-listen=0.0.0.0:10268" in gw["containers"][0]["args"], gw["containers"][0]["args"]
+for name, spec in deploys.items():
+    assert "priorityClassName" not in spec, f"{name}: controllers.priorityClassName empty, yet {spec.get('priorityClassName')}"
+    assert "k8s-certs" not in str(spec), f"{name}: the gateway's extra volume reached a controller"
+print("openstack: OCCM's Secret by name, hostAliases, extra volumes, PriorityClass and hostNetwork for the gateway")
+PY
 # Shadow mode: dryRun passes --dry-run to the gateway and to every controller, and only then.
 "$tools/helm" template ccm charts/ccm -n kube-system --set dryRun=true --set nodeRouteController.enabled=true \
   --set nodeRouteController.clusterCIDR=10.244.0.0/16 \
@@ -162,7 +196,7 @@ must_fail "gateway.replicas > 1 needs a real cloud" --set gateway.replicas=2
 must_fail "set one of gateway.aws.cloudConfig" --set gateway.provider=aws \
   --set gateway.aws.cloudConfig=x --set gateway.aws.cloudConfigFrom.secret=s
 must_fail "additional properties 'name' not allowed" --set gateway.aws.cloudConfigFrom.name=x
-must_fail "gateway.provider=openstack needs gateway.openstack.cloudConfigSecret.name" --set gateway.provider=openstack
+must_fail "gateway.provider=openstack needs gateway.openstack.cloudConfigSecret" --set gateway.provider=openstack
 must_fail "additional properties 'cloudConfig' not allowed" --set gateway.provider=openstack \
   --set gateway.openstack.cloudConfigSecret.name=s --set gateway.openstack.cloudConfig=x
 must_fail "additional properties 'secret' not allowed" --set gateway.openstack.cloudConfigSecret.secret=x
