@@ -68,9 +68,31 @@ fn with_providers(command: clap::Command) -> clap::Command {
             PossibleValue::new(*name).help(format!("NOT IN THIS BUILD (needs the cargo feature `{name}`)"))
         }
     });
-    let command = command.mut_arg("provider", |arg| {
-        arg.value_parser(clap::builder::PossibleValuesParser::new(values))
-    });
+    let readers: Vec<String> = providers::built()
+        .filter_map(|r| {
+            let required = if matches!(r.cloud_config(), CloudConfig::Required(_)) {
+                " (required)"
+            } else {
+                ""
+            };
+            Some(format!(
+                "--provider {}: {}{required}",
+                r.name(),
+                r.cloud_config().what()?
+            ))
+        })
+        .collect();
+    let command = command
+        .mut_arg("provider", |arg| {
+            arg.value_parser(clap::builder::PossibleValuesParser::new(values))
+        })
+        .mut_arg("cloud_config", |arg| {
+            arg.help(format!(
+                "The vendor CCM's own configuration file, read as that CCM reads it; a malformed \
+                 file stops the gateway, naming the line and key. {}",
+                readers.join("; ")
+            ))
+        });
     providers::built().fold(command, |command, registration| registration.flags(command))
 }
 
@@ -105,14 +127,12 @@ pub struct GatewayArgs {
     /// HTTP listen address (/healthz, /readyz, /metrics; the simulator's admin API).
     #[arg(long, env = "CLOUD_GATEWAY_HTTP_LISTEN", default_value = "0.0.0.0:10258")]
     pub http_listen: SocketAddr,
-    /// Which cloud to call: a provider of [`crate::providers::PROVIDERS`].
+    /// Which cloud to call.
     #[arg(long, env = "CLOUD_GATEWAY_PROVIDER", default_value = "simulator")]
     pub provider: String,
     /// The vendor CCM's own configuration file, read as that CCM reads it, for the providers
-    /// that take one: cloud-provider-aws's cloud-config (`--provider aws`, optional; the
-    /// `--aws-*` flags given explicitly override its values), openstack-cloud-controller-manager's
-    /// `cloud.conf` (`--provider openstack`, required). A malformed file stops the gateway,
-    /// naming the line and key.
+    /// that take one (`--help` lists them). A malformed file stops the gateway, naming the line
+    /// and key.
     #[arg(long = "cloud-config", value_name = "PATH")]
     pub cloud_config: Option<PathBuf>,
 

@@ -37,11 +37,21 @@ pub trait Registration: Send + Sync {
 pub enum CloudConfig {
     /// The provider reads no such file: giving one is an error.
     Unused,
-    /// The vendor CCM's file, read when given.
-    Optional,
+    /// The vendor CCM's file, read when given; the text says what it is.
+    Optional(&'static str),
     /// The vendor CCM's file, which the provider cannot start without; the text says what it is
     /// (e.g. "openstack-cloud-controller-manager's cloud.conf").
     Required(&'static str),
+}
+
+impl CloudConfig {
+    /// What the file is, for a provider that reads one.
+    pub fn what(self) -> Option<&'static str> {
+        match self {
+            Self::Unused => None,
+            Self::Optional(what) | Self::Required(what) => Some(what),
+        }
+    }
 }
 
 /// A provider, ready to serve.

@@ -24,10 +24,11 @@ impl Registration for AwsRegistration {
         "Amazon Web Services: EC2 instances, Classic ELBs and NLBs, VPC routes (or an AWS-compatible endpoint)."
     }
 
-    /// cloud-provider-aws's cloud-config file (gcfg INI: `[Global]`, `[ServiceOverride "n"]`),
-    /// as its `--cloud-config` reads it; the `--aws-*` flags given explicitly override its values.
     fn cloud_config(&self) -> CloudConfig {
-        CloudConfig::Optional
+        CloudConfig::Optional(
+            "cloud-provider-aws's cloud-config (gcfg INI: [Global], [ServiceOverride \"n\"]), optional; \
+             the --aws-* flags given explicitly override its values",
+        )
     }
 
     fn flags(&self, command: clap::Command) -> clap::Command {
