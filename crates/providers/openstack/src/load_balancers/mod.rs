@@ -1,14 +1,13 @@
 //! Octavia load balancers for `type: LoadBalancer` Services, built as OCCM builds them
-//! ([`OpenStackLoadBalancers`]).
+//! ([`OpenStackLoadBalancers`]): the decisions here, the calls in [`crate::octavia`] and
+//! [`crate::neutron`] (floating IPs, subnets, security groups, ports).
 //!
 //! - [`names`]: OCCM's names, descriptions and tags.
 //! - [`service_conf`]: what a Service asks of its load balancer (annotations over cloud.conf).
 //! - [`desired`]: the listeners, pools, members and monitors that follow from it, and the status.
 //! - [`observed`]: what Octavia reports (its API answers, read leniently).
 //! - [`plan`]: the next Octavia write (at most one per sync), or why none.
-//! - [`octavia`]: the Octavia calls: reads, OCCM's create bodies, the writes.
 //! - [`ownership`]: whose a load balancer is (this cluster's identity tag, another's, none).
-//! - [`floating_ips`]: the Neutron side: floating IPs, the external network, a node's subnet.
 //! - [`floating_subnets`]: a floating IP's subnet chosen by name pattern and tags.
 //! - [`converged`]: the fingerprint that spares an unchanged sync the full read.
 //! - [`listed`]: the project's load balancers and floating IPs, listed once for a batch of reads.
@@ -35,12 +34,10 @@
 
 pub mod converged;
 pub mod desired;
-pub mod floating_ips;
 pub mod floating_subnets;
 pub mod listed;
 pub mod names;
 pub mod observed;
-pub mod octavia;
 pub mod ownership;
 pub mod plan;
 pub mod security_groups;
@@ -68,7 +65,9 @@ use provider::{
 use crate::{
     client::Client,
     cloud_config::LoadBalancerSettings,
+    neutron::{self, floating_ips},
     nodes::provider_id::{PROVIDER_NAME, ProviderIdScheme},
+    octavia,
 };
 use desired::{IngressHostname, IpFamily};
 use listed::{Listed, only_one};
@@ -365,7 +364,7 @@ impl OpenStackLoadBalancers {
             .scheme
             .server_id(&node.provider_id)
             .map_err(|e| ProviderError::InvalidArgument(format!("node {}: {e}", node.name)))?;
-        floating_ips::subnet_of_address(&self.client, server, address)
+        neutron::ports::subnet_of_address(&self.client, server, address)
             .await?
             .ok_or_else(no_subnet)
     }
@@ -643,7 +642,7 @@ impl OpenStackLoadBalancers {
             return self.delete_security_group(service).await;
         };
         let c = &self.client;
-        let group = match security_groups::find(c, &request.name).await? {
+        let group = match neutron::security_groups::find(c, &request.name).await? {
             Some(group) => group,
             None => {
                 if !self.may_write("neutron.create_security_group", &request.name, || {
@@ -651,7 +650,7 @@ impl OpenStackLoadBalancers {
                 }) {
                     return Ok(());
                 }
-                security_groups::create(c, &request.name, &request.description).await?
+                neutron::security_groups::create(c, &request.name, &request.description).await?
             }
         };
         let cidr = self.subnet_cidr(&request.member_subnet_id).await?;
@@ -661,18 +660,18 @@ impl OpenStackLoadBalancers {
             if self.may_write("neutron.create_security_group_rule", &group.id, || {
                 rule.body(&group.id).to_string()
             }) {
-                security_groups::create_rule(c, &group.id, rule).await?;
+                neutron::security_groups::create_rule(c, &group.id, rule).await?;
             }
         }
         for rule in delete {
             if self.may_write("neutron.delete_security_group_rule", &rule.id, || {
                 format!("{rule:?}")
             }) {
-                security_groups::delete_rule(c, &rule.id).await?;
+                neutron::security_groups::delete_rule(c, &rule.id).await?;
             }
         }
         let servers: Vec<&str> = request.members.iter().map(|m| m.server_id.as_str()).collect();
-        let ports = security_groups::ports(c, &servers, &group.id).await?;
+        let ports = neutron::ports::for_security_group(c, &servers, &group.id).await?;
         let edits =
             security_groups::port_edits(&ports, &group.id, &request.members, &request.member_subnet_id);
         for edit in edits {
@@ -689,10 +688,10 @@ impl OpenStackLoadBalancers {
     async fn delete_security_group(&self, service: &ServiceSpec) -> Result<()> {
         let c = &self.client;
         let name = names::security_group_name(&service.uid, &service.namespace, &service.name);
-        let Some(group) = security_groups::find(c, &name).await? else {
+        let Some(group) = neutron::security_groups::find(c, &name).await? else {
             return Ok(());
         };
-        let ports = security_groups::ports(c, &[], &group.id).await?;
+        let ports = neutron::ports::for_security_group(c, &[], &group.id).await?;
         for edit in security_groups::port_edits(&ports, &group.id, &[], "") {
             if self.may_write("neutron.update_port_security_groups", &edit.port_id, || {
                 format!("{:?}", edit.security_groups)
@@ -701,7 +700,7 @@ impl OpenStackLoadBalancers {
             }
         }
         if self.may_write("neutron.delete_security_group", &group.id, || name.clone()) {
-            security_groups::delete(c, &group.id).await?;
+            neutron::security_groups::delete(c, &group.id).await?;
         }
         Ok(())
     }
@@ -719,7 +718,7 @@ impl OpenStackLoadBalancers {
         }
         let cidr = match subnet_id {
             "" => None,
-            id => security_groups::subnet_cidr(&self.client, id).await?,
+            id => neutron::subnets::get(&self.client, id).await?.and_then(|s| s.cidr),
         }
         .ok_or_else(|| {
             ProviderError::InvalidArgument(format!(
@@ -833,7 +832,7 @@ impl OpenStackLoadBalancers {
         }
         let detected = self
             .external_network
-            .get_or_try_init(|| floating_ips::detect_external_network(&self.client))
+            .get_or_try_init(|| neutron::networks::detect_external(&self.client))
             .await?;
         Ok(detected.clone())
     }
@@ -852,7 +851,7 @@ impl OpenStackLoadBalancers {
         let attached = floating_ips::on_port(c, &lb.vip_port_id).await?;
         if conf.internal || lb.vip_address.contains(':') {
             if let Some(fip) = attached {
-                if fip.is_created() && !conf.keep_floating_ip {
+                if names::is_created(&fip) && !conf.keep_floating_ip {
                     if self.may_write("neutron.delete_floatingip", &fip.id, || {
                         fip.floating_ip_address.clone()
                     }) {
@@ -900,7 +899,7 @@ impl OpenStackLoadBalancers {
         };
         let subnet = match conf.floating.as_ref().map(|f| &f.subnet) {
             Some(FloatingSubnet::Id(id)) => {
-                let of = floating_ips::subnet_network(c, id).await?;
+                let of = neutron::subnets::get(c, id).await?.and_then(|s| s.network_id);
                 if of.as_deref() != Some(network.as_str()) {
                     return Err(ProviderError::InvalidArgument(format!(
                         "floating subnet {id} is not a subnet of the floating network {network}"
@@ -979,7 +978,7 @@ impl OpenStackLoadBalancers {
     ) {
         let tag = ownership::identity_tag(&service.cluster_id);
         if service.cluster_id.is_empty()
-            || !fip.is_created()
+            || !names::is_created(fip)
             || fip.tags.contains(&tag)
             || lb.name != self.load_balancer_name(cluster, service)
             || ownership::owner(&lb.tags, &lb.description, cluster, &service.cluster_id) != Owner::Ours
@@ -1177,7 +1176,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
         };
         if !keep
             && let Some(fip) = floating_ips::on_port(&self.client, &lb.vip_port_id).await?
-            && fip.is_created()
+            && names::is_created(&fip)
             && self.may_write("neutron.delete_floatingip", &fip.id, || {
                 fip.floating_ip_address.clone()
             })

@@ -1,12 +1,10 @@
-//! The floating IP of an external Service, as OCCM's `ensureFloatingIP` and
-//! `deleteFIPIfCreatedByProvider` handle it (reference §3.9, §3.15): found on the VIP port, or
-//! the `loadBalancerIP` claimed, or one created with OCCM's description, which marks it as ours
-//! to delete with the load balancer.
+//! Neutron's floating IPs (`/floatingips`): the model and the calls. Which floating IP a Service
+//! gets, and whether it is deleted with its load balancer, is decided in
+//! [`crate::load_balancers`].
 
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::names;
 use crate::client::{ApiError, Client, Service, absent_ok, path_segment};
 
 const MAX_PAGES: usize = 20;
@@ -26,14 +24,6 @@ pub struct FloatingIp {
     /// This provider tags what it creates with the cluster's identity.
     #[serde(default)]
     pub tags: Vec<String>,
-}
-
-impl FloatingIp {
-    /// Whether OCCM (or this provider) created it for a Service, so it goes with the load
-    /// balancer (unless `keep-floatingip`); a floating IP the user made is only detached.
-    pub fn is_created(&self) -> bool {
-        names::is_created_floating_ip(self.description.as_deref().unwrap_or(""))
-    }
 }
 
 async fn list(client: &Client, filter: &[(&str, &str)]) -> Result<Vec<FloatingIp>, ApiError> {
@@ -121,62 +111,4 @@ pub async fn tag(client: &Client, fip_id: &str, tag: &str) -> Result<(), ApiErro
 pub async fn delete(client: &Client, fip_id: &str) -> Result<(), ApiError> {
     let path = format!("/floatingips/{}", path_segment(fip_id));
     absent_ok(client.delete(Service::Network, &path).send_empty().await).map(drop)
-}
-
-/// OCCM's `GetFloatingNetworkID`: the first external network (`router:external`) with an IPv4
-/// subnet, or `None`. Called once per gateway run (OCCM: on every sync).
-pub async fn detect_external_network(client: &Client) -> Result<Option<String>, ApiError> {
-    #[derive(Deserialize)]
-    struct Network {
-        id: String,
-    }
-    let networks: Vec<Network> = client
-        .get(Service::Network, "/networks")
-        .query(&[("router:external", "true")])
-        .send_paginated("networks", MAX_PAGES)
-        .await?;
-    for network in networks {
-        let subnets: Vec<Value> = client
-            .get(Service::Network, "/subnets")
-            .query(&[("network_id", network.id.as_str()), ("ip_version", "4")])
-            .send_paginated("subnets", MAX_PAGES)
-            .await?;
-        if !subnets.is_empty() {
-            return Ok(Some(network.id));
-        }
-    }
-    Ok(None)
-}
-
-/// The subnet `subnet_id`'s network, to check a floating subnet belongs to the floating network
-/// (OCCM: one subnet GET).
-pub async fn subnet_network(client: &Client, subnet_id: &str) -> Result<Option<String>, ApiError> {
-    let path = format!("/subnets/{}", path_segment(subnet_id));
-    let subnet: Option<Value> = absent_ok(
-        client
-            .get(Service::Network, &path)
-            .send_json_field("subnet")
-            .await,
-    )?;
-    Ok(subnet.and_then(|s| s["network_id"].as_str().map(str::to_owned)))
-}
-
-/// The subnet of the node's port that holds `address` (OCCM's `getSubnetIDForLB`, used when
-/// neither a VIP network nor a subnet is configured): one port listing for the server.
-pub async fn subnet_of_address(
-    client: &Client,
-    server_id: &str,
-    address: &str,
-) -> Result<Option<String>, ApiError> {
-    let ports: Vec<Value> = client
-        .get(Service::Network, "/ports")
-        .query(&[("device_id", server_id)])
-        .send_paginated("ports", MAX_PAGES)
-        .await?;
-    Ok(ports
-        .iter()
-        .flat_map(|p| p["fixed_ips"].as_array().into_iter().flatten())
-        .find(|ip| ip["ip_address"].as_str() == Some(address))
-        .and_then(|ip| ip["subnet_id"].as_str())
-        .map(str::to_owned))
 }
