@@ -498,35 +498,17 @@ impl OpenStackLoadBalancers {
         nodes: &[LoadBalancerNode],
     ) -> Result<LoadBalancer> {
         let owner = ownership::owner(&lb.tags, &lb.description, cluster, &service.cluster_id);
-        if let Owner::OtherCluster { whose } = &owner {
-            return Err(ProviderError::InvalidArgument(format!(
-                "load balancer {} ({}) belongs to {whose}, not to this cluster: it is left alone. \
-                 Give each cluster sharing the project its own --cluster-name",
-                lb.id, lb.name
-            )));
-        }
-        if lb.name == provider::default_load_balancer_name(&service.uid) {
-            return Err(ProviderError::InvalidArgument(format!(
-                "load balancer {} has OCCM's legacy name {:?}: this provider serves load balancers named {lb_name:?}; \
-                 rename it (openstack loadbalancer set --name {lb_name} {})",
-                lb.id, lb.name, lb.id
-            )));
-        }
-        if lb.name != lb_name
-            && let Some(why) = sharing::refuse_join(
-                &lb,
-                lb_name,
-                conf.internal,
-                self.features.tags,
-                self.settings.max_shared_lb,
-            )
-        {
-            return Err(ProviderError::InvalidArgument(why));
-        }
-        if lb.is_pending() {
+        let legacy_name = provider::default_load_balancer_name(&service.uid);
+        let join = plan::Join {
+            internal: conf.internal,
+            tags_supported: self.features.tags,
+            max_shared: self.settings.max_shared_lb,
+        };
+        match plan::before_read(&lb, lb_name, &legacy_name, &owner, join) {
+            None => {}
             // Nothing to plan while Octavia works: no need to read what is under it.
-            let answer = wait(format!("load balancer {} is {}", lb.id, lb.provisioning_status));
-            return Err(self.waiting(lb_name, &lb, answer));
+            Some(plan::Hold::Wait(why)) => return Err(self.waiting(lb_name, &lb, wait(why))),
+            Some(plan::Hold::Refuse(why)) => return Err(ProviderError::InvalidArgument(why)),
         }
         let asked = self.request(cluster, service, conf, &lb, lb_name, nodes);
         let (want, fingerprint) = (&asked.want, &asked.fingerprint);
@@ -567,19 +549,14 @@ impl OpenStackLoadBalancers {
             Next::Wait(why) => Err(self.waiting(lb_name, &tree.load_balancer, wait(why))),
             Next::Refuse(why) => Err(ProviderError::InvalidArgument(why)),
             Next::Write(write) => {
-                // An unclaimed load balancer is claimed before anything else is written to it;
-                // the next sync reads whether the claim held.
-                let write = if owner == Owner::Unclaimed
-                    && self.features.tags
-                    && !service.cluster_id.is_empty()
-                {
-                    Write::TagLoadBalancer {
-                        id: tree.load_balancer.id.clone(),
-                        tags: ownership::claim_tags(&tree.load_balancer.tags, lb_name, &service.cluster_id),
-                    }
-                } else {
-                    write
-                };
+                let write = plan::claim_first(
+                    write,
+                    &tree.load_balancer,
+                    lb_name,
+                    &owner,
+                    &service.cluster_id,
+                    self.features.tags,
+                );
                 tracing::info!(load_balancer = %tree.load_balancer.id, ?write, "Octavia write");
                 Err(self
                     .write_then_wait(lb_name, &tree.load_balancer, &write, want)
