@@ -8,6 +8,7 @@
 //! - [`observed`]: what Octavia reports (its API answers, read leniently).
 //! - [`plan`]: the next Octavia write (at most one per sync), or why none.
 //! - [`ownership`]: whose a load balancer is (this cluster's identity tag, another's, none).
+//! - [`floating_ips`]: which floating IP a Service gets, step by step between the Neutron reads.
 //! - [`floating_subnets`]: a floating IP's subnet chosen by name pattern and tags.
 //! - [`converged`]: the fingerprint that spares an unchanged sync the full read.
 //! - [`listed`]: the project's load balancers and floating IPs, listed once for a batch of reads.
@@ -34,6 +35,7 @@
 
 pub mod converged;
 pub mod desired;
+pub mod floating_ips;
 pub mod floating_subnets;
 pub mod listed;
 pub mod names;
@@ -65,11 +67,12 @@ use provider::{
 use crate::{
     client::Client,
     cloud_config::LoadBalancerSettings,
-    neutron::{self, floating_ips},
+    neutron,
     nodes::provider_id::{PROVIDER_NAME, ProviderIdScheme},
     octavia,
 };
 use desired::{IngressHostname, IpFamily};
+use floating_ips::{OnVip, Release, Requested};
 use listed::{Listed, only_one};
 use observed::LoadBalancer;
 use ownership::Owner;
@@ -825,69 +828,72 @@ impl OpenStackLoadBalancers {
         lb: &LoadBalancer,
     ) -> Result<String> {
         let c = &self.client;
-        let attached = floating_ips::on_port(c, &lb.vip_port_id).await?;
-        if conf.internal || lb.vip_address.contains(':') {
-            if let Some(fip) = attached {
-                if names::is_created(&fip) && !conf.keep_floating_ip {
-                    if self.may_write("neutron.delete_floatingip", &fip.id, || {
-                        fip.floating_ip_address.clone()
-                    }) {
-                        floating_ips::delete(c, &fip.id).await?;
+        let attached = neutron::floating_ips::on_port(c, &lb.vip_port_id).await?;
+        let own_name = self.load_balancer_name(cluster, service);
+        match floating_ips::on_vip(
+            attached.as_ref(),
+            lb,
+            &own_name,
+            conf.internal,
+            conf.keep_floating_ip,
+        ) {
+            OnVip::Vip { release } => {
+                // A dry run records the write in the guard and makes none.
+                match release {
+                    Some(Release::Delete(fip))
+                        if self.may_write("neutron.delete_floatingip", &fip.id, || {
+                            fip.floating_ip_address.clone()
+                        }) =>
+                    {
+                        neutron::floating_ips::delete(c, &fip.id).await?;
                     }
-                } else if self.may_write("neutron.detach_floatingip", &fip.id, || {
-                    fip.floating_ip_address.clone()
-                }) {
-                    floating_ips::attach(c, &fip.id, None).await?;
+                    Some(Release::Detach(fip))
+                        if self.may_write("neutron.detach_floatingip", &fip.id, || {
+                            fip.floating_ip_address.clone()
+                        }) =>
+                    {
+                        neutron::floating_ips::attach(c, &fip.id, None).await?;
+                    }
+                    _ => {}
+                }
+                return Ok(lb.vip_address.clone());
+            }
+            OnVip::Attached(fip) => {
+                self.record_identity(cluster, service, lb, fip).await;
+                return Ok(fip.floating_ip_address.clone());
+            }
+            OnVip::Refuse(why) => return Err(ProviderError::InvalidArgument(why)),
+            OnVip::Find => {}
+        }
+        if let Some(address) = &conf.requested_ip {
+            let found = neutron::floating_ips::by_address(c, address).await?;
+            match floating_ips::requested(found.as_ref(), address) {
+                Requested::Create => {}
+                Requested::Refuse(why) => return Err(ProviderError::InvalidArgument(why)),
+                Requested::Attach(fip) => {
+                    if self.may_write("neutron.attach_floatingip", &fip.id, || lb.vip_port_id.clone()) {
+                        neutron::floating_ips::attach(c, &fip.id, Some(&lb.vip_port_id)).await?;
+                    }
+                    return Ok(fip.floating_ip_address.clone());
                 }
             }
-            return Ok(lb.vip_address.clone());
-        }
-        if let Some(fip) = attached {
-            self.record_identity(cluster, service, lb, &fip).await;
-            return Ok(fip.floating_ip_address);
-        }
-        if lb.name != self.load_balancer_name(cluster, service) {
-            // OCCM: a Service sharing another's load balancer never makes its floating IP.
-            return Err(ProviderError::InvalidArgument(format!(
-                "load balancer {} is shared and has no floating IP: only its owner Service ({}) makes one",
-                lb.id, lb.name
-            )));
-        }
-        if let Some(address) = &conf.requested_ip
-            && let Some(fip) = floating_ips::by_address(c, address).await?
-        {
-            if fip.port_id.as_deref().is_some_and(|p| !p.is_empty()) {
-                return Err(ProviderError::InvalidArgument(format!(
-                    "floating IP {address} (spec.loadBalancerIP) is attached to another port"
-                )));
-            }
-            if self.may_write("neutron.attach_floatingip", &fip.id, || lb.vip_port_id.clone()) {
-                floating_ips::attach(c, &fip.id, Some(&lb.vip_port_id)).await?;
-            }
-            return Ok(fip.floating_ip_address);
         }
         let Some(network) = self.external_network(conf).await? else {
             return Err(ProviderError::InvalidArgument(
-                "no external network for the Service's floating IP: set [LoadBalancer] floating-network-id or the \
-                 loadbalancer.openstack.org/floating-network-id annotation, or make the Service internal \
-                 (service.beta.kubernetes.io/openstack-internal-load-balancer: \"true\")"
-                    .into(),
+                floating_ips::NO_EXTERNAL_NETWORK.into(),
             ));
         };
         let subnet = match conf.floating.as_ref().map(|f| &f.subnet) {
             Some(FloatingSubnet::Id(id)) => {
                 let of = neutron::subnets::get(c, id).await?.and_then(|s| s.network_id);
-                if of.as_deref() != Some(network.as_str()) {
-                    return Err(ProviderError::InvalidArgument(format!(
-                        "floating subnet {id} is not a subnet of the floating network {network}"
-                    )));
-                }
+                floating_ips::check_floating_subnet(id, of.as_deref(), &network)
+                    .map_err(ProviderError::InvalidArgument)?;
                 Some(id.as_str())
             }
             _ => None,
         };
         let description = names::floating_ip_description(cluster, &service.namespace, &service.name);
-        let new = floating_ips::NewFloatingIp {
+        let new = neutron::floating_ips::NewFloatingIp {
             network_id: &network,
             subnet_id: subnet,
             address: conf.requested_ip.as_deref(),
@@ -905,18 +911,18 @@ impl OpenStackLoadBalancers {
         // OCCM: a pattern or tags choose among the network's subnets, unless an address is asked.
         let spec = Self::subnet_match(conf)?.filter(|_| conf.requested_ip.is_none());
         let Some(spec) = spec else {
-            let fip = floating_ips::create(c, &new).await?;
+            let fip = neutron::floating_ips::create(c, &new).await?;
             self.record_identity(cluster, service, lb, &fip).await;
             return Ok(fip.floating_ip_address);
         };
         let candidates = floating_subnets::matching(c, &network, &spec).await?;
         let mut last = None;
         for subnet in &candidates {
-            let on = floating_ips::NewFloatingIp {
+            let on = neutron::floating_ips::NewFloatingIp {
                 subnet_id: Some(&subnet.id),
                 ..new.clone()
             };
-            match floating_ips::create(c, &on).await {
+            match neutron::floating_ips::create(c, &on).await {
                 Ok(fip) => {
                     self.record_identity(cluster, service, lb, &fip).await;
                     return Ok(fip.floating_ip_address);
@@ -951,7 +957,7 @@ impl OpenStackLoadBalancers {
         cluster: &str,
         service: &ServiceSpec,
         lb: &LoadBalancer,
-        fip: &floating_ips::FloatingIp,
+        fip: &neutron::floating_ips::FloatingIp,
     ) {
         let tag = ownership::identity_tag(&service.cluster_id);
         if service.cluster_id.is_empty()
@@ -963,7 +969,7 @@ impl OpenStackLoadBalancers {
         {
             return;
         }
-        if let Err(e) = floating_ips::tag(&self.client, &fip.id, &tag).await {
+        if let Err(e) = neutron::floating_ips::tag(&self.client, &fip.id, &tag).await {
             tracing::info!(floating_ip = %fip.id, error = %e,
                 "recording the cluster's identity on the floating IP failed; a later sync records it");
         }
@@ -1007,7 +1013,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
             // Not this Service's: ensuring it says whose it is.
             return Ok(None);
         }
-        let address = match floating_ips::on_port(&self.client, &lb.vip_port_id).await? {
+        let address = match neutron::floating_ips::on_port(&self.client, &lb.vip_port_id).await? {
             Some(fip) => fip.floating_ip_address,
             None => lb.vip_address.clone(),
         };
@@ -1086,7 +1092,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
             // Gone (also when deleted by hand): a floating IP made for it and left unattached
             // goes too (OCCM leaks it).
             if !keep {
-                for fip in floating_ips::by_description(&self.client, &description).await? {
+                for fip in neutron::floating_ips::by_description(&self.client, &description).await? {
                     let whose = ownership::owner(
                         &fip.tags,
                         fip.description.as_deref().unwrap_or_default(),
@@ -1099,7 +1105,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
                             fip.floating_ip_address.clone()
                         })
                     {
-                        floating_ips::delete(&self.client, &fip.id).await?;
+                        neutron::floating_ips::delete(&self.client, &fip.id).await?;
                     }
                 }
             }
@@ -1152,13 +1158,13 @@ impl LoadBalancers for OpenStackLoadBalancers {
             tree.load_balancer
         };
         if !keep
-            && let Some(fip) = floating_ips::on_port(&self.client, &lb.vip_port_id).await?
+            && let Some(fip) = neutron::floating_ips::on_port(&self.client, &lb.vip_port_id).await?
             && names::is_created(&fip)
             && self.may_write("neutron.delete_floatingip", &fip.id, || {
                 fip.floating_ip_address.clone()
             })
         {
-            floating_ips::delete(&self.client, &fip.id).await?;
+            neutron::floating_ips::delete(&self.client, &fip.id).await?;
         }
         if !self.may_write("octavia.delete_load_balancer", &lb.id, || "cascade=true".into()) {
             return Err(wait(format!("dry run: load balancer {} would be deleted", lb.id)));
@@ -1187,7 +1193,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
     ) -> Result<Vec<Result<LoadBalancerObservation>>> {
         let (load_balancers, floating_ips) = tokio::try_join!(
             octavia::list_all(&self.client),
-            floating_ips::list_all(&self.client)
+            neutron::floating_ips::list_all(&self.client)
         )?;
         let listed = Listed {
             load_balancers,
