@@ -807,203 +807,9 @@ impl CloudConf {
     /// `[Global]` the chosen method ignores.
     fn credentials(&self) -> Result<(Credentials, Vec<Notice>), Error> {
         let g = &self.global;
+        let interface = self.endpoint_interface()?;
         let mut ignored = Vec::new();
-
-        if g.auth_url.is_empty() {
-            return Err(self.global_error("auth-url", "is required: Keystone's URL"));
-        }
-        if g.auth_url.contains("v2.0") && !g.auth_url.contains("v3") {
-            return Err(self.global_error(
-                "auth-url",
-                format!(
-                    "{:?} is Keystone v2.0, which Keystone removed in Queens: give the v3 URL (or the URL without a version)",
-                    g.auth_url
-                ),
-            ));
-        }
-        if g.region.is_empty() {
-            return Err(self.global_error(
-                "region",
-                "is required: the region of every endpoint and of the nodes' labels (OCCM's documentation requires it too)",
-            ));
-        }
-        let interface = match g.os_endpoint_type.as_str() {
-            "" | "public" => Interface::Public,
-            "internal" => Interface::Internal,
-            "admin" => Interface::Admin,
-            other => {
-                return Err(self.global_error(
-                    "os-endpoint-type",
-                    format!(
-                        "{other:?} is not an endpoint interface: public (the default), internal or admin"
-                    ),
-                ));
-            }
-        };
-
-        let app_credential = !g.application_credential_id.is_empty()
-            || !g.application_credential_name.is_empty()
-            || !g.application_credential_secret.0.is_empty();
-        let (method, scope) = if !g.trust_id.is_empty() {
-            // NewOpenStackClient: ToAuth3Options (no token), the trustee replacing the user.
-            let password = if g.trustee_password.0.is_empty() {
-                g.password.clone()
-            } else {
-                self.ignore(
-                    &mut ignored,
-                    &[("password", !g.password.0.is_empty())],
-                    "ignored: trustee-password is the trustee's password",
-                );
-                g.trustee_password.clone()
-            };
-            if password.0.is_empty() {
-                return Err(self.global_error(
-                    "trust-id",
-                    "needs the trustee's password: trustee-password (or password)",
-                ));
-            }
-            let user = if g.trustee_id.is_empty() {
-                self.user(&mut ignored)?
-            } else {
-                self.ignore(
-                    &mut ignored,
-                    &[
-                        ("user-id", !g.user_id.is_empty()),
-                        ("username", !g.username.is_empty()),
-                    ],
-                    "ignored: trustee-id is the user",
-                );
-                UserRef::Id(g.trustee_id.clone())
-            };
-            self.ignore(
-                &mut ignored,
-                &[
-                    ("token", !g.token.0.is_empty()),
-                    ("tenant-id", !g.tenant_id.is_empty()),
-                    ("tenant-name", !g.tenant_name.is_empty()),
-                    (
-                        "application-credential-id",
-                        !g.application_credential_id.is_empty(),
-                    ),
-                    (
-                        "application-credential-name",
-                        !g.application_credential_name.is_empty(),
-                    ),
-                ],
-                "ignored: the token is scoped to the trust (trust-id)",
-            );
-            (
-                Method::Trust {
-                    trust_id: g.trust_id.clone(),
-                    user,
-                    password,
-                },
-                Scope::Implied,
-            )
-        } else if app_credential {
-            if g.application_credential_secret.0.is_empty() {
-                return Err(self.global_error(
-                    if g.application_credential_id.is_empty() {
-                        "application-credential-name"
-                    } else {
-                        "application-credential-id"
-                    },
-                    "needs application-credential-secret",
-                ));
-            }
-            let method = if !g.application_credential_id.is_empty() {
-                self.ignore(
-                    &mut ignored,
-                    &[(
-                        "application-credential-name",
-                        !g.application_credential_name.is_empty(),
-                    )],
-                    "ignored: application-credential-id names the credential",
-                );
-                Method::ApplicationCredential {
-                    id: Some(g.application_credential_id.clone()),
-                    name: None,
-                    user: None,
-                    secret: g.application_credential_secret.clone(),
-                }
-            } else if !g.application_credential_name.is_empty() {
-                // gophercloud: the user by ID, else by name in its domain (an ID wins; the
-                // domain from user-domain-*/domain-* field by field, as clientconfig fills it).
-                let user = if !g.user_id.is_empty() {
-                    UserRef::Id(g.user_id.clone())
-                } else if !g.username.is_empty() {
-                    let id = or(&g.user_domain_id, &g.domain_id);
-                    let name = or(&g.user_domain_name, &g.domain_name);
-                    let Some(domain) = first_domain(id, name) else {
-                        return Err(self.global_error(
-                            "username",
-                            "needs the user's domain for an application credential named by application-credential-name: user-domain-name or user-domain-id (or domain-name or domain-id)",
-                        ));
-                    };
-                    UserRef::Name {
-                        name: g.username.clone(),
-                        domain: Some(domain),
-                    }
-                } else {
-                    return Err(self.global_error(
-                        "application-credential-name",
-                        "needs its owner: user-id, or username with its domain (or use application-credential-id)",
-                    ));
-                };
-                Method::ApplicationCredential {
-                    id: None,
-                    name: Some(g.application_credential_name.clone()),
-                    user: Some(user),
-                    secret: g.application_credential_secret.clone(),
-                }
-            } else {
-                return Err(self.global_error(
-                    "application-credential-secret",
-                    "needs application-credential-id (or application-credential-name)",
-                ));
-            };
-            self.ignore(
-                &mut ignored,
-                &[
-                    ("password", !g.password.0.is_empty()),
-                    ("token", !g.token.0.is_empty()),
-                    ("tenant-id", !g.tenant_id.is_empty()),
-                    ("tenant-name", !g.tenant_name.is_empty()),
-                ],
-                "ignored: the application credential authenticates and carries its own project",
-            );
-            (method, Scope::Implied)
-        } else if !g.token.0.is_empty() {
-            self.ignore(
-                &mut ignored,
-                &[
-                    ("username", !g.username.is_empty()),
-                    ("user-id", !g.user_id.is_empty()),
-                    ("password", !g.password.0.is_empty()),
-                ],
-                "ignored: token authenticates",
-            );
-            (
-                Method::Token {
-                    token: g.token.clone(),
-                },
-                self.scope()?,
-            )
-        } else if !g.password.0.is_empty() {
-            (
-                Method::Password {
-                    user: self.user(&mut ignored)?,
-                    password: g.password.clone(),
-                },
-                self.scope()?,
-            )
-        } else {
-            return Err(self.global_error(
-                "password",
-                "no credentials: give password (with username or user-id), application-credential-id and -secret, token, or trust-id with trustee-password",
-            ));
-        };
-
+        let (method, scope) = self.method_and_scope(&mut ignored)?;
         let tls = Tls {
             ca_file: optional(&g.ca_file).map(PathBuf::from),
             insecure: g.tls_insecure == "true",
@@ -1027,6 +833,222 @@ impl CloudConf {
             },
             ignored,
         ))
+    }
+
+    /// Checks `auth-url` and `region`, and reads `os-endpoint-type`.
+    fn endpoint_interface(&self) -> Result<Interface, Error> {
+        let g = &self.global;
+        if g.auth_url.is_empty() {
+            return Err(self.global_error("auth-url", "is required: Keystone's URL"));
+        }
+        if g.auth_url.contains("v2.0") && !g.auth_url.contains("v3") {
+            return Err(self.global_error(
+                "auth-url",
+                format!(
+                    "{:?} is Keystone v2.0, which Keystone removed in Queens: give the v3 URL (or the URL without a version)",
+                    g.auth_url
+                ),
+            ));
+        }
+        if g.region.is_empty() {
+            return Err(self.global_error(
+                "region",
+                "is required: the region of every endpoint and of the nodes' labels (OCCM's documentation requires it too)",
+            ));
+        }
+        Ok(match g.os_endpoint_type.as_str() {
+            "" | "public" => Interface::Public,
+            "internal" => Interface::Internal,
+            "admin" => Interface::Admin,
+            other => {
+                return Err(self.global_error(
+                    "os-endpoint-type",
+                    format!(
+                        "{other:?} is not an endpoint interface: public (the default), internal or admin"
+                    ),
+                ));
+            }
+        })
+    }
+
+    /// How to authenticate and in which scope, by the first method `[Global]` gives: a trust,
+    /// an application credential, a token, a password (OCCM's order).
+    fn method_and_scope(&self, ignored: &mut Vec<Notice>) -> Result<(Method, Scope), Error> {
+        let g = &self.global;
+        let app_credential = !g.application_credential_id.is_empty()
+            || !g.application_credential_name.is_empty()
+            || !g.application_credential_secret.0.is_empty();
+        if !g.trust_id.is_empty() {
+            self.trust(ignored)
+        } else if app_credential {
+            Ok((self.application_credential(ignored)?, Scope::Implied))
+        } else if !g.token.0.is_empty() {
+            self.ignore(
+                ignored,
+                &[
+                    ("username", !g.username.is_empty()),
+                    ("user-id", !g.user_id.is_empty()),
+                    ("password", !g.password.0.is_empty()),
+                ],
+                "ignored: token authenticates",
+            );
+            Ok((
+                Method::Token {
+                    token: g.token.clone(),
+                },
+                self.scope()?,
+            ))
+        } else if !g.password.0.is_empty() {
+            Ok((
+                Method::Password {
+                    user: self.user(ignored)?,
+                    password: g.password.clone(),
+                },
+                self.scope()?,
+            ))
+        } else {
+            Err(self.global_error(
+                "password",
+                "no credentials: give password (with username or user-id), application-credential-id and -secret, token, or trust-id with trustee-password",
+            ))
+        }
+    }
+
+    /// A trust (`trust-id`): the trustee authenticates with its password, scoped to the trust.
+    fn trust(&self, ignored: &mut Vec<Notice>) -> Result<(Method, Scope), Error> {
+        let g = &self.global;
+        // NewOpenStackClient: ToAuth3Options (no token), the trustee replacing the user.
+        let password = if g.trustee_password.0.is_empty() {
+            g.password.clone()
+        } else {
+            self.ignore(
+                ignored,
+                &[("password", !g.password.0.is_empty())],
+                "ignored: trustee-password is the trustee's password",
+            );
+            g.trustee_password.clone()
+        };
+        if password.0.is_empty() {
+            return Err(self.global_error(
+                "trust-id",
+                "needs the trustee's password: trustee-password (or password)",
+            ));
+        }
+        let user = if g.trustee_id.is_empty() {
+            self.user(ignored)?
+        } else {
+            self.ignore(
+                ignored,
+                &[
+                    ("user-id", !g.user_id.is_empty()),
+                    ("username", !g.username.is_empty()),
+                ],
+                "ignored: trustee-id is the user",
+            );
+            UserRef::Id(g.trustee_id.clone())
+        };
+        self.ignore(
+            ignored,
+            &[
+                ("token", !g.token.0.is_empty()),
+                ("tenant-id", !g.tenant_id.is_empty()),
+                ("tenant-name", !g.tenant_name.is_empty()),
+                (
+                    "application-credential-id",
+                    !g.application_credential_id.is_empty(),
+                ),
+                (
+                    "application-credential-name",
+                    !g.application_credential_name.is_empty(),
+                ),
+            ],
+            "ignored: the token is scoped to the trust (trust-id)",
+        );
+        Ok((
+            Method::Trust {
+                trust_id: g.trust_id.clone(),
+                user,
+                password,
+            },
+            Scope::Implied,
+        ))
+    }
+
+    /// An application credential, by ID or by name with its owner.
+    fn application_credential(&self, ignored: &mut Vec<Notice>) -> Result<Method, Error> {
+        let g = &self.global;
+        if g.application_credential_secret.0.is_empty() {
+            return Err(self.global_error(
+                if g.application_credential_id.is_empty() {
+                    "application-credential-name"
+                } else {
+                    "application-credential-id"
+                },
+                "needs application-credential-secret",
+            ));
+        }
+        let method = if !g.application_credential_id.is_empty() {
+            self.ignore(
+                ignored,
+                &[(
+                    "application-credential-name",
+                    !g.application_credential_name.is_empty(),
+                )],
+                "ignored: application-credential-id names the credential",
+            );
+            Method::ApplicationCredential {
+                id: Some(g.application_credential_id.clone()),
+                name: None,
+                user: None,
+                secret: g.application_credential_secret.clone(),
+            }
+        } else if !g.application_credential_name.is_empty() {
+            // gophercloud: the user by ID, else by name in its domain (an ID wins; the
+            // domain from user-domain-*/domain-* field by field, as clientconfig fills it).
+            let user = if !g.user_id.is_empty() {
+                UserRef::Id(g.user_id.clone())
+            } else if !g.username.is_empty() {
+                let id = or(&g.user_domain_id, &g.domain_id);
+                let name = or(&g.user_domain_name, &g.domain_name);
+                let Some(domain) = first_domain(id, name) else {
+                    return Err(self.global_error(
+                        "username",
+                        "needs the user's domain for an application credential named by application-credential-name: user-domain-name or user-domain-id (or domain-name or domain-id)",
+                    ));
+                };
+                UserRef::Name {
+                    name: g.username.clone(),
+                    domain: Some(domain),
+                }
+            } else {
+                return Err(self.global_error(
+                    "application-credential-name",
+                    "needs its owner: user-id, or username with its domain (or use application-credential-id)",
+                ));
+            };
+            Method::ApplicationCredential {
+                id: None,
+                name: Some(g.application_credential_name.clone()),
+                user: Some(user),
+                secret: g.application_credential_secret.clone(),
+            }
+        } else {
+            return Err(self.global_error(
+                "application-credential-secret",
+                "needs application-credential-id (or application-credential-name)",
+            ));
+        };
+        self.ignore(
+            ignored,
+            &[
+                ("password", !g.password.0.is_empty()),
+                ("token", !g.token.0.is_empty()),
+                ("tenant-id", !g.tenant_id.is_empty()),
+                ("tenant-name", !g.tenant_name.is_empty()),
+            ],
+            "ignored: the application credential authenticates and carries its own project",
+        );
+        Ok(method)
     }
 
     /// Notes each of `keys` that is set as ignored, for `why`.

@@ -17,27 +17,28 @@ use std::{
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 use provider::{InstanceInfo, Instances, NodeRef, ProviderError, Result};
-use serde_json::Value;
 
+pub use crate::nova::SERVER_MICROVERSION;
 use crate::{
-    client::{Client, Service, path_segment},
-    nodes::{
-        AddressOptions, Flavor, FlavorLookups, InstanceTypeChoice, Network, Port, ProviderIdScheme, Server,
-        SubportAddresses, batch_name_filters, by_name::DEFAULT_MAX_NAME_FILTER_LEN, choose_instance_type,
-        instance_metadata, is_shutdown, match_by_name, metadata::instance_type_of_flavor,
-        resolve_trunk_subports, trunk_subport_ids,
+    client::Client,
+    neutron::{
+        networks::{self, Network},
+        ports::{self, Port},
     },
+    nodes::{
+        AddressOptions, FlavorLookups, InstanceTypeChoice, ProviderIdScheme, SubportAddresses,
+        batch_name_filters, by_name::DEFAULT_MAX_NAME_FILTER_LEN, choose_instance_type, instance_metadata,
+        is_shutdown, match_by_name, metadata::instance_type_of_flavor, resolve_trunk_subports,
+        trunk_subport_ids,
+    },
+    nova::{self, Flavor, Server},
 };
 
 /// Most single-server GETs in flight at once for one lookup.
 const SERVER_GETS_AT_ONCE: usize = 8;
-/// The Nova microversion of server reads: 2.47 embeds the flavor's name in the server.
-pub const SERVER_MICROVERSION: &str = "2.47";
 /// Most servers (or ports) named in one list call's query: 100 UUIDs keep the request line near
 /// 5 KB, under the 8 KB that API front ends commonly accept.
 pub const IDS_PER_CALL: usize = 100;
-/// Most pages one listing may take (1000 items a page by Nova's default).
-const MAX_PAGES: usize = 50;
 
 /// Nova and Neutron behind InstancesV2.
 pub struct OpenStackInstances {
@@ -89,36 +90,11 @@ impl OpenStackInstances {
     async fn servers_named(&self, names: &[&str]) -> Result<BTreeMap<String, Server>> {
         let mut found = BTreeMap::new();
         for batch in batch_name_filters(names, DEFAULT_MAX_NAME_FILTER_LEN) {
-            let items: Vec<Value> = self
-                .client
-                .get(Service::Compute, "/servers/detail")
-                .query(&[("name", batch.filter.as_str())])
-                .microversion(SERVER_MICROVERSION)
-                .send_paginated("servers", MAX_PAGES)
-                .await?;
-            for item in items {
-                let server = decode_server(item)?;
+            for server in nova::servers_detail_named(&self.client, &batch.filter).await? {
                 found.insert(server.id.clone(), server);
             }
         }
         Ok(found)
-    }
-
-    /// The server `id`; `None` when Nova says it does not exist (404).
-    async fn server(&self, id: &str) -> Result<Option<Server>> {
-        let answer = self
-            .client
-            .get(Service::Compute, &format!("/servers/{}", path_segment(id)))
-            .microversion(SERVER_MICROVERSION)
-            .send()
-            .await;
-        match answer {
-            Ok(response) => Server::from_get_body(response.body())
-                .map(Some)
-                .map_err(|e| ProviderError::Internal(format!("Nova's server {id}: {e}"))),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(e.into()),
-        }
     }
 
     /// Every port of `servers`, by server ID.
@@ -126,10 +102,7 @@ impl OpenStackInstances {
         let mut by_server: HashMap<String, Vec<Port>> = HashMap::new();
         for chunk in servers.chunks(IDS_PER_CALL) {
             let query: Vec<(&str, &str)> = chunk.iter().map(|id| ("device_id", *id)).collect();
-            for port in self
-                .list::<Port>(Service::Network, "/ports", &query, "ports")
-                .await?
-            {
+            for port in ports::list(&self.client, &query).await? {
                 by_server.entry(port.device_id.clone()).or_default().push(port);
             }
         }
@@ -145,10 +118,7 @@ impl OpenStackInstances {
         let mut subports = Vec::new();
         for chunk in ids.chunks(IDS_PER_CALL) {
             let query: Vec<(&str, &str)> = chunk.iter().map(|id| ("id", *id)).collect();
-            subports.extend(
-                self.list::<Port>(Service::Network, "/ports", &query, "ports")
-                    .await?,
-            );
+            subports.extend(ports::list(&self.client, &query).await?);
         }
         let mut network_ids: Vec<&str> = subports.iter().map(|p| p.network_id.as_str()).collect();
         network_ids.sort_unstable();
@@ -156,34 +126,9 @@ impl OpenStackInstances {
         let mut networks = Vec::new();
         for chunk in network_ids.chunks(IDS_PER_CALL) {
             let query: Vec<(&str, &str)> = chunk.iter().map(|id| ("id", *id)).collect();
-            networks.extend(
-                self.list::<Network>(Service::Network, "/networks", &query, "networks")
-                    .await?,
-            );
+            networks.extend(networks::list(&self.client, &query).await?);
         }
         Ok((subports, networks))
-    }
-
-    async fn list<T: serde::de::DeserializeOwned>(
-        &self,
-        service: Service,
-        path: &str,
-        query: &[(&str, &str)],
-        key: &str,
-    ) -> Result<Vec<T>> {
-        let items: Vec<Value> = self
-            .client
-            .get(service, path)
-            .query(query)
-            .send_paginated(key, MAX_PAGES)
-            .await?;
-        items
-            .into_iter()
-            .map(|v| {
-                serde_json::from_value(v)
-                    .map_err(|e| ProviderError::Internal(format!("an item of {path}: {e}")))
-            })
-            .collect()
     }
 
     /// The instance type of `server`, looking its flavor up (once, then cached) when the server
@@ -212,16 +157,7 @@ impl OpenStackInstances {
                     )));
                 }
                 InstanceTypeChoice::NeedsFlavor(id) => {
-                    let looked_up = match self
-                        .client
-                        .get(Service::Compute, &format!("/flavors/{}", path_segment(&id)))
-                        .send()
-                        .await
-                    {
-                        Ok(response) => Flavor::from_get_body(response.body()).ok(),
-                        Err(e) if e.is_not_found() => None,
-                        Err(e) => return Err(e.into()),
-                    };
+                    let looked_up = nova::flavor(&self.client, &id).await?;
                     self.flavors
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -235,7 +171,7 @@ impl OpenStackInstances {
     async fn flavor_named(&self, name: &str) -> Result<Option<Flavor>> {
         let all = self
             .all_flavors
-            .get_or_try_init(|| self.list::<Flavor>(Service::Compute, "/flavors/detail", &[], "flavors"))
+            .get_or_try_init(|| nova::flavors(&self.client))
             .await?;
         Ok(all.iter().find(|f| f.name == name).cloned())
     }
@@ -262,21 +198,8 @@ impl OpenStackInstances {
     }
 }
 
-/// One item of a server listing; one that cannot be read fails the listing (a server left out
-/// would read as "not found").
-fn decode_server(item: Value) -> Result<Server> {
-    let server: Server = serde_json::from_value(item)
-        .map_err(|e| ProviderError::Internal(format!("a server of Nova's listing: {e}")))?;
-    if server.id.is_empty() {
-        return Err(ProviderError::Internal(
-            "a server of Nova's listing has no id".into(),
-        ));
-    }
-    Ok(server)
-}
-
-impl From<crate::nodes::ModelError> for ProviderError {
-    fn from(e: crate::nodes::ModelError) -> Self {
+impl From<crate::lenient::ModelError> for ProviderError {
+    fn from(e: crate::lenient::ModelError) -> Self {
         ProviderError::Internal(e.to_string())
     }
 }
@@ -309,7 +232,7 @@ impl Instances for OpenStackInstances {
             .collect();
         let gets = missing
             .into_iter()
-            .map(|id| async move { self.server(&id).await.map(|server| (id, server)) });
+            .map(|id| async move { nova::server(&self.client, &id).await.map(|server| (id, server)) });
         let fetched: Vec<(String, Option<Server>)> = futures::stream::iter(gets)
             .buffer_unordered(SERVER_GETS_AT_ONCE)
             .try_collect()

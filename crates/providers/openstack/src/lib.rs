@@ -1,6 +1,7 @@
 //! The OpenStack provider: a drop-in for `openstack-cloud-controller-manager` (OCCM,
 //! kubernetes/cloud-provider-openstack). Nodes from Nova and Neutron with OCCM's providerIDs,
-//! addresses and labels; pod-CIDR routes as Neutron router extra routes; OCCM's `cloud.conf`.
+//! addresses and labels; pod-CIDR routes as Neutron router extra routes; Octavia load balancers
+//! with their floating IPs and security groups; OCCM's `cloud.conf`.
 //!
 //! # Why a thin client and not `openstack_sdk`
 //! `openstack_sdk` 0.22 (compute, network, load_balancer and identity only) was built and run
@@ -19,23 +20,36 @@
 //! hyper with rustls, which the tree already compiles. That is [`client`].
 //!
 //! # Layout
+//! By API service, then by capability: the API modules hold each resource's one model and the
+//! calls on it, and decide nothing; the capabilities decide (pure planners) and call them for
+//! their I/O.
 //! - [`auth`]: who we are to Keystone and which endpoints we use (plain data).
 //! - [`cloud_config`]: OCCM's `cloud.conf`, read as OCCM reads it.
-//! - [`client`]: the authenticated HTTP client (Keystone, catalog, typed API errors).
+//! - [`client`]: the authenticated HTTP client (Keystone tokens, catalog, typed API errors).
+//!   Keystone lives inside it because the client itself needs it to authenticate; the API
+//!   modules below are the client's users, beside it at the crate root.
+//! - [`nova`]: servers and flavors. [`neutron`]: ports, networks, subnets, routers, floating
+//!   IPs, security groups. [`octavia`]: load balancers and what is under them.
+//! - [`lenient`]: how their answers are read (lenient fields; [`lenient::Strict`] where a
+//!   caller writes a value back whole).
 //! - [`nodes`]: OCCM's node decisions (providerIDs, addresses, zone, instance type), pure.
 //! - [`instances`]: InstancesV2 for a batch of Nodes in a bounded number of calls.
+//! - [`routes`]: pod-CIDR routes as the router's extra routes, owned through router tags.
 //! - [`load_balancers`]: Octavia load balancers as OCCM builds them.
 //! - [`provider`]: [`OpenStackProvider`], what the gateway serves; [`gateway_args`]: its
 //!   registration with the gateway's command line.
-//! - [`routes`]: pod-CIDR routes as the router's extra routes, owned through router tags.
 
 pub mod auth;
 pub mod client;
 pub mod cloud_config;
 pub mod gateway_args;
 pub mod instances;
+pub mod lenient;
 pub mod load_balancers;
+pub mod neutron;
 pub mod nodes;
+pub mod nova;
+pub mod octavia;
 pub mod provider;
 pub mod routes;
 

@@ -22,7 +22,7 @@ use provider_openstack::{
     nodes::ProviderIdScheme,
     routes::{
         ConditionalWrite, OpenStackRoutes,
-        plan::{ExtraRoute, RouterView, ownership_tag},
+        plan::{ExtraRoute, Router, ownership_tag},
     },
 };
 use serde_json::{Value, json};
@@ -124,7 +124,7 @@ fn cidr(cluster: &str, i: u8) -> String {
     format!("10.{}.{}.0/24", 100 + h % 100, (h >> 8) % 60 * 4 + u64::from(i))
 }
 
-async fn router(client: &Client) -> RouterView {
+async fn router(client: &Client) -> Router {
     let body: Value = client
         .get(Service::Network, &format!("/routers/{}", router_id()))
         .send_json()

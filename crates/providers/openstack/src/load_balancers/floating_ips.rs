@@ -1,182 +1,238 @@
-//! The floating IP of an external Service, as OCCM's `ensureFloatingIP` and
-//! `deleteFIPIfCreatedByProvider` handle it (reference §3.9, §3.15): found on the VIP port, or
-//! the `loadBalancerIP` claimed, or one created with OCCM's description, which marks it as ours
-//! to delete with the load balancer.
+//! The floating IP of an external Service, decided as OCCM's `ensureFloatingIP` decides it
+//! (reference §3.9): the one on the VIP port, else the `loadBalancerIP` claimed, else one made
+//! with OCCM's description, which marks it as ours to delete with the load balancer. Pure: each
+//! step decides on what the Neutron read before it returned, so the load balancers' `address`
+//! makes only the reads a step asks for, in OCCM's order.
 
-use serde::Deserialize;
-use serde_json::{Value, json};
+use super::{names, observed::LoadBalancer};
+use crate::neutron::floating_ips::FloatingIp;
 
-use super::names;
-use crate::client::{ApiError, Client, Service, absent_ok, path_segment};
-
-const MAX_PAGES: usize = 20;
-
-/// A Neutron floating IP.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
-pub struct FloatingIp {
-    pub id: String,
-    #[serde(default)]
-    pub floating_ip_address: String,
-    #[serde(default)]
-    pub port_id: Option<String>,
-    #[serde(default)]
-    pub description: Option<String>,
-    #[serde(default)]
-    pub floating_network_id: String,
-    /// This provider tags what it creates with the cluster's identity.
-    #[serde(default)]
-    pub tags: Vec<String>,
-}
-
-impl FloatingIp {
-    /// Whether OCCM (or this provider) created it for a Service, so it goes with the load
-    /// balancer (unless `keep-floatingip`); a floating IP the user made is only detached.
-    pub fn is_created(&self) -> bool {
-        names::is_created_floating_ip(self.description.as_deref().unwrap_or(""))
-    }
-}
-
-async fn list(client: &Client, filter: &[(&str, &str)]) -> Result<Vec<FloatingIp>, ApiError> {
-    client
-        .get(Service::Network, "/floatingips")
-        .query(filter)
-        .send_paginated("floatingips", MAX_PAGES)
-        .await
-}
-
-/// Every floating IP the project has (a batch of reads finds its Services' addresses in it).
-pub async fn list_all(client: &Client) -> Result<Vec<FloatingIp>, ApiError> {
-    list(client, &[]).await
-}
-
-/// The floating IP on `port_id` (the VIP port), if any.
-pub async fn on_port(client: &Client, port_id: &str) -> Result<Option<FloatingIp>, ApiError> {
-    Ok(list(client, &[("port_id", port_id)]).await?.into_iter().next())
-}
-
-/// The floating IP with `address`, if the project has it.
-pub async fn by_address(client: &Client, address: &str) -> Result<Option<FloatingIp>, ApiError> {
-    Ok(list(client, &[("floating_ip_address", address)])
-        .await?
-        .into_iter()
-        .next())
-}
-
-/// The floating IPs whose description is exactly `description` (what was created for one
-/// Service, found again after its load balancer went).
-pub async fn by_description(client: &Client, description: &str) -> Result<Vec<FloatingIp>, ApiError> {
-    Ok(list(client, &[("description", description)])
-        .await?
-        .into_iter()
-        .filter(|f| f.description.as_deref() == Some(description))
-        .collect())
-}
-
-/// Attaches `fip` to `port_id` (or detaches it with `None`).
-pub async fn attach(client: &Client, fip_id: &str, port_id: Option<&str>) -> Result<(), ApiError> {
-    let path = format!("/floatingips/{}", path_segment(fip_id));
-    client
-        .put(Service::Network, &path)
-        .json(&json!({"floatingip": {"port_id": port_id}}))
-        .send_empty()
-        .await
-}
-
-/// What a new floating IP is made from.
+/// What the floating IP on the VIP port (the first read) decides.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewFloatingIp<'a> {
-    pub network_id: &'a str,
-    pub subnet_id: Option<&'a str>,
-    pub address: Option<&'a str>,
-    pub port_id: &'a str,
-    pub description: &'a str,
+pub enum OnVip<'a> {
+    /// The address is the VIP (an internal Service, or an IPv6 VIP, which takes no floating IP);
+    /// a floating IP left on the port from when it was external is released.
+    Vip { release: Option<Release<'a>> },
+    /// The floating IP on the VIP port is the address.
+    Attached(&'a FloatingIp),
+    /// None is attached: claim the requested one ([`requested`]) or make one.
+    Find,
+    /// Not this Service's to make: the reason.
+    Refuse(String),
 }
 
-/// Creates a floating IP on the VIP port.
-pub async fn create(client: &Client, new: &NewFloatingIp<'_>) -> Result<FloatingIp, ApiError> {
-    let mut body = serde_json::Map::new();
-    body.insert("floating_network_id".into(), json!(new.network_id));
-    body.insert("port_id".into(), json!(new.port_id));
-    body.insert("description".into(), json!(new.description));
-    if let Some(subnet) = new.subnet_id {
-        body.insert("subnet_id".into(), json!(subnet));
+/// How a floating IP leaves a VIP port that no longer takes one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Release<'a> {
+    /// Made for the Service (and not `keep-floatingip`): deleted.
+    Delete(&'a FloatingIp),
+    /// The user's own: only detached.
+    Detach(&'a FloatingIp),
+}
+
+/// The step after reading the floating IP `attached` to the VIP port of `lb`, the load balancer
+/// of the Service whose own load balancer is named `own_name`.
+pub fn on_vip<'a>(
+    attached: Option<&'a FloatingIp>,
+    lb: &LoadBalancer,
+    own_name: &str,
+    internal: bool,
+    keep_floating_ip: bool,
+) -> OnVip<'a> {
+    if internal || lb.vip_address.contains(':') {
+        let release = attached.map(|fip| {
+            if names::is_created(fip) && !keep_floating_ip {
+                Release::Delete(fip)
+            } else {
+                Release::Detach(fip)
+            }
+        });
+        return OnVip::Vip { release };
     }
-    if let Some(address) = new.address {
-        body.insert("floating_ip_address".into(), json!(address));
+    if let Some(fip) = attached {
+        return OnVip::Attached(fip);
     }
-    client
-        .post(Service::Network, "/floatingips")
-        .json(&json!({"floatingip": body}))
-        .send_json_field("floatingip")
-        .await
-}
-
-/// Adds `tag` to a floating IP (Neutron's tag API: the create call takes no tags here).
-pub async fn tag(client: &Client, fip_id: &str, tag: &str) -> Result<(), ApiError> {
-    let path = format!("/floatingips/{}/tags/{}", path_segment(fip_id), path_segment(tag));
-    client.put(Service::Network, &path).send_empty().await
-}
-
-/// Deletes a floating IP. A 404 is success.
-pub async fn delete(client: &Client, fip_id: &str) -> Result<(), ApiError> {
-    let path = format!("/floatingips/{}", path_segment(fip_id));
-    absent_ok(client.delete(Service::Network, &path).send_empty().await).map(drop)
-}
-
-/// OCCM's `GetFloatingNetworkID`: the first external network (`router:external`) with an IPv4
-/// subnet, or `None`. Called once per gateway run (OCCM: on every sync).
-pub async fn detect_external_network(client: &Client) -> Result<Option<String>, ApiError> {
-    #[derive(Deserialize)]
-    struct Network {
-        id: String,
+    if lb.name != own_name {
+        // OCCM: a Service sharing another's load balancer never makes its floating IP.
+        return OnVip::Refuse(format!(
+            "load balancer {} is shared and has no floating IP: only its owner Service ({}) makes one",
+            lb.id, lb.name
+        ));
     }
-    let networks: Vec<Network> = client
-        .get(Service::Network, "/networks")
-        .query(&[("router:external", "true")])
-        .send_paginated("networks", MAX_PAGES)
-        .await?;
-    for network in networks {
-        let subnets: Vec<Value> = client
-            .get(Service::Network, "/subnets")
-            .query(&[("network_id", network.id.as_str()), ("ip_version", "4")])
-            .send_paginated("subnets", MAX_PAGES)
-            .await?;
-        if !subnets.is_empty() {
-            return Ok(Some(network.id));
+    OnVip::Find
+}
+
+/// What the floating IP with the requested `address` (`spec.loadBalancerIP`, read when asked)
+/// decides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Requested<'a> {
+    /// Free: attached to the VIP port, it is the address.
+    Attach(&'a FloatingIp),
+    /// Attached elsewhere: the reason.
+    Refuse(String),
+    /// The project has no such floating IP: one is made with that address.
+    Create,
+}
+
+/// The step after reading the floating IP with the requested `address`.
+pub fn requested<'a>(found: Option<&'a FloatingIp>, address: &str) -> Requested<'a> {
+    match found {
+        None => Requested::Create,
+        Some(fip) if fip.port_id.as_deref().is_some_and(|p| !p.is_empty()) => Requested::Refuse(format!(
+            "floating IP {address} (spec.loadBalancerIP) is attached to another port"
+        )),
+        Some(fip) => Requested::Attach(fip),
+    }
+}
+
+/// The refusal when no external network is configured or found.
+pub const NO_EXTERNAL_NETWORK: &str = "no external network for the Service's floating IP: set [LoadBalancer] \
+     floating-network-id or the loadbalancer.openstack.org/floating-network-id annotation, or make the Service \
+     internal (service.beta.kubernetes.io/openstack-internal-load-balancer: \"true\")";
+
+/// Whether floating subnet `id`, read as a subnet of network `of` (`None`: no such subnet), may
+/// give a floating IP of the floating network `network`.
+pub fn check_floating_subnet(id: &str, of: Option<&str>, network: &str) -> Result<(), String> {
+    if of == Some(network) {
+        Ok(())
+    } else {
+        Err(format!(
+            "floating subnet {id} is not a subnet of the floating network {network}"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fip(id: &str, port: Option<&str>, description: &str) -> FloatingIp {
+        FloatingIp {
+            id: id.into(),
+            floating_ip_address: format!("172.24.4.{}", id.len()),
+            port_id: port.map(str::to_owned),
+            description: Some(description.into()),
+            ..FloatingIp::default()
         }
     }
-    Ok(None)
-}
 
-/// The subnet `subnet_id`'s network, to check a floating subnet belongs to the floating network
-/// (OCCM: one subnet GET).
-pub async fn subnet_network(client: &Client, subnet_id: &str) -> Result<Option<String>, ApiError> {
-    let path = format!("/subnets/{}", path_segment(subnet_id));
-    let subnet: Option<Value> = absent_ok(
-        client
-            .get(Service::Network, &path)
-            .send_json_field("subnet")
-            .await,
-    )?;
-    Ok(subnet.and_then(|s| s["network_id"].as_str().map(str::to_owned)))
-}
+    #[test]
+    fn the_floating_ip_on_the_vip_port_decides_first() {
+        let made = fip(
+            "made",
+            Some("vip"),
+            &names::floating_ip_description("c", "default", "web"),
+        );
+        let users = fip("users", Some("vip"), "reserved for the web site");
+        let lb = |name: &str, vip: &str| LoadBalancer {
+            id: "lb-1".into(),
+            name: name.into(),
+            vip_address: vip.into(),
+            ..LoadBalancer::default()
+        };
+        let own = lb("own", "10.0.0.5");
+        let v6 = lb("own", "fd00::5");
+        let shared = lb("other", "10.0.0.5");
+        // (case, attached, load balancer, internal, keep-floatingip, step)
+        let cases = [
+            (
+                "internal, none attached",
+                None,
+                &own,
+                true,
+                false,
+                OnVip::Vip { release: None },
+            ),
+            (
+                "internal, ours attached: deleted",
+                Some(&made),
+                &own,
+                true,
+                false,
+                OnVip::Vip {
+                    release: Some(Release::Delete(&made)),
+                },
+            ),
+            (
+                "internal, ours kept: detached",
+                Some(&made),
+                &own,
+                true,
+                true,
+                OnVip::Vip {
+                    release: Some(Release::Detach(&made)),
+                },
+            ),
+            (
+                "internal, the user's: detached",
+                Some(&users),
+                &own,
+                true,
+                false,
+                OnVip::Vip {
+                    release: Some(Release::Detach(&users)),
+                },
+            ),
+            (
+                "an IPv6 VIP takes none",
+                Some(&made),
+                &v6,
+                false,
+                false,
+                OnVip::Vip {
+                    release: Some(Release::Delete(&made)),
+                },
+            ),
+            (
+                "external, attached",
+                Some(&users),
+                &own,
+                false,
+                false,
+                OnVip::Attached(&users),
+            ),
+            (
+                "external, attached, shared",
+                Some(&users),
+                &shared,
+                false,
+                false,
+                OnVip::Attached(&users),
+            ),
+            ("external, none attached", None, &own, false, false, OnVip::Find),
+        ];
+        for (case, attached, lb, internal, keep, want) in cases {
+            assert_eq!(on_vip(attached, lb, "own", internal, keep), want, "{case}");
+        }
+        match on_vip(None, &shared, "own", false, false) {
+            OnVip::Refuse(why) => assert!(why.contains("only its owner Service (other)"), "{why}"),
+            other => panic!("a sharer makes no floating IP: {other:?}"),
+        }
+    }
 
-/// The subnet of the node's port that holds `address` (OCCM's `getSubnetIDForLB`, used when
-/// neither a VIP network nor a subnet is configured): one port listing for the server.
-pub async fn subnet_of_address(
-    client: &Client,
-    server_id: &str,
-    address: &str,
-) -> Result<Option<String>, ApiError> {
-    let ports: Vec<Value> = client
-        .get(Service::Network, "/ports")
-        .query(&[("device_id", server_id)])
-        .send_paginated("ports", MAX_PAGES)
-        .await?;
-    Ok(ports
-        .iter()
-        .flat_map(|p| p["fixed_ips"].as_array().into_iter().flatten())
-        .find(|ip| ip["ip_address"].as_str() == Some(address))
-        .and_then(|ip| ip["subnet_id"].as_str())
-        .map(str::to_owned))
+    #[test]
+    fn the_requested_address_is_claimed_only_when_free() {
+        let free = fip("free", None, "");
+        let unset = fip("unset", Some(""), "");
+        let taken = fip("taken", Some("other-port"), "");
+        assert_eq!(requested(None, "172.24.4.9"), Requested::Create);
+        assert_eq!(requested(Some(&free), "172.24.4.9"), Requested::Attach(&free));
+        assert_eq!(requested(Some(&unset), "172.24.4.9"), Requested::Attach(&unset));
+        match requested(Some(&taken), "172.24.4.9") {
+            Requested::Refuse(why) => assert!(why.contains("172.24.4.9 (spec.loadBalancerIP)"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_floating_subnet_must_be_on_the_floating_network() {
+        assert_eq!(check_floating_subnet("s", Some("public"), "public"), Ok(()));
+        for of in [Some("private"), None] {
+            let why = check_floating_subnet("s", of, "public").unwrap_err();
+            assert!(
+                why.contains("floating subnet s is not a subnet of the floating network public"),
+                "{why}"
+            );
+        }
+    }
 }

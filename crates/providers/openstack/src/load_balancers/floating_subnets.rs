@@ -15,11 +15,11 @@
 
 use globset::{GlobBuilder, GlobMatcher};
 use regex::Regex;
-use serde::Deserialize;
 
-use crate::client::{ApiError, Client, Service};
-
-const MAX_PAGES: usize = 20;
+use crate::{
+    client::{ApiError, Client},
+    neutron::subnets::{self, Subnet},
+};
 
 /// How a subnet's name is matched.
 #[derive(Debug, Clone)]
@@ -153,29 +153,14 @@ impl std::fmt::Display for SubnetMatch {
     }
 }
 
-/// A subnet of the external network.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Subnet {
-    pub id: String,
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub tags: Vec<String>,
-}
-
-/// The subnets of `network_id` that `spec` matches, in Neutron's order (one call).
+/// The subnets of `network_id` that `spec` matches, in Neutron's order (one call: the tags
+/// narrow Neutron's listing, [`SubnetMatch::matches`] decides).
 pub async fn matching(
     client: &Client,
     network_id: &str,
     spec: &SubnetMatch,
 ) -> Result<Vec<Subnet>, ApiError> {
-    let mut query = vec![("network_id", network_id.to_owned())];
-    query.extend(spec.tags.as_ref().map(Tags::filter));
-    let subnets: Vec<Subnet> = client
-        .get(Service::Network, "/subnets")
-        .query(&query)
-        .send_paginated("subnets", MAX_PAGES)
-        .await?;
+    let subnets = subnets::of_network(client, network_id, spec.tags.as_ref().map(Tags::filter)).await?;
     Ok(subnets
         .into_iter()
         .filter(|s| spec.matches(&s.name, &s.tags))

@@ -5,7 +5,8 @@
 
 use provider::{ProviderError, Result, ServiceSpec};
 
-use super::{floating_ips::FloatingIp, observed::LoadBalancer};
+use super::observed::LoadBalancer;
+use crate::neutron::floating_ips::FloatingIp;
 
 /// The project's load balancers and floating IPs, listed once for a batch of reads.
 pub struct Listed {

@@ -1,14 +1,14 @@
 //! Octavia load balancers for `type: LoadBalancer` Services, built as OCCM builds them
-//! ([`OpenStackLoadBalancers`]).
+//! ([`OpenStackLoadBalancers`]): the decisions here, the calls in [`crate::octavia`] and
+//! [`crate::neutron`] (floating IPs, subnets, security groups, ports).
 //!
 //! - [`names`]: OCCM's names, descriptions and tags.
 //! - [`service_conf`]: what a Service asks of its load balancer (annotations over cloud.conf).
 //! - [`desired`]: the listeners, pools, members and monitors that follow from it, and the status.
 //! - [`observed`]: what Octavia reports (its API answers, read leniently).
 //! - [`plan`]: the next Octavia write (at most one per sync), or why none.
-//! - [`octavia`]: the Octavia calls: reads, OCCM's create bodies, the writes.
 //! - [`ownership`]: whose a load balancer is (this cluster's identity tag, another's, none).
-//! - [`floating_ips`]: the Neutron side: floating IPs, the external network, a node's subnet.
+//! - [`floating_ips`]: which floating IP a Service gets, step by step between the Neutron reads.
 //! - [`floating_subnets`]: a floating IP's subnet chosen by name pattern and tags.
 //! - [`converged`]: the fingerprint that spares an unchanged sync the full read.
 //! - [`listed`]: the project's load balancers and floating IPs, listed once for a batch of reads.
@@ -40,7 +40,6 @@ pub mod floating_subnets;
 pub mod listed;
 pub mod names;
 pub mod observed;
-pub mod octavia;
 pub mod ownership;
 pub mod plan;
 pub mod security_groups;
@@ -68,9 +67,12 @@ use provider::{
 use crate::{
     client::Client,
     cloud_config::LoadBalancerSettings,
+    neutron,
     nodes::provider_id::{PROVIDER_NAME, ProviderIdScheme},
+    octavia,
 };
 use desired::{IngressHostname, IpFamily};
+use floating_ips::{OnVip, Release, Requested};
 use listed::{Listed, only_one};
 use observed::LoadBalancer;
 use ownership::Owner;
@@ -365,7 +367,7 @@ impl OpenStackLoadBalancers {
             .scheme
             .server_id(&node.provider_id)
             .map_err(|e| ProviderError::InvalidArgument(format!("node {}: {e}", node.name)))?;
-        floating_ips::subnet_of_address(&self.client, server, address)
+        neutron::ports::subnet_of_address(&self.client, server, address)
             .await?
             .ok_or_else(no_subnet)
     }
@@ -499,35 +501,17 @@ impl OpenStackLoadBalancers {
         nodes: &[LoadBalancerNode],
     ) -> Result<LoadBalancer> {
         let owner = ownership::owner(&lb.tags, &lb.description, cluster, &service.cluster_id);
-        if let Owner::OtherCluster { whose } = &owner {
-            return Err(ProviderError::InvalidArgument(format!(
-                "load balancer {} ({}) belongs to {whose}, not to this cluster: it is left alone. \
-                 Give each cluster sharing the project its own --cluster-name",
-                lb.id, lb.name
-            )));
-        }
-        if lb.name == provider::default_load_balancer_name(&service.uid) {
-            return Err(ProviderError::InvalidArgument(format!(
-                "load balancer {} has OCCM's legacy name {:?}: this provider serves load balancers named {lb_name:?}; \
-                 rename it (openstack loadbalancer set --name {lb_name} {})",
-                lb.id, lb.name, lb.id
-            )));
-        }
-        if lb.name != lb_name
-            && let Some(why) = sharing::refuse_join(
-                &lb,
-                lb_name,
-                conf.internal,
-                self.features.tags,
-                self.settings.max_shared_lb,
-            )
-        {
-            return Err(ProviderError::InvalidArgument(why));
-        }
-        if lb.is_pending() {
+        let legacy_name = provider::default_load_balancer_name(&service.uid);
+        let join = plan::Join {
+            internal: conf.internal,
+            tags_supported: self.features.tags,
+            max_shared: self.settings.max_shared_lb,
+        };
+        match plan::before_read(&lb, lb_name, &legacy_name, &owner, join) {
+            None => {}
             // Nothing to plan while Octavia works: no need to read what is under it.
-            let answer = wait(format!("load balancer {} is {}", lb.id, lb.provisioning_status));
-            return Err(self.waiting(lb_name, &lb, answer));
+            Some(plan::Hold::Wait(why)) => return Err(self.waiting(lb_name, &lb, wait(why))),
+            Some(plan::Hold::Refuse(why)) => return Err(ProviderError::InvalidArgument(why)),
         }
         let asked = self.request(cluster, service, conf, &lb, lb_name, nodes);
         let (want, fingerprint) = (&asked.want, &asked.fingerprint);
@@ -568,19 +552,14 @@ impl OpenStackLoadBalancers {
             Next::Wait(why) => Err(self.waiting(lb_name, &tree.load_balancer, wait(why))),
             Next::Refuse(why) => Err(ProviderError::InvalidArgument(why)),
             Next::Write(write) => {
-                // An unclaimed load balancer is claimed before anything else is written to it;
-                // the next sync reads whether the claim held.
-                let write = if owner == Owner::Unclaimed
-                    && self.features.tags
-                    && !service.cluster_id.is_empty()
-                {
-                    Write::TagLoadBalancer {
-                        id: tree.load_balancer.id.clone(),
-                        tags: ownership::claim_tags(&tree.load_balancer.tags, lb_name, &service.cluster_id),
-                    }
-                } else {
-                    write
-                };
+                let write = plan::claim_first(
+                    write,
+                    &tree.load_balancer,
+                    lb_name,
+                    &owner,
+                    &service.cluster_id,
+                    self.features.tags,
+                );
                 tracing::info!(load_balancer = %tree.load_balancer.id, ?write, "Octavia write");
                 Err(self
                     .write_then_wait(lb_name, &tree.load_balancer, &write, want)
@@ -643,7 +622,7 @@ impl OpenStackLoadBalancers {
             return self.delete_security_group(service).await;
         };
         let c = &self.client;
-        let group = match security_groups::find(c, &request.name).await? {
+        let group = match neutron::security_groups::find(c, &request.name).await? {
             Some(group) => group,
             None => {
                 if !self.may_write("neutron.create_security_group", &request.name, || {
@@ -651,7 +630,7 @@ impl OpenStackLoadBalancers {
                 }) {
                     return Ok(());
                 }
-                security_groups::create(c, &request.name, &request.description).await?
+                neutron::security_groups::create(c, &request.name, &request.description).await?
             }
         };
         let cidr = self.subnet_cidr(&request.member_subnet_id).await?;
@@ -661,18 +640,18 @@ impl OpenStackLoadBalancers {
             if self.may_write("neutron.create_security_group_rule", &group.id, || {
                 rule.body(&group.id).to_string()
             }) {
-                security_groups::create_rule(c, &group.id, rule).await?;
+                neutron::security_groups::create_rule(c, &group.id, rule).await?;
             }
         }
         for rule in delete {
             if self.may_write("neutron.delete_security_group_rule", &rule.id, || {
                 format!("{rule:?}")
             }) {
-                security_groups::delete_rule(c, &rule.id).await?;
+                neutron::security_groups::delete_rule(c, &rule.id).await?;
             }
         }
         let servers: Vec<&str> = request.members.iter().map(|m| m.server_id.as_str()).collect();
-        let ports = security_groups::ports(c, &servers, &group.id).await?;
+        let ports = neutron::ports::for_security_group(c, &servers, &group.id).await?;
         let edits =
             security_groups::port_edits(&ports, &group.id, &request.members, &request.member_subnet_id);
         for edit in edits {
@@ -689,10 +668,10 @@ impl OpenStackLoadBalancers {
     async fn delete_security_group(&self, service: &ServiceSpec) -> Result<()> {
         let c = &self.client;
         let name = names::security_group_name(&service.uid, &service.namespace, &service.name);
-        let Some(group) = security_groups::find(c, &name).await? else {
+        let Some(group) = neutron::security_groups::find(c, &name).await? else {
             return Ok(());
         };
-        let ports = security_groups::ports(c, &[], &group.id).await?;
+        let ports = neutron::ports::for_security_group(c, &[], &group.id).await?;
         for edit in security_groups::port_edits(&ports, &group.id, &[], "") {
             if self.may_write("neutron.update_port_security_groups", &edit.port_id, || {
                 format!("{:?}", edit.security_groups)
@@ -701,7 +680,7 @@ impl OpenStackLoadBalancers {
             }
         }
         if self.may_write("neutron.delete_security_group", &group.id, || name.clone()) {
-            security_groups::delete(c, &group.id).await?;
+            neutron::security_groups::delete(c, &group.id).await?;
         }
         Ok(())
     }
@@ -719,7 +698,7 @@ impl OpenStackLoadBalancers {
         }
         let cidr = match subnet_id {
             "" => None,
-            id => security_groups::subnet_cidr(&self.client, id).await?,
+            id => neutron::subnets::get(&self.client, id).await?.and_then(|s| s.cidr),
         }
         .ok_or_else(|| {
             ProviderError::InvalidArgument(format!(
@@ -833,7 +812,7 @@ impl OpenStackLoadBalancers {
         }
         let detected = self
             .external_network
-            .get_or_try_init(|| floating_ips::detect_external_network(&self.client))
+            .get_or_try_init(|| neutron::networks::detect_external(&self.client))
             .await?;
         Ok(detected.clone())
     }
@@ -849,69 +828,72 @@ impl OpenStackLoadBalancers {
         lb: &LoadBalancer,
     ) -> Result<String> {
         let c = &self.client;
-        let attached = floating_ips::on_port(c, &lb.vip_port_id).await?;
-        if conf.internal || lb.vip_address.contains(':') {
-            if let Some(fip) = attached {
-                if fip.is_created() && !conf.keep_floating_ip {
-                    if self.may_write("neutron.delete_floatingip", &fip.id, || {
-                        fip.floating_ip_address.clone()
-                    }) {
-                        floating_ips::delete(c, &fip.id).await?;
+        let attached = neutron::floating_ips::on_port(c, &lb.vip_port_id).await?;
+        let own_name = self.load_balancer_name(cluster, service);
+        match floating_ips::on_vip(
+            attached.as_ref(),
+            lb,
+            &own_name,
+            conf.internal,
+            conf.keep_floating_ip,
+        ) {
+            OnVip::Vip { release } => {
+                // A dry run records the write in the guard and makes none.
+                match release {
+                    Some(Release::Delete(fip))
+                        if self.may_write("neutron.delete_floatingip", &fip.id, || {
+                            fip.floating_ip_address.clone()
+                        }) =>
+                    {
+                        neutron::floating_ips::delete(c, &fip.id).await?;
                     }
-                } else if self.may_write("neutron.detach_floatingip", &fip.id, || {
-                    fip.floating_ip_address.clone()
-                }) {
-                    floating_ips::attach(c, &fip.id, None).await?;
+                    Some(Release::Detach(fip))
+                        if self.may_write("neutron.detach_floatingip", &fip.id, || {
+                            fip.floating_ip_address.clone()
+                        }) =>
+                    {
+                        neutron::floating_ips::attach(c, &fip.id, None).await?;
+                    }
+                    _ => {}
+                }
+                return Ok(lb.vip_address.clone());
+            }
+            OnVip::Attached(fip) => {
+                self.record_identity(cluster, service, lb, fip).await;
+                return Ok(fip.floating_ip_address.clone());
+            }
+            OnVip::Refuse(why) => return Err(ProviderError::InvalidArgument(why)),
+            OnVip::Find => {}
+        }
+        if let Some(address) = &conf.requested_ip {
+            let found = neutron::floating_ips::by_address(c, address).await?;
+            match floating_ips::requested(found.as_ref(), address) {
+                Requested::Create => {}
+                Requested::Refuse(why) => return Err(ProviderError::InvalidArgument(why)),
+                Requested::Attach(fip) => {
+                    if self.may_write("neutron.attach_floatingip", &fip.id, || lb.vip_port_id.clone()) {
+                        neutron::floating_ips::attach(c, &fip.id, Some(&lb.vip_port_id)).await?;
+                    }
+                    return Ok(fip.floating_ip_address.clone());
                 }
             }
-            return Ok(lb.vip_address.clone());
-        }
-        if let Some(fip) = attached {
-            self.record_identity(cluster, service, lb, &fip).await;
-            return Ok(fip.floating_ip_address);
-        }
-        if lb.name != self.load_balancer_name(cluster, service) {
-            // OCCM: a Service sharing another's load balancer never makes its floating IP.
-            return Err(ProviderError::InvalidArgument(format!(
-                "load balancer {} is shared and has no floating IP: only its owner Service ({}) makes one",
-                lb.id, lb.name
-            )));
-        }
-        if let Some(address) = &conf.requested_ip
-            && let Some(fip) = floating_ips::by_address(c, address).await?
-        {
-            if fip.port_id.as_deref().is_some_and(|p| !p.is_empty()) {
-                return Err(ProviderError::InvalidArgument(format!(
-                    "floating IP {address} (spec.loadBalancerIP) is attached to another port"
-                )));
-            }
-            if self.may_write("neutron.attach_floatingip", &fip.id, || lb.vip_port_id.clone()) {
-                floating_ips::attach(c, &fip.id, Some(&lb.vip_port_id)).await?;
-            }
-            return Ok(fip.floating_ip_address);
         }
         let Some(network) = self.external_network(conf).await? else {
             return Err(ProviderError::InvalidArgument(
-                "no external network for the Service's floating IP: set [LoadBalancer] floating-network-id or the \
-                 loadbalancer.openstack.org/floating-network-id annotation, or make the Service internal \
-                 (service.beta.kubernetes.io/openstack-internal-load-balancer: \"true\")"
-                    .into(),
+                floating_ips::NO_EXTERNAL_NETWORK.into(),
             ));
         };
         let subnet = match conf.floating.as_ref().map(|f| &f.subnet) {
             Some(FloatingSubnet::Id(id)) => {
-                let of = floating_ips::subnet_network(c, id).await?;
-                if of.as_deref() != Some(network.as_str()) {
-                    return Err(ProviderError::InvalidArgument(format!(
-                        "floating subnet {id} is not a subnet of the floating network {network}"
-                    )));
-                }
+                let of = neutron::subnets::get(c, id).await?.and_then(|s| s.network_id);
+                floating_ips::check_floating_subnet(id, of.as_deref(), &network)
+                    .map_err(ProviderError::InvalidArgument)?;
                 Some(id.as_str())
             }
             _ => None,
         };
         let description = names::floating_ip_description(cluster, &service.namespace, &service.name);
-        let new = floating_ips::NewFloatingIp {
+        let new = neutron::floating_ips::NewFloatingIp {
             network_id: &network,
             subnet_id: subnet,
             address: conf.requested_ip.as_deref(),
@@ -929,18 +911,18 @@ impl OpenStackLoadBalancers {
         // OCCM: a pattern or tags choose among the network's subnets, unless an address is asked.
         let spec = Self::subnet_match(conf)?.filter(|_| conf.requested_ip.is_none());
         let Some(spec) = spec else {
-            let fip = floating_ips::create(c, &new).await?;
+            let fip = neutron::floating_ips::create(c, &new).await?;
             self.record_identity(cluster, service, lb, &fip).await;
             return Ok(fip.floating_ip_address);
         };
         let candidates = floating_subnets::matching(c, &network, &spec).await?;
         let mut last = None;
         for subnet in &candidates {
-            let on = floating_ips::NewFloatingIp {
+            let on = neutron::floating_ips::NewFloatingIp {
                 subnet_id: Some(&subnet.id),
                 ..new.clone()
             };
-            match floating_ips::create(c, &on).await {
+            match neutron::floating_ips::create(c, &on).await {
                 Ok(fip) => {
                     self.record_identity(cluster, service, lb, &fip).await;
                     return Ok(fip.floating_ip_address);
@@ -975,11 +957,11 @@ impl OpenStackLoadBalancers {
         cluster: &str,
         service: &ServiceSpec,
         lb: &LoadBalancer,
-        fip: &floating_ips::FloatingIp,
+        fip: &neutron::floating_ips::FloatingIp,
     ) {
         let tag = ownership::identity_tag(&service.cluster_id);
         if service.cluster_id.is_empty()
-            || !fip.is_created()
+            || !names::is_created(fip)
             || fip.tags.contains(&tag)
             || lb.name != self.load_balancer_name(cluster, service)
             || ownership::owner(&lb.tags, &lb.description, cluster, &service.cluster_id) != Owner::Ours
@@ -987,7 +969,7 @@ impl OpenStackLoadBalancers {
         {
             return;
         }
-        if let Err(e) = floating_ips::tag(&self.client, &fip.id, &tag).await {
+        if let Err(e) = neutron::floating_ips::tag(&self.client, &fip.id, &tag).await {
             tracing::info!(floating_ip = %fip.id, error = %e,
                 "recording the cluster's identity on the floating IP failed; a later sync records it");
         }
@@ -1031,7 +1013,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
             // Not this Service's: ensuring it says whose it is.
             return Ok(None);
         }
-        let address = match floating_ips::on_port(&self.client, &lb.vip_port_id).await? {
+        let address = match neutron::floating_ips::on_port(&self.client, &lb.vip_port_id).await? {
             Some(fip) => fip.floating_ip_address,
             None => lb.vip_address.clone(),
         };
@@ -1110,7 +1092,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
             // Gone (also when deleted by hand): a floating IP made for it and left unattached
             // goes too (OCCM leaks it).
             if !keep {
-                for fip in floating_ips::by_description(&self.client, &description).await? {
+                for fip in neutron::floating_ips::by_description(&self.client, &description).await? {
                     let whose = ownership::owner(
                         &fip.tags,
                         fip.description.as_deref().unwrap_or_default(),
@@ -1123,7 +1105,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
                             fip.floating_ip_address.clone()
                         })
                     {
-                        floating_ips::delete(&self.client, &fip.id).await?;
+                        neutron::floating_ips::delete(&self.client, &fip.id).await?;
                     }
                 }
             }
@@ -1176,13 +1158,13 @@ impl LoadBalancers for OpenStackLoadBalancers {
             tree.load_balancer
         };
         if !keep
-            && let Some(fip) = floating_ips::on_port(&self.client, &lb.vip_port_id).await?
-            && fip.is_created()
+            && let Some(fip) = neutron::floating_ips::on_port(&self.client, &lb.vip_port_id).await?
+            && names::is_created(&fip)
             && self.may_write("neutron.delete_floatingip", &fip.id, || {
                 fip.floating_ip_address.clone()
             })
         {
-            floating_ips::delete(&self.client, &fip.id).await?;
+            neutron::floating_ips::delete(&self.client, &fip.id).await?;
         }
         if !self.may_write("octavia.delete_load_balancer", &lb.id, || "cascade=true".into()) {
             return Err(wait(format!("dry run: load balancer {} would be deleted", lb.id)));
@@ -1211,7 +1193,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
     ) -> Result<Vec<Result<LoadBalancerObservation>>> {
         let (load_balancers, floating_ips) = tokio::try_join!(
             octavia::list_all(&self.client),
-            floating_ips::list_all(&self.client)
+            neutron::floating_ips::list_all(&self.client)
         )?;
         let listed = Listed {
             load_balancers,

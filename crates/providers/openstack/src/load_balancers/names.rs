@@ -71,6 +71,11 @@ pub fn is_created_floating_ip(description: &str) -> bool {
     description.contains(FLOATING_IP_MARKER)
 }
 
+/// [`is_created_floating_ip`] of a floating IP as Neutron lists it.
+pub fn is_created(fip: &crate::neutron::floating_ips::FloatingIp) -> bool {
+    is_created_floating_ip(fip.description.as_deref().unwrap_or(""))
+}
+
 /// A member's name with `provider-requires-serial-api-calls` (OCCM's
 /// `SeriallyReconcilePoolMembers`): `member_<node>_<address>_<nodePort>`.
 pub fn serial_member_name(node: &str, address: &str, node_port: u16) -> String {

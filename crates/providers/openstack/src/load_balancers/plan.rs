@@ -25,6 +25,8 @@ use provider::{Protocol, ServicePort};
 use super::{
     desired,
     observed::{self, Tree},
+    ownership::{self, Owner},
+    sharing,
 };
 
 /// Why a sync stops without a write.
@@ -397,6 +399,82 @@ pub fn next(
         }
     }
     Next::Converged
+}
+
+/// Why a sync stops before reading what is under the load balancer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hold {
+    /// Not this Service's to change: the reason, for the Service's Warning event.
+    Refuse(String),
+    /// Octavia is working on it: ask again later.
+    Wait(String),
+}
+
+/// What may be done with the Service's existing load balancer `lb` before anything under it is
+/// read: `Some` refusal (another cluster's, OCCM's legacy name, a join sharing forbids) or wait
+/// (Octavia is working on it, so there is nothing to plan yet), in that order; `None` to plan.
+pub fn before_read(
+    lb: &observed::LoadBalancer,
+    lb_name: &str,
+    legacy_name: &str,
+    owner: &Owner,
+    join: Join,
+) -> Option<Hold> {
+    if let Owner::OtherCluster { whose } = owner {
+        return Some(Hold::Refuse(format!(
+            "load balancer {} ({}) belongs to {whose}, not to this cluster: it is left alone. \
+             Give each cluster sharing the project its own --cluster-name",
+            lb.id, lb.name
+        )));
+    }
+    if lb.name == legacy_name {
+        return Some(Hold::Refuse(format!(
+            "load balancer {} has OCCM's legacy name {:?}: this provider serves load balancers named {lb_name:?}; \
+             rename it (openstack loadbalancer set --name {lb_name} {})",
+            lb.id, lb.name, lb.id
+        )));
+    }
+    if lb.name != lb_name
+        && let Some(why) =
+            sharing::refuse_join(lb, lb_name, join.internal, join.tags_supported, join.max_shared)
+    {
+        return Some(Hold::Refuse(why));
+    }
+    lb.is_pending()
+        .then(|| Hold::Wait(format!("load balancer {} is {}", lb.id, lb.provisioning_status)))
+}
+
+/// What decides whether a Service may join a load balancer that is not its own
+/// ([`sharing::refuse_join`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Join {
+    /// The Service is internal.
+    pub internal: bool,
+    /// Octavia has tags (API 2.5).
+    pub tags_supported: bool,
+    /// `[LoadBalancer] max-shared-lb`.
+    pub max_shared: i64,
+}
+
+/// The write to make instead of the planned `write`: an unclaimed load balancer is claimed
+/// (this cluster's identity tagged, `cluster_id` non-empty, tags supported) before anything
+/// else is written to it; the next sync reads whether the claim held.
+pub fn claim_first(
+    write: Write,
+    lb: &observed::LoadBalancer,
+    lb_name: &str,
+    owner: &Owner,
+    cluster_id: &str,
+    tags_supported: bool,
+) -> Write {
+    if *owner == Owner::Unclaimed && tags_supported && !cluster_id.is_empty() {
+        Write::TagLoadBalancer {
+            id: lb.id.clone(),
+            tags: ownership::claim_tags(&lb.tags, lb_name, cluster_id),
+        }
+    } else {
+        write
+    }
 }
 
 #[cfg(test)]
@@ -844,5 +922,128 @@ mod tests {
             plan(&tree, &svc, 1),
             Next::Write(Write::CreateListener { index: 0 })
         );
+    }
+
+    #[test]
+    fn before_reading_a_load_balancer_its_refusals_come_in_order_then_pending_waits() {
+        const LEGACY: &str = "auid";
+        let lb = |name: &str, status: &str, tags: &[&str]| observed::LoadBalancer {
+            id: "lb-1".into(),
+            name: name.into(),
+            provisioning_status: status.into(),
+            tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+            ..observed::LoadBalancer::default()
+        };
+        let other = Owner::OtherCluster {
+            whose: "cluster b".into(),
+        };
+        let join = Join {
+            internal: false,
+            tags_supported: true,
+            max_shared: 2,
+        };
+        let full = ["kube_service_a", "kube_service_b"];
+        // (case, load balancer, owner, join, the hold's kind and a piece of its message)
+        type Case<'a> = (
+            &'a str,
+            observed::LoadBalancer,
+            &'a Owner,
+            Join,
+            Option<(&'a str, &'a str)>,
+        );
+        let cases: [Case<'_>; 8] = [
+            ("ours, active", lb(LB, "ACTIVE", &[]), &Owner::Ours, join, None),
+            (
+                "unclaimed, active",
+                lb(LB, "ACTIVE", &[]),
+                &Owner::Unclaimed,
+                join,
+                None,
+            ),
+            (
+                "another cluster's, even pending",
+                lb(LB, "PENDING_UPDATE", &[]),
+                &other,
+                join,
+                Some(("refuse", "belongs to cluster b")),
+            ),
+            (
+                "OCCM's legacy name",
+                lb(LEGACY, "ACTIVE", &[]),
+                &Owner::Ours,
+                join,
+                Some(("refuse", "legacy name")),
+            ),
+            (
+                "a join without tags",
+                lb("kube_service_x", "ACTIVE", &[]),
+                &Owner::Ours,
+                Join {
+                    tags_supported: false,
+                    ..join
+                },
+                Some(("refuse", "needs Octavia's tags")),
+            ),
+            (
+                "a join by an internal Service",
+                lb("kube_service_x", "ACTIVE", &[]),
+                &Owner::Ours,
+                Join {
+                    internal: true,
+                    ..join
+                },
+                Some(("refuse", "internal Service")),
+            ),
+            (
+                "a join past max-shared-lb",
+                lb("kube_service_x", "ACTIVE", &full),
+                &Owner::Ours,
+                join,
+                Some(("refuse", "max-shared-lb")),
+            ),
+            (
+                "ours, pending",
+                lb(LB, "PENDING_UPDATE", &[]),
+                &Owner::Ours,
+                join,
+                Some(("wait", "is PENDING_UPDATE")),
+            ),
+        ];
+        for (case, lb, owner, join, want) in cases {
+            let got = before_read(&lb, LB, LEGACY, owner, join);
+            match (want, got) {
+                (None, None) => {}
+                (Some(("refuse", m)), Some(Hold::Refuse(why)))
+                | (Some(("wait", m)), Some(Hold::Wait(why))) => {
+                    assert!(why.contains(m), "{case}: {why}");
+                }
+                (want, got) => panic!("{case}: want {want:?}, got {got:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_unclaimed_load_balancer_is_claimed_before_any_other_write() {
+        let lb = observed::LoadBalancer {
+            id: "lb-1".into(),
+            tags: vec!["keep".into()],
+            ..observed::LoadBalancer::default()
+        };
+        let planned = Write::DeletePool { id: "p".into() };
+        let claim = Write::TagLoadBalancer {
+            id: "lb-1".into(),
+            tags: ownership::claim_tags(&lb.tags, LB, "cid"),
+        };
+        // (owner, cluster ID, tags supported, the write made)
+        let cases = [
+            (Owner::Unclaimed, "cid", true, &claim),
+            (Owner::Unclaimed, "", true, &planned),
+            (Owner::Unclaimed, "cid", false, &planned),
+            (Owner::Ours, "cid", true, &planned),
+        ];
+        for (owner, cluster_id, tags, want) in cases {
+            let got = claim_first(planned.clone(), &lb, LB, &owner, cluster_id, tags);
+            assert_eq!(&got, want, "{owner:?}, {cluster_id:?}, tags {tags}");
+        }
     }
 }

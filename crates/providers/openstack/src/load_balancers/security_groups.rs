@@ -27,19 +27,18 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 use provider::{LoadBalancerNode, Protocol, ServiceSpec};
-use serde::Deserialize;
-use serde_json::json;
 
 use super::{
     desired::{self, IpFamily},
     names,
 };
 use crate::{
-    client::{ApiError, Client, Service, absent_ok, path_segment},
-    nodes::model::FixedIp,
+    client::{ApiError, Client},
+    neutron::{
+        ports::{self, Port},
+        security_groups::{NewRule, Rule},
+    },
 };
-
-const MAX_PAGES: usize = 20;
 
 /// A node whose member port gets the group.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -117,30 +116,6 @@ pub fn request(
     }
 }
 
-/// An ingress rule the group should hold.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WantedRule {
-    pub protocol: &'static str,
-    pub ethertype: &'static str,
-    pub remote_ip_prefix: String,
-    pub port: u16,
-}
-
-impl WantedRule {
-    /// The body of the rule's create call in group `group_id`.
-    pub fn body(&self, group_id: &str) -> serde_json::Value {
-        json!({"security_group_rule": {
-            "security_group_id": group_id,
-            "direction": "ingress",
-            "ethertype": self.ethertype,
-            "protocol": self.protocol,
-            "port_range_min": self.port,
-            "port_range_max": self.port,
-            "remote_ip_prefix": self.remote_ip_prefix,
-        }})
-    }
-}
-
 fn ethertype_of(prefix: &str) -> &'static str {
     match prefix.parse::<IpNet>() {
         Ok(IpNet::V6(_)) => "IPv6",
@@ -150,8 +125,8 @@ fn ethertype_of(prefix: &str) -> &'static str {
 
 /// The rules `request` asks for, with the member subnet's CIDR `subnet_cidr` (OCCM's wanted
 /// rules: the health check node port from the subnet, then each node port from each prefix).
-pub fn wanted_rules(request: &Request, subnet_cidr: &str) -> Vec<WantedRule> {
-    let rule = |protocol, prefix: &str, port| WantedRule {
+pub fn wanted_rules(request: &Request, subnet_cidr: &str) -> Vec<NewRule> {
+    let rule = |protocol, prefix: &str, port| NewRule {
         protocol,
         ethertype: ethertype_of(prefix),
         remote_ip_prefix: prefix.to_owned(),
@@ -172,19 +147,6 @@ pub fn wanted_rules(request: &Request, subnet_cidr: &str) -> Vec<WantedRule> {
         .collect()
 }
 
-/// A rule the group holds, as Neutron lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
-#[serde(default)]
-pub struct Rule {
-    pub id: String,
-    pub direction: String,
-    pub ethertype: String,
-    pub protocol: Option<String>,
-    pub port_range_min: Option<u16>,
-    pub port_range_max: Option<u16>,
-    pub remote_ip_prefix: Option<String>,
-}
-
 /// Two prefixes naming the same network (`10.0.0.1/24` is `10.0.0.0/24`); no prefix is
 /// anywhere of the rule's family.
 fn same_prefix(held: Option<&str>, ethertype: &str, wanted: &str) -> bool {
@@ -198,7 +160,7 @@ fn same_prefix(held: Option<&str>, ethertype: &str, wanted: &str) -> bool {
 
 /// Whether `rule` is `wanted` (OCCM's `compareSecurityGroupRuleAndCreateOpts`: direction,
 /// protocol in any case, ethertype, remote prefix and port range).
-fn is(rule: &Rule, wanted: &WantedRule) -> bool {
+fn is(rule: &Rule, wanted: &NewRule) -> bool {
     rule.direction == "ingress"
         && rule
             .protocol
@@ -216,24 +178,10 @@ fn is(rule: &Rule, wanted: &WantedRule) -> bool {
 
 /// The rules to create and the rules to delete (everything not wanted, the egress rules
 /// Neutron puts in a new group included, as OCCM's `getRulesToCreateAndDelete`).
-pub fn rule_changes<'a>(wanted: &'a [WantedRule], held: &'a [Rule]) -> (Vec<&'a WantedRule>, Vec<&'a Rule>) {
+pub fn rule_changes<'a>(wanted: &'a [NewRule], held: &'a [Rule]) -> (Vec<&'a NewRule>, Vec<&'a Rule>) {
     let create = wanted.iter().filter(|w| !held.iter().any(|r| is(r, w))).collect();
     let delete = held.iter().filter(|r| !wanted.iter().any(|w| is(r, w))).collect();
     (create, delete)
-}
-
-/// A port, as far as its security groups go.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
-#[serde(default)]
-pub struct Port {
-    pub id: String,
-    pub device_id: String,
-    pub fixed_ips: Vec<FixedIp>,
-    pub security_groups: Vec<String>,
-    /// `None` without the `port-security` extension.
-    pub port_security_enabled: Option<bool>,
-    pub revision_number: u64,
-    pub tags: Vec<String>,
 }
 
 /// A port's security groups to write.
@@ -309,125 +257,17 @@ pub fn port_edits(
         .collect()
 }
 
-/// A security group, with its rules.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
-pub struct Group {
-    pub id: String,
-    #[serde(default)]
-    pub name: String,
-    #[serde(default)]
-    pub security_group_rules: Vec<Rule>,
-}
-
-/// The group named `name`, with its rules (one call); more than one is an error naming them.
-pub async fn find(client: &Client, name: &str) -> Result<Option<Group>, provider::ProviderError> {
-    let found: Vec<Group> = client
-        .get(Service::Network, "/security-groups")
-        .query(&[("name", name)])
-        .send_paginated("security_groups", MAX_PAGES)
-        .await?;
-    let mut found: Vec<Group> = found.into_iter().filter(|g| g.name == name).collect();
-    match found.len() {
-        0 | 1 => Ok(found.pop()),
-        _ => Err(provider::ProviderError::InvalidArgument(format!(
-            "{} security groups are named {name}: {}; delete all but one",
-            found.len(),
-            found.iter().map(|g| g.id.as_str()).collect::<Vec<_>>().join(", ")
-        ))),
-    }
-}
-
-/// Creates the group (Neutron adds its default egress rules).
-pub async fn create(client: &Client, name: &str, description: &str) -> Result<Group, ApiError> {
-    client
-        .post(Service::Network, "/security-groups")
-        .json(&json!({"security_group": {"name": name, "description": description}}))
-        .send_json_field("security_group")
-        .await
-}
-
-/// Creates a rule; a 409 (the rule exists) is success, as OCCM takes it.
-pub async fn create_rule(client: &Client, group_id: &str, rule: &WantedRule) -> Result<(), ApiError> {
-    match client
-        .post(Service::Network, "/security-group-rules")
-        .json(&rule.body(group_id))
-        .send_empty()
-        .await
-    {
-        Err(e) if e.is_conflict() => Ok(()),
-        other => other,
-    }
-}
-
-/// Deletes a rule; a 404 is success.
-pub async fn delete_rule(client: &Client, rule_id: &str) -> Result<(), ApiError> {
-    let path = format!("/security-group-rules/{}", path_segment(rule_id));
-    absent_ok(client.delete(Service::Network, &path).send_empty().await).map(drop)
-}
-
-/// Servers per port listing: each adds ~47 bytes to the URL, which HTTP fronts cap at 4–8 KiB.
-const SERVERS_PER_LISTING: usize = 40;
-
-/// The ports of `servers` (one listing per 40 of them) and the ports carrying `group_id`.
-pub async fn ports(client: &Client, servers: &[&str], group_id: &str) -> Result<Vec<Port>, ApiError> {
-    let mut ports: Vec<Port> = client
-        .get(Service::Network, "/ports")
-        .query(&[("security_groups", group_id)])
-        .send_paginated("ports", MAX_PAGES)
-        .await?;
-    for chunk in servers.chunks(SERVERS_PER_LISTING) {
-        let filter: Vec<(&str, &str)> = chunk.iter().map(|s| ("device_id", *s)).collect();
-        ports.extend(
-            client
-                .get(Service::Network, "/ports")
-                .query(&filter)
-                .send_paginated::<Port>("ports", MAX_PAGES)
-                .await?,
-        );
-    }
-    Ok(ports)
-}
-
-/// Writes a port's security groups (`If-Match` on the revision read); a port gone meanwhile
-/// needs nothing.
+/// Writes a port's security groups, then drops the legacy tag when asked; a port gone
+/// meanwhile needs nothing.
 pub async fn edit_port(client: &Client, edit: &PortEdit, group_id: &str) -> Result<(), ApiError> {
-    let path = format!("/ports/{}", path_segment(&edit.port_id));
-    let mut request = client
-        .put(Service::Network, &path)
-        .json(&json!({"port": {"security_groups": edit.security_groups}}));
-    if edit.revision > 0 {
-        request = request.header("If-Match", &format!("revision_number={}", edit.revision));
-    }
-    if absent_ok(request.send_empty().await)?.is_none() {
-        return Ok(());
-    }
-    if edit.drop_legacy_tag {
-        let tag = format!("{path}/tags/{}", path_segment(group_id));
-        absent_ok(client.delete(Service::Network, &tag).send_empty().await)?;
+    if ports::set_security_groups(client, &edit.port_id, &edit.security_groups, edit.revision)
+        .await?
+        .is_some()
+        && edit.drop_legacy_tag
+    {
+        ports::remove_tag(client, &edit.port_id, group_id).await?;
     }
     Ok(())
-}
-
-/// Deletes the group; a 404 is success.
-pub async fn delete(client: &Client, group_id: &str) -> Result<(), ApiError> {
-    let path = format!("/security-groups/{}", path_segment(group_id));
-    absent_ok(client.delete(Service::Network, &path).send_empty().await).map(drop)
-}
-
-/// The CIDR of subnet `subnet_id`.
-pub async fn subnet_cidr(client: &Client, subnet_id: &str) -> Result<Option<String>, ApiError> {
-    #[derive(Deserialize)]
-    struct Subnet {
-        cidr: String,
-    }
-    let path = format!("/subnets/{}", path_segment(subnet_id));
-    let subnet: Option<Subnet> = absent_ok(
-        client
-            .get(Service::Network, &path)
-            .send_json_field("subnet")
-            .await,
-    )?;
-    Ok(subnet.map(|s| s.cidr))
 }
 
 #[cfg(test)]
@@ -437,9 +277,10 @@ mod tests {
     use provider::{AddressType, ExternalTrafficPolicy, NodeAddress, ServicePort};
 
     use super::*;
+    use crate::neutron::ports::FixedIp;
 
-    fn wanted(protocol: &'static str, prefix: &str, port: u16) -> WantedRule {
-        WantedRule {
+    fn wanted(protocol: &'static str, prefix: &str, port: u16) -> NewRule {
+        NewRule {
             protocol,
             ethertype: ethertype_of(prefix),
             remote_ip_prefix: prefix.into(),
@@ -624,7 +465,7 @@ mod tests {
             security_groups: groups.iter().map(|g| (*g).to_owned()).collect(),
             port_security_enabled: security,
             revision_number: 7,
-            tags: vec![],
+            ..Port::default()
         }
     }
 

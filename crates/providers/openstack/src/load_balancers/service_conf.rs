@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use ipnet::IpNet;
 use provider::{ExternalTrafficPolicy, ProviderError, ServiceSpec};
 
-use crate::cloud_config::LoadBalancerSettings;
+use crate::cloud_config::{LbClass, LoadBalancerSettings};
 
 /// Prefix of OCCM's own annotations.
 pub const PREFIX: &str = "loadbalancer.openstack.org/";
@@ -386,6 +386,142 @@ pub fn source_ranges(service: &ServiceSpec, ipv6: bool) -> Result<Vec<String>, P
     Ok(ranges.into_iter().collect())
 }
 
+/// The floating IP's network and subnet (an external Service's): the class's win, then the
+/// annotations, then `[LoadBalancer]`.
+fn floating(settings: &LoadBalancerSettings, a: &Annotations<'_>, class: Option<&LbClass>) -> Floating {
+    let mut network_id = class.and_then(|c| c.floating_network_id.clone());
+    let mut subnet = match class {
+        Some(c) if c.floating_subnet_id.is_some() => Some(FloatingSubnet::Id(
+            c.floating_subnet_id.clone().unwrap_or_default(),
+        )),
+        Some(c) if c.floating_subnet.is_some() || c.floating_subnet_tags.is_some() => {
+            Some(FloatingSubnet::Matching {
+                name: c.floating_subnet.clone(),
+                tags: c.floating_subnet_tags.clone(),
+            })
+        }
+        _ => None,
+    };
+    if network_id.is_none() {
+        network_id = match a.get(FLOATING_NETWORK_ID) {
+            Some(v) => (!v.is_empty()).then(|| v.to_owned()),
+            None => settings.floating_network_id.clone(),
+        };
+    }
+    if subnet.is_none() {
+        subnet = Some(if let Some(id) = a.id(FLOATING_SUBNET_ID) {
+            FloatingSubnet::Id(id)
+        } else if a.id(FLOATING_SUBNET).is_some() || a.id(FLOATING_SUBNET_TAGS).is_some() {
+            FloatingSubnet::Matching {
+                name: a.id(FLOATING_SUBNET),
+                tags: a.id(FLOATING_SUBNET_TAGS),
+            }
+        } else if let Some(id) = settings.floating_subnet_id.clone() {
+            FloatingSubnet::Id(id)
+        } else if settings.floating_subnet.is_some() || settings.floating_subnet_tags.is_some() {
+            FloatingSubnet::Matching {
+                name: settings.floating_subnet.clone(),
+                tags: settings.floating_subnet_tags.clone(),
+            }
+        } else {
+            FloatingSubnet::Any
+        });
+    }
+    Floating {
+        network_id,
+        subnet: subnet.unwrap_or(FloatingSubnet::Any),
+    }
+}
+
+/// The listener timeouts the annotations ask (Octavia's defaults otherwise), where Octavia has
+/// them; asked where it has none, refused.
+fn timeouts(features: &OctaviaFeatures, a: &Annotations<'_>) -> Result<Option<Timeouts>, ProviderError> {
+    // Octavia's listener timeouts: 0 to 24 days in milliseconds.
+    const MAX_TIMEOUT_MS: i64 = 24 * 24 * 60 * 60 * 1000;
+    Ok(if features.timeouts {
+        let ms = |key, default| a.int(key, default, 0..=MAX_TIMEOUT_MS).map(|v| v as u32);
+        Some(Timeouts {
+            client_data: ms(TIMEOUT_CLIENT_DATA, 50_000)?,
+            member_connect: ms(TIMEOUT_MEMBER_CONNECT, 5_000)?,
+            member_data: ms(TIMEOUT_MEMBER_DATA, 50_000)?,
+            tcp_inspect: ms(TIMEOUT_TCP_INSPECT, 0)?,
+        })
+    } else {
+        let asked: Vec<&str> = [
+            TIMEOUT_CLIENT_DATA,
+            TIMEOUT_MEMBER_CONNECT,
+            TIMEOUT_MEMBER_DATA,
+            TIMEOUT_TCP_INSPECT,
+        ]
+        .into_iter()
+        .filter(|k| a.get(k).is_some())
+        .collect();
+        if !asked.is_empty() {
+            return Err(ProviderError::InvalidArgument(format!(
+                "annotation {}: this cloud's Octavia has no listener timeouts (API 2.1, not the ovn provider)",
+                asked.join(", ")
+            )));
+        }
+        None
+    })
+}
+
+/// The source ranges Octavia enforces (`allowed_cidrs`), where it can; where it cannot, none
+/// when they allow everything or the security group holds them, else refused.
+fn allowed_cidrs(
+    settings: &LoadBalancerSettings,
+    features: &OctaviaFeatures,
+    service: &ServiceSpec,
+) -> Result<Option<Vec<String>>, ProviderError> {
+    let ipv6 = service.requested_ip.contains(':');
+    let ranges = source_ranges(service, ipv6)?;
+    let everything = ranges.len() == 1 && (ranges[0] == "0.0.0.0/0" || ranges[0] == "::/0");
+    Ok(if features.vip_acl {
+        Some(ranges)
+    } else if everything || security_group_holds_source_ranges(settings) {
+        None
+    } else {
+        return Err(ProviderError::InvalidArgument(format!(
+            "load balancer source ranges ({}) cannot be enforced: this cloud's Octavia has no allowed_cidrs \
+             (API 2.12, not the ovn provider)",
+            ranges.join(", ")
+        )));
+    })
+}
+
+/// The health monitor, unless disabled: its delays and retries from the annotations, else
+/// `[LoadBalancer]`.
+fn monitor(settings: &LoadBalancerSettings, a: &Annotations<'_>) -> Result<Option<Monitor>, ProviderError> {
+    let monitor_enabled = a.boolean(ENABLE_HEALTH_MONITOR, settings.create_monitor)?;
+    let seconds = |d: std::time::Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+    Ok(if monitor_enabled {
+        let delay = a.int(
+            MONITOR_DELAY,
+            seconds(settings.monitor_delay),
+            0..=i64::from(i32::MAX),
+        )?;
+        let timeout = a.int(
+            MONITOR_TIMEOUT,
+            seconds(settings.monitor_timeout),
+            0..=i64::from(i32::MAX),
+        )?;
+        let max_retries = a.int(MONITOR_MAX_RETRIES, settings.monitor_max_retries as i64, 1..=10)?;
+        let max_retries_down = a.int(
+            MONITOR_MAX_RETRIES_DOWN,
+            settings.monitor_max_retries_down as i64,
+            1..=10,
+        )?;
+        Some(Monitor {
+            delay: delay as u32,
+            timeout: timeout as u32,
+            max_retries: max_retries as u32,
+            max_retries_down: max_retries_down as u32,
+        })
+    } else {
+        None
+    })
+}
+
 /// What `service` asks of its load balancer, on a cloud whose Octavia has `features`.
 ///
 /// # Errors
@@ -442,53 +578,7 @@ pub fn resolve(
             }
         });
 
-    let floating = if internal {
-        None
-    } else {
-        // The class's network and subnet win; then the annotations; then the config.
-        let mut network_id = class_value(|c| &c.floating_network_id);
-        let mut subnet = match class.as_ref().map(|(_, c)| c) {
-            Some(c) if c.floating_subnet_id.is_some() => Some(FloatingSubnet::Id(
-                c.floating_subnet_id.clone().unwrap_or_default(),
-            )),
-            Some(c) if c.floating_subnet.is_some() || c.floating_subnet_tags.is_some() => {
-                Some(FloatingSubnet::Matching {
-                    name: c.floating_subnet.clone(),
-                    tags: c.floating_subnet_tags.clone(),
-                })
-            }
-            _ => None,
-        };
-        if network_id.is_none() {
-            network_id = match a.get(FLOATING_NETWORK_ID) {
-                Some(v) => (!v.is_empty()).then(|| v.to_owned()),
-                None => settings.floating_network_id.clone(),
-            };
-        }
-        if subnet.is_none() {
-            subnet = Some(if let Some(id) = a.id(FLOATING_SUBNET_ID) {
-                FloatingSubnet::Id(id)
-            } else if a.id(FLOATING_SUBNET).is_some() || a.id(FLOATING_SUBNET_TAGS).is_some() {
-                FloatingSubnet::Matching {
-                    name: a.id(FLOATING_SUBNET),
-                    tags: a.id(FLOATING_SUBNET_TAGS),
-                }
-            } else if let Some(id) = settings.floating_subnet_id.clone() {
-                FloatingSubnet::Id(id)
-            } else if settings.floating_subnet.is_some() || settings.floating_subnet_tags.is_some() {
-                FloatingSubnet::Matching {
-                    name: settings.floating_subnet.clone(),
-                    tags: settings.floating_subnet_tags.clone(),
-                }
-            } else {
-                FloatingSubnet::Any
-            });
-        }
-        Some(Floating {
-            network_id,
-            subnet: subnet.unwrap_or(FloatingSubnet::Any),
-        })
-    };
+    let floating = (!internal).then(|| floating(settings, &a, class.as_ref().map(|(_, c)| *c)));
 
     let x_forwarded_for = a.boolean(X_FORWARDED_FOR, false)?;
     let proxy_protocol = match a.get(PROXY_PROTOCOL) {
@@ -517,49 +607,9 @@ pub fn resolve(
 
     // Octavia's range: -1 (unlimited) and up.
     let connection_limit = a.int(CONNECTION_LIMIT, -1, -1..=i64::from(i32::MAX))? as i32;
-    // Octavia's listener timeouts: 0 to 24 days in milliseconds.
-    const MAX_TIMEOUT_MS: i64 = 24 * 24 * 60 * 60 * 1000;
-    let timeouts = if features.timeouts {
-        let ms = |key, default| a.int(key, default, 0..=MAX_TIMEOUT_MS).map(|v| v as u32);
-        Some(Timeouts {
-            client_data: ms(TIMEOUT_CLIENT_DATA, 50_000)?,
-            member_connect: ms(TIMEOUT_MEMBER_CONNECT, 5_000)?,
-            member_data: ms(TIMEOUT_MEMBER_DATA, 50_000)?,
-            tcp_inspect: ms(TIMEOUT_TCP_INSPECT, 0)?,
-        })
-    } else {
-        let asked: Vec<&str> = [
-            TIMEOUT_CLIENT_DATA,
-            TIMEOUT_MEMBER_CONNECT,
-            TIMEOUT_MEMBER_DATA,
-            TIMEOUT_TCP_INSPECT,
-        ]
-        .into_iter()
-        .filter(|k| a.get(k).is_some())
-        .collect();
-        if !asked.is_empty() {
-            return Err(ProviderError::InvalidArgument(format!(
-                "annotation {}: this cloud's Octavia has no listener timeouts (API 2.1, not the ovn provider)",
-                asked.join(", ")
-            )));
-        }
-        None
-    };
+    let timeouts = timeouts(features, &a)?;
 
-    let ipv6 = service.requested_ip.contains(':');
-    let ranges = source_ranges(service, ipv6)?;
-    let everything = ranges.len() == 1 && (ranges[0] == "0.0.0.0/0" || ranges[0] == "::/0");
-    let allowed_cidrs = if features.vip_acl {
-        Some(ranges)
-    } else if everything || security_group_holds_source_ranges(settings) {
-        None
-    } else {
-        return Err(ProviderError::InvalidArgument(format!(
-            "load balancer source ranges ({}) cannot be enforced: this cloud's Octavia has no allowed_cidrs \
-             (API 2.12, not the ovn provider)",
-            ranges.join(", ")
-        )));
-    };
+    let allowed_cidrs = allowed_cidrs(settings, features, service)?;
 
     let flavor_id = if features.flavors {
         a.id(FLAVOR_ID).or_else(|| settings.flavor_id.clone())
@@ -577,34 +627,7 @@ pub fn resolve(
         )));
     }
 
-    let monitor_enabled = a.boolean(ENABLE_HEALTH_MONITOR, settings.create_monitor)?;
-    let seconds = |d: std::time::Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
-    let monitor = if monitor_enabled {
-        let delay = a.int(
-            MONITOR_DELAY,
-            seconds(settings.monitor_delay),
-            0..=i64::from(i32::MAX),
-        )?;
-        let timeout = a.int(
-            MONITOR_TIMEOUT,
-            seconds(settings.monitor_timeout),
-            0..=i64::from(i32::MAX),
-        )?;
-        let max_retries = a.int(MONITOR_MAX_RETRIES, settings.monitor_max_retries as i64, 1..=10)?;
-        let max_retries_down = a.int(
-            MONITOR_MAX_RETRIES_DOWN,
-            settings.monitor_max_retries_down as i64,
-            1..=10,
-        )?;
-        Some(Monitor {
-            delay: delay as u32,
-            timeout: timeout as u32,
-            max_retries: max_retries as u32,
-            max_retries_down: max_retries_down as u32,
-        })
-    } else {
-        None
-    };
+    let monitor = monitor(settings, &a)?;
     let health_check_node_port = (monitor.is_some()
         && service.external_traffic_policy == ExternalTrafficPolicy::Local
         && service.health_check_node_port > 0)

@@ -31,7 +31,10 @@ use std::net::{IpAddr, Ipv4Addr};
 use ipnet::{IpNet, Ipv4Net};
 use provider::{AddressType, NodeAddress};
 
-use super::model::{Network, Port, Server};
+use crate::{
+    neutron::{networks::Network, ports::Port},
+    nova::Server,
+};
 
 /// The server metadata key whose value becomes a Hostname address (OCCM's `TypeHostName`).
 pub const METADATA_HOSTNAME: &str = "hostname";
@@ -262,7 +265,7 @@ pub fn sort_node_addresses(addrs: &mut [NodeAddress], order: &[IpNet]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nodes::model::{FixedIp, SubPort, TrunkDetails};
+    use crate::neutron::ports::{FixedIp, SubPort, TrunkDetails};
     use AddressType::{ExternalIP as Ext, Hostname as Host, InternalIP as Int};
 
     const HOSTNAME: &str = "a1-yinvcez57-0-bvynoyawrhcg-kube-minion-fg5i4jwcc2yy.novalocal";

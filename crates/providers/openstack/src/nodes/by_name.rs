@@ -20,7 +20,7 @@
 
 use provider::ProviderError;
 
-use super::model::Server;
+use crate::nova::Server;
 
 /// Go's `regexp.QuoteMeta`: a backslash before each of `\.+*?()|[]{}^$`.
 pub fn quote_meta(s: &str) -> String {

@@ -6,8 +6,11 @@ use std::collections::BTreeMap;
 use provider::InstanceMetadata;
 
 use super::addresses::{AddressOptions, SubportAddresses, node_addresses_with_subports};
-use super::model::{Flavor, Port, Server, ServerFlavor};
 use super::provider_id::ProviderIdScheme;
+use crate::{
+    neutron::ports::Port,
+    nova::{Flavor, Server, ServerFlavor},
+};
 
 /// The one Nova status that counts as shut down (OCCM's `instanceShutoff`): the only state in
 /// which volumes can be detached at once. PAUSED, SUSPENDED, SHELVED... are not.

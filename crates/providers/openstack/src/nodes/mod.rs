@@ -1,8 +1,7 @@
-//! OCCM's node decisions as pure functions: what Nova and Neutron answered goes in, the
-//! providerID, addresses, zone, instance type, shutdown state or by-name match comes out. The
-//! provider's InstancesV2 does the calls around them.
+//! OCCM's node decisions as pure functions: what Nova and Neutron answered ([`crate::nova`],
+//! [`crate::neutron`]) goes in, the providerID, addresses, zone, instance type, shutdown state or
+//! by-name match comes out. [`crate::instances`] makes the calls around them.
 //!
-//! - [`model`]: lenient serde views of the Nova and Neutron answers read here.
 //! - [`provider_id`]: `openstack:///<id>` and `openstack://<region>/<id>`, both ways.
 //! - [`addresses`]: OCCM's `nodeAddresses` and `address-sort-order`.
 //! - [`metadata`]: zone (`SanitizeLabel`), instance type, shutdown, InstanceMetadata.
@@ -14,9 +13,13 @@
 pub mod addresses;
 pub mod by_name;
 pub mod metadata;
-pub mod model;
 pub mod provider_id;
 
+pub use crate::{
+    lenient::ModelError,
+    neutron::{networks::Network, ports::Port},
+    nova::{Flavor, Server},
+};
 pub use addresses::{
     AddressOptions, SubportAddresses, node_addresses, node_addresses_with_subports, parse_address_sort_order,
     resolve_trunk_subports, sort_node_addresses, trunk_subport_ids,
@@ -27,7 +30,6 @@ pub use by_name::{
 pub use metadata::{
     FlavorLookups, InstanceTypeChoice, choose_instance_type, instance_metadata, is_shutdown, sanitize_label,
 };
-pub use model::{Flavor, ModelError, Network, Port, Server};
 pub use provider_id::{ProviderIdError, ProviderIdScheme, instance_id_from_provider_id, make_instance_id};
 
 #[cfg(test)]

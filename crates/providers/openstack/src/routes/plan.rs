@@ -17,43 +17,9 @@ use std::{
 
 use ipnet::IpNet;
 use provider::{AddressType, NodeAddress, ProviderError, Route};
-use serde::{Deserialize, Serialize};
 
-/// One extra route of a router, as Neutron lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct ExtraRoute {
-    /// The destination CIDR.
-    pub destination: String,
-    /// The next hop: a node's address.
-    pub nexthop: String,
-}
-
-impl ExtraRoute {
-    /// A route of `destination` via `nexthop`.
-    pub fn new(destination: impl Into<String>, nexthop: impl Into<String>) -> Self {
-        Self {
-            destination: destination.into(),
-            nexthop: nexthop.into(),
-        }
-    }
-}
-
-/// What a router GET tells about routes: its extra routes, tags and revision.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct RouterView {
-    /// The router's ID.
-    #[serde(default)]
-    pub id: String,
-    /// Its extra routes, in Neutron's order.
-    #[serde(default)]
-    pub routes: Vec<ExtraRoute>,
-    /// Its tags (`standard-attr-tag`).
-    #[serde(default)]
-    pub tags: BTreeSet<String>,
-    /// Its revision (`standard-attr-revisions`), for an `If-Match` write.
-    #[serde(default)]
-    pub revision_number: u64,
-}
+use crate::neutron::ports::{AddressPair, FixedIp, Port};
+pub use crate::neutron::routers::{ExtraRoute, Router};
 
 /// The prefix of every ownership tag.
 pub const TAG_PREFIX: &str = "kube-route";
@@ -70,7 +36,7 @@ pub fn ownership_tag(cluster: &str, route: &ExtraRoute) -> String {
 }
 
 /// The router's routes that are this cluster's: those whose ownership tag the router carries.
-pub fn owned_routes<'a>(router: &'a RouterView, cluster: &str) -> Vec<&'a ExtraRoute> {
+pub fn owned_routes<'a>(router: &'a Router, cluster: &str) -> Vec<&'a ExtraRoute> {
     router
         .routes
         .iter()
@@ -80,7 +46,7 @@ pub fn owned_routes<'a>(router: &'a RouterView, cluster: &str) -> Vec<&'a ExtraR
 
 /// Ownership tags of this cluster whose route is no longer on the router (a deletion that
 /// stopped between the route and its tag, or a route removed by hand): removed when seen.
-pub fn stale_tags(router: &RouterView, cluster: &str) -> Vec<String> {
+pub fn stale_tags(router: &Router, cluster: &str) -> Vec<String> {
     let prefix = format!("{TAG_PREFIX}:{cluster}:");
     let live: BTreeSet<String> = router.routes.iter().map(|r| ownership_tag(cluster, r)).collect();
     router
@@ -169,7 +135,7 @@ pub fn check_nexthop_holder(
     route: &Route,
     nexthop: &str,
     target_server: Option<&str>,
-    holder: Option<&PortView>,
+    holder: Option<&Port>,
 ) -> Result<(), ProviderError> {
     let Some(port) = holder else {
         return Err(ProviderError::InvalidArgument(format!(
@@ -213,16 +179,6 @@ pub fn without_route(routes: &[ExtraRoute], route: &ExtraRoute) -> Option<Vec<Ex
         .then(|| routes.iter().filter(|r| *r != route).cloned().collect())
 }
 
-/// One allowed address pair of a port.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AddressPair {
-    /// An address or CIDR the port may send from.
-    pub ip_address: String,
-    /// Its MAC, when given (OCCM adds pairs without one).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mac_address: Option<String>,
-}
-
 /// The port's pairs with the pod CIDR added, so port security lets the node send from its pods'
 /// addresses (OCCM adds a pair with no MAC); `None` when a pair for the CIDR is there already.
 pub fn pairs_with(pairs: &[AddressPair], cidr: &str) -> Option<Vec<AddressPair>> {
@@ -245,52 +201,9 @@ pub fn pairs_without(pairs: &[AddressPair], cidr: &str) -> Option<Vec<AddressPai
         .then(|| pairs.iter().filter(|p| p.ip_address != cidr).cloned().collect())
 }
 
-/// A port as the nexthop lookup sees it. Strict, unlike the node decisions' lenient
-/// `nodes::model::Port`: its allowed address pairs are written back whole, so a pair that
-/// cannot be read must fail the read, not vanish from the write.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-pub struct PortView {
-    /// Its ID.
-    #[serde(default)]
-    pub id: String,
-    /// What it is attached to: a server's ID for a server's port.
-    #[serde(default)]
-    pub device_id: String,
-    /// `compute:<zone>` for a server's port, `network:…` for Neutron's own.
-    #[serde(default)]
-    pub device_owner: String,
-    /// Its addresses.
-    #[serde(default)]
-    pub fixed_ips: Vec<FixedIp>,
-    /// Its allowed address pairs.
-    #[serde(default)]
-    pub allowed_address_pairs: Vec<AddressPair>,
-    /// Port security; `None` when the extension is off (then pairs are not used).
-    #[serde(default)]
-    pub port_security_enabled: Option<bool>,
-    /// Its revision, for an `If-Match` write.
-    #[serde(default)]
-    pub revision_number: u64,
-}
-
-/// One address of a port.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct FixedIp {
-    /// The address.
-    #[serde(default)]
-    pub ip_address: String,
-}
-
-impl PortView {
-    /// Whether a server owns the port (Nova's `compute:*` owners), not a router or DHCP.
-    pub fn is_servers(&self) -> bool {
-        self.device_owner.starts_with("compute:") && !self.device_id.is_empty()
-    }
-}
-
 /// The server holding each address, from a port list: only servers' ports count (a nexthop on a
 /// router's own port is no node). Addresses no such port holds have no owner.
-pub fn nexthop_owners(ports: &[PortView]) -> HashMap<String, String> {
+pub fn nexthop_owners(ports: &[Port]) -> HashMap<String, String> {
     ports
         .iter()
         .filter(|p| p.is_servers())
@@ -316,7 +229,7 @@ pub fn parse_ownership_tag(cluster: &str, tag: &str) -> Option<ExtraRoute> {
 
 /// The ownership tags of *other* clusters for exactly `route` (two clusters routing the same CIDR
 /// to the same node): while one remains, deleting our route only removes our tag.
-pub fn other_owner_tags(router: &RouterView, cluster: &str, route: &ExtraRoute) -> Vec<String> {
+pub fn other_owner_tags(router: &Router, cluster: &str, route: &ExtraRoute) -> Vec<String> {
     let ours = ownership_tag(cluster, route);
     let suffix = format!(":{}:{}", route.destination.replace('/', "_"), route.nexthop);
     let prefix = format!("{TAG_PREFIX}:");
@@ -348,8 +261,8 @@ pub fn pair_still_needed(routes: &[ExtraRoute], route: &ExtraRoute, port_address
 mod tests {
     use super::*;
 
-    fn router(routes: &[(&str, &str)], tags: &[String]) -> RouterView {
-        RouterView {
+    fn router(routes: &[(&str, &str)], tags: &[String]) -> Router {
+        Router {
             id: "r1".into(),
             routes: routes.iter().map(|(d, n)| ExtraRoute::new(*d, *n)).collect(),
             tags: tags.iter().cloned().collect(),
@@ -368,14 +281,14 @@ mod tests {
             destination_cidr: "10.244.1.0/24".into(),
             ..Route::default()
         };
-        let port = |device: &str| PortView {
+        let port = |device: &str| Port {
             id: "p1".into(),
             device_id: device.into(),
             device_owner: "compute:nova".into(),
-            ..PortView::default()
+            ..Port::default()
         };
         // (case, target server, holder) → refused with a message containing
-        type Case<'a> = (&'a str, Option<&'a str>, Option<PortView>, Option<&'a str>);
+        type Case<'a> = (&'a str, Option<&'a str>, Option<Port>, Option<&'a str>);
         let cases: Vec<Case> = vec![
             ("the node's own port", Some("s1"), Some(port("s1")), None),
             ("no providerID: any holder", None, Some(port("s9")), None),
@@ -426,7 +339,7 @@ mod tests {
     #[test]
     fn only_routes_with_this_clusters_tag_are_owned() {
         // (routes on the router, tags, cluster) → owned destinations
-        let cases: Vec<(&str, RouterView, Vec<&str>)> = vec![
+        let cases: Vec<(&str, Router, Vec<&str>)> = vec![
             (
                 "ours among another cluster's and an operator's on a shared router",
                 router(
@@ -596,7 +509,7 @@ mod tests {
 
     #[test]
     fn nexthop_owners_come_from_ports_of_servers() {
-        let port = |owner: &str, device: &str, ips: &[&str]| PortView {
+        let port = |owner: &str, device: &str, ips: &[&str]| Port {
             id: format!("p-{device}"),
             device_id: device.into(),
             device_owner: owner.into(),
@@ -604,11 +517,13 @@ mod tests {
                 .iter()
                 .map(|ip| FixedIp {
                     ip_address: (*ip).into(),
+                    ..FixedIp::default()
                 })
                 .collect(),
             allowed_address_pairs: vec![],
             port_security_enabled: Some(true),
             revision_number: 1,
+            ..Port::default()
         };
         let ports = [
             port("compute:nova", "s-1", &["10.0.0.5", "fd00::5"]),
@@ -654,7 +569,7 @@ mod added_tests {
     #[test]
     fn other_owners_of_the_same_route_are_found_and_of_other_routes_not() {
         let route = ExtraRoute::new("10.244.1.0/24", "10.0.0.5");
-        let router = RouterView {
+        let router = Router {
             tags: [
                 ownership_tag("a", &route),
                 ownership_tag("b", &route),
@@ -665,7 +580,7 @@ mod added_tests {
             ]
             .into_iter()
             .collect(),
-            ..RouterView::default()
+            ..Router::default()
         };
         assert_eq!(
             other_owner_tags(&router, "a", &route),
@@ -683,6 +598,7 @@ mod added_tests {
             a.iter()
                 .map(|ip| FixedIp {
                     ip_address: (*ip).to_owned(),
+                    ..FixedIp::default()
                 })
                 .collect()
         };

@@ -1,16 +1,19 @@
 //! Octavia's v2 API as this provider calls it: reads of a load balancer and what is under it,
-//! the request bodies of OCCM's fully populated creates, and the writes of a [`plan::Write`].
+//! the request bodies of OCCM's fully populated creates, and the writes of a
+//! [`plan::Write`](crate::load_balancers::plan::Write).
 //! Every write returns as soon as Octavia accepted it; nothing here waits for `ACTIVE`.
 
 use serde_json::{Map, Value, json};
 
-use super::{
-    desired::{self, HealthMonitor, Listener, Member, Pool},
-    observed::{self, Tree},
-    plan::ListenerUpdate,
-    service_conf::Timeouts,
+use crate::{
+    client::{ApiError, Client, Service, absent_ok, path_segment},
+    load_balancers::{
+        desired::{self, HealthMonitor, Listener, Member, Pool},
+        observed::{self, Tree},
+        plan::ListenerUpdate,
+        service_conf::Timeouts,
+    },
 };
-use crate::client::{ApiError, Client, Service, absent_ok, path_segment};
 
 /// Most pages of a listing read (Octavia pages at 1000 by default).
 const MAX_PAGES: usize = 50;
