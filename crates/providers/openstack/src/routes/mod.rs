@@ -718,7 +718,8 @@ mod tests {
         }
     }
 
-    fn port(id: &str, owner: &str, device: &str, network: &str, ips: &[&str]) -> Port {
+    /// A port of the route pairs' tests, here and in [`super::plan`].
+    pub(super) fn port(id: &str, owner: &str, device: &str, network: &str, ips: &[&str]) -> Port {
         Port {
             id: id.into(),
             device_id: device.into(),

@@ -509,21 +509,8 @@ mod tests {
 
     #[test]
     fn nexthop_owners_come_from_ports_of_servers() {
-        let port = |owner: &str, device: &str, ips: &[&str]| Port {
-            id: format!("p-{device}"),
-            device_id: device.into(),
-            device_owner: owner.into(),
-            fixed_ips: ips
-                .iter()
-                .map(|ip| FixedIp {
-                    ip_address: (*ip).into(),
-                    ..FixedIp::default()
-                })
-                .collect(),
-            allowed_address_pairs: vec![],
-            port_security_enabled: Some(true),
-            revision_number: 1,
-            ..Port::default()
+        let port = |owner: &str, device: &str, ips: &[&str]| {
+            crate::routes::tests::port(&format!("p-{device}"), owner, device, "", ips)
         };
         let ports = [
             port("compute:nova", "s-1", &["10.0.0.5", "fd00::5"]),
