@@ -264,6 +264,31 @@ pub fn lb_status_to_pb(status: &LoadBalancerStatus) -> pb::LoadBalancerStatus {
     }
 }
 
+/// An ensure's answer: the status, the annotations the provider sets with it (only those under
+/// its own prefix: a provider's slip never reaches another's keys), and its notices.
+pub fn ensured_to_pb(
+    status: &LoadBalancerStatus,
+    notices: Vec<provider::ServiceNotice>,
+    prefix: &str,
+) -> pb::EnsureLoadBalancerResponse {
+    pb::EnsureLoadBalancerResponse {
+        status: Some(lb_status_to_pb(status)),
+        service_annotations: status
+            .annotations
+            .iter()
+            .filter(|(key, _)| !prefix.is_empty() && key.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        notices: notices
+            .into_iter()
+            .map(|n| pb::ServiceNotice {
+                reason: n.reason,
+                message: n.message,
+            })
+            .collect(),
+    }
+}
+
 /// A route, validated. `for_create` also requires a target node.
 pub fn route(route: Option<pb::Route>, for_create: bool) -> Result<Route> {
     let r = route.ok_or_else(|| invalid("route is required"))?;

@@ -336,6 +336,7 @@ mod tests {
                 hostname: format!("{uid}.elb"),
                 ip_mode: String::new(),
             }],
+            ..LoadBalancerStatus::default()
         }
     }
 

@@ -137,6 +137,11 @@ impl pb::identity_server::Identity for GatewayService {
                 routes: self.provider.routes().is_some(),
                 limits: Some(self.limits),
                 dry_run: self.provider.dry_run(),
+                service_annotation_prefix: self
+                    .provider
+                    .load_balancers()
+                    .map(|lbs| lbs.service_annotation_prefix().to_owned())
+                    .unwrap_or_default(),
             })
         })
         .await
@@ -397,9 +402,11 @@ impl pb::load_balancers_server::LoadBalancers for GatewayService {
                     )
                     .await?
             {
-                return Ok(pb::EnsureLoadBalancerResponse {
-                    status: Some(convert::lb_status_to_pb(&status)),
-                });
+                return Ok(convert::ensured_to_pb(
+                    &status,
+                    lbs.service_notices(&cluster, &svc),
+                    lbs.service_annotation_prefix(),
+                ));
             }
             let status = self
                 .gate
@@ -407,9 +414,11 @@ impl pb::load_balancers_server::LoadBalancers for GatewayService {
                     lbs.ensure_load_balancer(&cluster, &svc, &nodes)
                 })
                 .await?;
-            Ok(pb::EnsureLoadBalancerResponse {
-                status: Some(convert::lb_status_to_pb(&status)),
-            })
+            Ok(convert::ensured_to_pb(
+                &status,
+                lbs.service_notices(&cluster, &svc),
+                lbs.service_annotation_prefix(),
+            ))
         })
         .await
     }

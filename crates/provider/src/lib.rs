@@ -25,7 +25,7 @@ pub use error::{ProviderError, Result};
 pub use instances::{AddressType, InstanceInfo, InstanceMetadata, Instances, NodeAddress, NodeRef};
 pub use load_balancers::{
     ExternalTrafficPolicy, IpFamily, LoadBalancerIngress, LoadBalancerNode, LoadBalancerObservation,
-    LoadBalancerRead, LoadBalancerStatus, LoadBalancers, Protocol, ServicePort, ServiceSpec,
+    LoadBalancerRead, LoadBalancerStatus, LoadBalancers, Protocol, ServiceNotice, ServicePort, ServiceSpec,
     default_load_balancer_name,
 };
 pub use routes::{Route, Routes};

@@ -107,6 +107,21 @@ pub struct LoadBalancerNode {
 pub struct LoadBalancerStatus {
     /// Where the load balancer answers.
     pub ingress: Vec<LoadBalancerIngress>,
+    /// Annotations the vendor's CCM writes back on the Service with its status (OpenStack: the
+    /// load balancer's ID and address), each under [`LoadBalancers::service_annotation_prefix`];
+    /// answered by an ensure, ignored elsewhere.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// Something a Service asks that the provider reads other than written, as the vendor's CCM
+/// reads it (a value it falls back from, a key it ignores): told once to the Service's owner.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ServiceNotice {
+    /// An UpperCamelCase event reason.
+    pub reason: String,
+    /// Names the annotation, its value and what is used instead.
+    pub message: String,
 }
 
 /// One ingress point of a load balancer.
@@ -193,6 +208,20 @@ pub trait LoadBalancers: Send + Sync {
         service: &ServiceSpec,
         nodes: &[LoadBalancerNode],
     ) -> Result<LoadBalancerStatus>;
+
+    /// What the provider reads in `service` other than written, as the vendor's CCM reads it
+    /// (see [`ServiceNotice`]); the gateway adds it to every ensure's answer. No cloud call, and
+    /// the same for the same Service. The default: nothing.
+    fn service_notices(&self, cluster: &str, service: &ServiceSpec) -> Vec<ServiceNotice> {
+        let _ = (cluster, service);
+        Vec::new()
+    }
+
+    /// The prefix of every annotation in [`LoadBalancerStatus::annotations`]; empty (the
+    /// default): the provider sets none.
+    fn service_annotation_prefix(&self) -> &'static str {
+        ""
+    }
 
     /// Updates the backends of an existing load balancer.
     async fn update_load_balancer(
@@ -321,6 +350,7 @@ mod tests {
                         hostname: format!("{}.lb", service.uid),
                         ip_mode: String::new(),
                     }],
+                    ..LoadBalancerStatus::default()
                 })),
             }
         }

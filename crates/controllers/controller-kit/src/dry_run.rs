@@ -9,8 +9,9 @@
 //! Two layers keep it so:
 //! - the writers plan instead of writing: [`crate::patch::Writer`] (patches, deletes; the object
 //!   it returns is the one the write would have produced, so a sync goes on as after a real
-//!   write and never retries a write it only planned), [`crate::events::Events`] (an event only
-//!   restates a change: logged at debug, not planned), the gateway client's write calls
+//!   write and never retries a write it only planned), [`crate::events::Events`] (a Normal event only
+//!   restates a change: logged at debug; a Warning is planned, so the shadow run lists what the
+//!   operator would be warned of), the gateway client's write calls
 //!   (sent with the dry-run header, or not sent at all to a gateway that cannot dry-run);
 //! - underneath, both Kubernetes clients refuse every request that writes ([`GuardLayer`]),
 //!   except those on the dry-run Leases: a write path that forgot the first layer fails (and

@@ -81,8 +81,11 @@ impl Events {
         }
     }
 
-    /// In dry-run, events are not written: an event only restates a change (which is planned
-    /// where it is made), so it is logged at debug and not counted as a planned change.
+    /// In dry-run, events are not written. A `Normal` event only restates a change (which is
+    /// planned where it is made), so it is logged at debug. A `Warning` is planned (kind
+    /// `warning_event`, its reason and note): what the operator would be warned of after the
+    /// switch (a Service refused, an annotation read other than written) is listed by the shadow
+    /// run before it.
     #[must_use]
     pub fn with_dry_run(mut self, dry_run: DryRun) -> Self {
         self.dry_run = dry_run;
@@ -108,6 +111,18 @@ impl Events {
         note: String,
     ) {
         let note = truncate(note, 1024);
+        if type_ == "Warning" {
+            let object = crate::dry_run::object_name(
+                regarding.kind.as_deref().unwrap_or_default(),
+                regarding.namespace.as_deref(),
+                regarding.name.as_deref().unwrap_or_default(),
+            );
+            self.dry_run.plan(
+                "warning_event",
+                &object,
+                serde_json::json!({ "reason": reason, "note": note }),
+            );
+        }
         if self.dry_run.enabled() {
             tracing::debug!(
                 reason,

@@ -120,6 +120,8 @@ pub struct Capabilities {
     pub routes: bool,
     /// The gateway honours the dry-run header on write calls.
     pub dry_run: bool,
+    /// The prefix of the Service annotations the provider sets; empty: none.
+    pub service_annotation_prefix: String,
 }
 
 /// How a Node is named to the cloud.
@@ -503,6 +505,7 @@ impl GatewayClient {
             load_balancers: caps.load_balancers,
             routes: caps.routes,
             dry_run: caps.dry_run,
+            service_annotation_prefix: caps.service_annotation_prefix,
         })
     }
 }

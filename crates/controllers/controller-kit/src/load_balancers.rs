@@ -2,6 +2,8 @@
 //! `LoadBalancers` service (a fake in tests), taking Kubernetes Services and answering
 //! Kubernetes statuses. The protobuf types stop here.
 
+use std::collections::BTreeMap;
+
 use gateway_api::v1 as pb;
 use k8s_openapi::api::core::v1::{
     LoadBalancerIngress, LoadBalancerStatus, NodeAddress, Service, ServicePort,
@@ -20,6 +22,37 @@ pub struct BackendNode {
     pub addresses: Vec<NodeAddress>,
     /// `metadata.labels` (providers may choose backends by label).
     pub labels: std::collections::BTreeMap<String, String>,
+}
+
+/// What an ensure answers.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Ensured {
+    /// The load balancer's status.
+    pub status: LoadBalancerStatus,
+    /// Annotations the provider sets on the Service with the status, each under its
+    /// [`ServingProvider::annotation_prefix`] (the controller checks it again).
+    pub annotations: BTreeMap<String, String>,
+    /// What the provider read in the Service other than written, and what it used instead.
+    pub notices: Vec<Notice>,
+}
+
+impl From<LoadBalancerStatus> for Ensured {
+    fn from(status: LoadBalancerStatus) -> Self {
+        Self {
+            status,
+            ..Self::default()
+        }
+    }
+}
+
+/// Something the provider reads in a Service other than written (a value its vendor's CCM falls
+/// back from, a key it ignores), for a Warning event on the Service.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Notice {
+    /// The event's reason.
+    pub reason: String,
+    /// The event's note.
+    pub message: String,
 }
 
 /// cloudprovider.LoadBalancer, over the gateway. Every call is idempotent: the load balancer's
@@ -44,7 +77,7 @@ pub trait CloudLoadBalancers: Send + Sync {
         cluster: &str,
         service: &Service,
         nodes: &[BackendNode],
-    ) -> Result<LoadBalancerStatus, GatewayError>;
+    ) -> Result<Ensured, GatewayError>;
 
     /// Replaces the backends of the existing load balancer.
     async fn update_load_balancer(
@@ -76,6 +109,7 @@ pub trait CloudLoadBalancers: Send + Sync {
         Ok(ServingProvider {
             name: self.current_provider().await?,
             load_balancers: true,
+            annotation_prefix: String::new(),
         })
     }
 }
@@ -87,6 +121,8 @@ pub struct ServingProvider {
     pub name: Option<String>,
     /// Whether it serves load balancers (its capabilities).
     pub load_balancers: bool,
+    /// The prefix of the Service annotations it sets (its capabilities); empty: none.
+    pub annotation_prefix: String,
 }
 
 #[async_trait::async_trait]
@@ -119,7 +155,7 @@ impl CloudLoadBalancers for GatewayClient {
         cluster: &str,
         service: &Service,
         nodes: &[BackendNode],
-    ) -> Result<LoadBalancerStatus, GatewayError> {
+    ) -> Result<Ensured, GatewayError> {
         let request = pb::EnsureLoadBalancerRequest {
             cluster_name: cluster.to_owned(),
             service: Some(service_to_pb(service)?),
@@ -144,13 +180,25 @@ impl CloudLoadBalancers for GatewayClient {
             return Ok(self
                 .get_load_balancer(cluster, service)
                 .await?
-                .unwrap_or_default());
+                .unwrap_or_default()
+                .into());
         };
         // Upstream refuses a nil status ("service status returned by EnsureLoadBalancer is nil").
         let status = answer.status.ok_or_else(|| {
             GatewayError::Internal("the gateway answered EnsureLoadBalancer without a status".into())
         })?;
-        Ok(status_from_pb(status))
+        Ok(Ensured {
+            status: status_from_pb(status),
+            annotations: answer.service_annotations.into_iter().collect(),
+            notices: answer
+                .notices
+                .into_iter()
+                .map(|n| Notice {
+                    reason: n.reason,
+                    message: n.message,
+                })
+                .collect(),
+        })
     }
 
     async fn update_load_balancer(
@@ -217,6 +265,7 @@ impl CloudLoadBalancers for GatewayClient {
         Ok(ServingProvider {
             name: Some(caps.provider_name).filter(|n| !n.is_empty()),
             load_balancers: caps.load_balancers,
+            annotation_prefix: caps.service_annotation_prefix,
         })
     }
 }

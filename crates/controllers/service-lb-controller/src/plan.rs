@@ -251,6 +251,30 @@ pub fn add_finalizer(svc: &Service, provider: Option<&str>) -> Option<Patches> {
     Some(Patches::main(json!({ "metadata": metadata })))
 }
 
+/// The annotations an ensure answered for the Service (OCCM's `load-balancer-id` and
+/// `load-balancer-address`), as a patch of those whose value differs: only keys under the
+/// provider's own `prefix`, and none when it names none, so no provider can write over the
+/// Service's other annotations. `None`: nothing to write.
+pub fn provider_annotations(
+    svc: &Service,
+    answered: &BTreeMap<String, String>,
+    prefix: &str,
+) -> Option<BTreeMap<String, String>> {
+    let current = svc.metadata.annotations.as_ref();
+    let changed: BTreeMap<String, String> = answered
+        .iter()
+        .filter(|(key, _)| !prefix.is_empty() && key.starts_with(prefix) && key.len() > prefix.len())
+        .filter(|(key, value)| current.and_then(|a| a.get(*key)) != Some(*value))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    (!changed.is_empty()).then_some(changed)
+}
+
+/// The merge patch setting `annotations`.
+pub fn annotations_patch(annotations: &BTreeMap<String, String>) -> Value {
+    json!({ "metadata": { "annotations": annotations } })
+}
+
 /// The finalizer removed once the load balancer is gone (every occurrence), and the status
 /// cleared unless the Service is being deleted (it goes with the finalizer). Empty when there
 /// is nothing to do.

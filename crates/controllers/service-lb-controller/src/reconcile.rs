@@ -3,7 +3,7 @@
 //! [`crate::plan`]; this module does the I/O around them, in upstream's order.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, BTreeSet, HashMap},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -13,7 +13,7 @@ use controller_kit::{
     events::Events,
     gateway::GatewayError,
     gateway_provider::ProviderWatch,
-    load_balancers::{BackendNode, CloudLoadBalancers},
+    load_balancers::{BackendNode, CloudLoadBalancers, Ensured, Notice},
     names::controllers::SERVICE_LB,
     patch::{Patches, WriteError, Writer},
     shards::Shards,
@@ -21,7 +21,7 @@ use controller_kit::{
     workqueue::WorkQueue,
 };
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{LoadBalancerStatus, Node, ObjectReference, Service};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, Service};
 use kube::{
     Api, Resource, ResourceExt,
     runtime::{controller::Action, reflector::ObjectRef, reflector::Store},
@@ -76,6 +76,8 @@ pub struct Context {
     queue: Option<WorkQueue>,
     /// Shadow mode: the Service writes are planned, not made.
     dry_run: DryRun,
+    /// The notices the provider last answered per Service, each told once in a Warning.
+    told: Mutex<HashMap<String, BTreeSet<Notice>>>,
 }
 
 /// A Service waiting for a provider that serves load balancers.
@@ -146,6 +148,7 @@ impl Context {
             not_served: Mutex::default(),
             queue: None,
             dry_run: DryRun::off(),
+            told: Mutex::default(),
         }
     }
 
@@ -471,13 +474,22 @@ async fn run_sync(
         Decision::Nothing => Ok(None),
         _ => provider_now(ctx, svc, shard).await.map(Some),
     };
-    if let Ok(Some(Holder::Serving(_) | Holder::Former(_))) = &holder {
+    if let Ok(Some(Holder::Serving { .. } | Holder::Former(_))) = &holder {
         lock(&ctx.not_served).remove(&key);
     }
     let result = match holder {
         Ok(None) => Ok(()),
-        Ok(Some(Holder::Serving(provider))) => match decision {
-            Decision::Ensure => ensure(ctx, svc, shard, backends, &regarding, provider.as_deref()).await,
+        Ok(Some(Holder::Serving {
+            provider,
+            annotation_prefix,
+        })) => match decision {
+            Decision::Ensure => {
+                let serving = Serving {
+                    provider: provider.as_deref(),
+                    annotation_prefix: &annotation_prefix,
+                };
+                ensure(ctx, svc, shard, backends, &regarding, serving).await
+            }
             Decision::UpdateHosts => update_hosts(ctx, svc, shard, backends, &regarding).await,
             Decision::Cleanup => cleanup(ctx, svc, shard, &regarding).await,
             Decision::Nothing => Ok(()),
@@ -512,8 +524,13 @@ async fn run_sync(
 /// Where a Service's load balancer is to be synced, as the gateway answers now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Holder {
-    /// At the provider serving now (its name, when it says).
-    Serving(Option<String>),
+    /// At the provider serving now.
+    Serving {
+        /// Its name, when it says.
+        provider: Option<String>,
+        /// The prefix of the Service annotations it sets.
+        annotation_prefix: String,
+    },
     /// At this former provider, which the Service records: reported, not synced here.
     Former(String),
     /// Nowhere: the provider serving now (named) serves no load balancers.
@@ -546,7 +563,10 @@ async fn provider_now(ctx: &Context, svc: &Service, shard: u32) -> Result<Holder
         None if !asked.load_balancers => {
             Holder::NoLoadBalancers(provider.unwrap_or_else(|| "(unnamed)".into()))
         }
-        None => Holder::Serving(provider),
+        None => Holder::Serving {
+            provider,
+            annotation_prefix: asked.annotation_prefix,
+        },
     })
 }
 
@@ -669,9 +689,10 @@ async fn ensure(
     shard: u32,
     backends: &[BackendNode],
     regarding: &ObjectReference,
-    provider: Option<&str>,
+    serving: Serving<'_>,
 ) -> Result<(), Error> {
     let key = key_of(svc);
+    let provider = serving.provider;
     ctx.events
         .normal(
             regarding,
@@ -721,8 +742,12 @@ async fn ensure(
                 .ensure_load_balancer(&ctx.cluster_name, &current, backends),
         )
         .await?;
-    let status: LoadBalancerStatus = match ensured {
-        Ok(status) => status,
+    let Ensured {
+        status,
+        annotations,
+        notices,
+    } = match ensured {
+        Ok(ensured) => ensured,
         Err(GatewayError::ImplementedElsewhere(why)) => {
             tracing::info!(service = %key, why, "the load balancer is implemented elsewhere; leaving it alone");
             ctx.record(&key, svc, identity);
@@ -735,6 +760,7 @@ async fn ensure(
             });
         }
     };
+    tell_notices(ctx, &key, regarding, notices).await;
     ctx.events
         .normal(
             regarding,
@@ -746,12 +772,55 @@ async fn ensure(
     write_service(&writer, &api, &current, "update load balancer status", |fresh| {
         Patches {
             status: plan::status_patch(fresh, &status),
-            main: None,
+            main: plan::provider_annotations(fresh, &annotations, serving.annotation_prefix)
+                .map(|set| plan::annotations_patch(&set)),
         }
     })
     .await?;
-    ctx.record(&key, svc, identity);
+    // Recorded with the annotations the provider set, so that their own write is no change
+    // that needs the cloud.
+    let mut synced = svc.clone();
+    if let Some(set) = plan::provider_annotations(svc, &annotations, serving.annotation_prefix) {
+        synced.metadata.annotations.get_or_insert_default().extend(set);
+    }
+    ctx.record(&key, &synced, identity);
     Ok(())
+}
+
+/// The provider serving a Service's ensure.
+#[derive(Debug, Clone, Copy)]
+struct Serving<'a> {
+    /// Its name, when it says.
+    provider: Option<&'a str>,
+    /// The prefix of the Service annotations it sets.
+    annotation_prefix: &'a str,
+}
+
+/// The provider's notices for a Service (a value read other than written, as its vendor's CCM
+/// reads it), each told once in a Warning: again only once it was answered without it since.
+async fn tell_notices(ctx: &Context, key: &str, regarding: &ObjectReference, notices: Vec<Notice>) {
+    let answered: BTreeSet<Notice> = notices.into_iter().collect();
+    let new: Vec<Notice> = {
+        let mut told = lock(&ctx.told);
+        let before = told.get(key);
+        let new = answered
+            .iter()
+            .filter(|n| before.is_none_or(|b| !b.contains(*n)))
+            .cloned()
+            .collect();
+        if answered.is_empty() {
+            told.remove(key);
+        } else {
+            told.insert(key.to_owned(), answered);
+        }
+        new
+    };
+    for notice in new {
+        tracing::warn!(service = %key, reason = notice.reason, "{}", notice.message);
+        ctx.events
+            .warning(regarding, &notice.reason, "EnsureLoadBalancer", notice.message)
+            .await;
+    }
 }
 
 /// Upstream's backends update after a node-set change: UpdateLoadBalancer, then the event. A
@@ -887,6 +956,7 @@ async fn cleanup(ctx: &Context, svc: &Service, shard: u32, regarding: &ObjectRef
     .await?;
     ctx.forget(&key);
     lock(&ctx.locks).remove(&key);
+    lock(&ctx.told).remove(&key);
     ctx.events
         .normal(
             regarding,

@@ -16,7 +16,7 @@ use controller_kit::{
     events::Events,
     gateway::GatewayError,
     gateway_provider::ProviderWatch,
-    load_balancers::{BackendNode, CloudLoadBalancers, ServingProvider},
+    load_balancers::{BackendNode, CloudLoadBalancers, Ensured, ServingProvider},
     names::{FINALIZER_LB_CLEANUP, callers::SERVICE_CONTROLLER, labels::EXCLUDE_FROM_EXTERNAL_LBS},
     shards::Shards,
 };
@@ -160,7 +160,7 @@ impl CloudLoadBalancers for Gateway {
         cluster: &str,
         service: &Service,
         nodes: &[BackendNode],
-    ) -> Result<LoadBalancerStatus, GatewayError> {
+    ) -> Result<Ensured, GatewayError> {
         self.cloud.ensure_load_balancer(cluster, service, nodes).await
     }
 
@@ -191,6 +191,7 @@ impl CloudLoadBalancers for Gateway {
         Ok(ServingProvider {
             name: self.cloud.current_provider().await?,
             load_balancers: self.load_balancers.load(Ordering::SeqCst),
+            annotation_prefix: self.cloud.serving_provider().await?.annotation_prefix,
         })
     }
 }
@@ -1454,4 +1455,85 @@ async fn a_service_that_waited_for_load_balancers_is_provisioned_by_the_resync_a
         ]
     );
     assert!(!h.ctx.waits_for_load_balancers());
+}
+
+#[tokio::test]
+async fn the_providers_annotations_are_written_with_the_status_and_its_notices_told_once() {
+    const ID: &str = "lb.example.org/load-balancer-id";
+    let h = harness().await;
+    h.list_nodes(&[node("n1")]);
+    let notice = (
+        "AnnotationValueIgnored",
+        "annotation lb.example.org/keep: \"yes\" is not true or false; the default false is used",
+    );
+    h.cloud.answer_with(
+        "lb.example.org/",
+        &[(ID, "lb-1"), ("example.com/owner", "x")],
+        &[notice],
+    );
+    let svc = h
+        .create(ServiceBuilder::new("web").annotation("lb.example.org/keep", "yes"))
+        .await;
+
+    h.reconcile(&svc).await.unwrap();
+
+    let stored = h.service("web").await;
+    let annotations = stored.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(annotations.get(ID).map(String::as_str), Some("lb-1"));
+    assert!(
+        !annotations.contains_key("example.com/owner"),
+        "a key outside the provider's prefix is never written: {annotations:?}"
+    );
+    assert_eq!(
+        h.events().await,
+        [
+            "Normal EnsuringLoadBalancer",
+            "Warning AnnotationValueIgnored",
+            "Normal EnsuredLoadBalancer"
+        ]
+    );
+    assert_eq!(h.note("AnnotationValueIgnored").await, notice.1);
+    assert_eq!(
+        h.timeline(),
+        [
+            "POST events",
+            "PATCH services/web",
+            "cloud Ensure default/web [n1]",
+            "POST events",
+            "POST events",
+            "PATCH services/web",
+            "PATCH services/web/status",
+        ],
+        "the annotations are written with the status"
+    );
+
+    // The watch delivers our own write: no change that needs the cloud.
+    h.reconcile(&stored).await.unwrap();
+    assert_eq!(h.cloud.load_balancer_calls().len(), 1);
+
+    // Ensured again (the user changed an annotation), with the same notice and a new ID (the
+    // load balancer made again): the ID is replaced, the notice not told again.
+    h.cloud.answer_with("lb.example.org/", &[(ID, "lb-2")], &[notice]);
+    let changed = h
+        .patch("web", json!({ "metadata": { "annotations": { "team": "a" } } }))
+        .await;
+    h.reconcile(&changed).await.unwrap();
+    assert_eq!(h.cloud.load_balancer_calls().len(), 2);
+    let stored = h.service("web").await;
+    assert_eq!(
+        stored
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ID))
+            .map(String::as_str),
+        Some("lb-2")
+    );
+    let warnings = h
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e.starts_with("Warning"))
+        .count();
+    assert_eq!(warnings, 1, "told once");
 }

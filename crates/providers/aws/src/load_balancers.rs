@@ -62,6 +62,7 @@ fn hostname(dns_name: &str) -> LoadBalancerStatus {
             hostname: dns_name.to_owned(),
             ip_mode: String::new(),
         }],
+        ..LoadBalancerStatus::default()
     }
 }
 

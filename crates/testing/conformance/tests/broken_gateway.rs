@@ -101,6 +101,7 @@ impl Identity for Gateway {
                 read_rate_per_second: 10.0,
                 write_rate_per_second: 10.0,
             }),
+            ..pb::Capabilities::default()
         }))
     }
 }

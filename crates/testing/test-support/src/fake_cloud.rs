@@ -8,7 +8,7 @@ use std::{
 
 use controller_kit::{
     gateway::{CloudInstances, GatewayError, Instance, NodeRef},
-    load_balancers::{BackendNode, CloudLoadBalancers},
+    load_balancers::{BackendNode, CloudLoadBalancers, Ensured, Notice, ServingProvider},
     routes::{CloudRoutes, Route},
 };
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, LoadBalancerStatus, Service};
@@ -123,6 +123,10 @@ struct LbState {
     latency: Duration,
     /// The last host part of an assigned ingress IP.
     last_ip: u8,
+    /// What every ensure answers beside the status ([`FakeCloud::answer_with`]), and the
+    /// annotation prefix the capabilities name.
+    extras: Ensured,
+    annotation_prefix: String,
 }
 
 fn lb_key(service: &Service) -> String {
@@ -164,6 +168,27 @@ impl FakeCloud {
             .provider
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = provider.map(str::to_owned);
+    }
+
+    /// Every ensure from now on also answers these annotations and notices, as a provider that
+    /// writes annotations back (OpenStack) does; its capabilities name `prefix` as its own.
+    pub fn answer_with(&self, prefix: &str, annotations: &[(&str, &str)], notices: &[(&str, &str)]) {
+        let mut lb = self.lb();
+        lb.annotation_prefix = prefix.to_owned();
+        lb.extras = Ensured {
+            status: LoadBalancerStatus::default(),
+            annotations: annotations
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            notices: notices
+                .iter()
+                .map(|(reason, message)| Notice {
+                    reason: (*reason).to_owned(),
+                    message: (*message).to_owned(),
+                })
+                .collect(),
+        };
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -388,11 +413,15 @@ impl CloudLoadBalancers for FakeCloud {
         cluster: &str,
         service: &Service,
         nodes: &[BackendNode],
-    ) -> Result<LoadBalancerStatus, GatewayError> {
+    ) -> Result<Ensured, GatewayError> {
         let mut lb = self
             .lb_call(LoadBalancerOp::Ensure, cluster, service, nodes)
             .await?;
-        Ok(lb.upsert(service, nodes).status)
+        let status = lb.upsert(service, nodes).status;
+        Ok(Ensured {
+            status,
+            ..lb.extras.clone()
+        })
     }
 
     async fn update_load_balancer(
@@ -434,6 +463,14 @@ impl CloudLoadBalancers for FakeCloud {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone())
+    }
+
+    async fn serving_provider(&self) -> Result<ServingProvider, GatewayError> {
+        Ok(ServingProvider {
+            name: self.current_provider().await?,
+            load_balancers: true,
+            annotation_prefix: self.lb().annotation_prefix.clone(),
+        })
     }
 }
 
@@ -752,12 +789,14 @@ mod tests {
         let first = cloud
             .ensure_load_balancer("c", &web, &[backend("n1")])
             .await
-            .unwrap();
+            .unwrap()
+            .status;
         let again = cloud
             .ensure_load_balancer("c", &web, &[backend("n1"), backend("n2")])
             .await
-            .unwrap();
-        let other = cloud.ensure_load_balancer("c", &db, &[]).await.unwrap();
+            .unwrap()
+            .status;
+        let other = cloud.ensure_load_balancer("c", &db, &[]).await.unwrap().status;
 
         assert_eq!(ip(&first), "203.0.113.1");
         assert_eq!(first, again, "the same load balancer");
@@ -779,7 +818,11 @@ mod tests {
         let requested = ServiceBuilder::new("pinned")
             .load_balancer_ip("198.51.100.9")
             .build();
-        let status = cloud.ensure_load_balancer("c", &requested, &[]).await.unwrap();
+        let status = cloud
+            .ensure_load_balancer("c", &requested, &[])
+            .await
+            .unwrap()
+            .status;
         assert_eq!(ip(&status), "198.51.100.9");
     }
 

@@ -722,3 +722,75 @@ fn node_names_in_messages_are_sorted_and_limited_to_twenty() {
     assert!(many.starts_with("[node-05 node-06"), "{many}");
     assert!(many.ends_with("node-24 <5 more>]"), "{many}");
 }
+
+#[test]
+fn provider_annotations_are_only_the_changed_ones_under_the_providers_prefix() {
+    const P: &str = "loadbalancer.openstack.org/";
+    let answered = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    let id = "loadbalancer.openstack.org/load-balancer-id";
+    let address = "loadbalancer.openstack.org/load-balancer-address";
+    let bare = svc("web").build();
+    let written = svc("web")
+        .annotation(id, "lb-1")
+        .annotation(address, "203.0.113.7")
+        .build();
+    let cases: Vec<(
+        &str,
+        &Service,
+        BTreeMap<String, String>,
+        &str,
+        Option<BTreeMap<String, String>>,
+    )> = vec![
+        (
+            "first ensure: both written",
+            &bare,
+            answered(&[(id, "lb-1"), (address, "203.0.113.7")]),
+            P,
+            Some(answered(&[(id, "lb-1"), (address, "203.0.113.7")])),
+        ),
+        (
+            "already there (OCCM wrote them): nothing",
+            &written,
+            answered(&[(id, "lb-1"), (address, "203.0.113.7")]),
+            P,
+            None,
+        ),
+        (
+            "a stale id replaced, the address kept",
+            &written,
+            answered(&[(id, "lb-2"), (address, "203.0.113.7")]),
+            P,
+            Some(answered(&[(id, "lb-2")])),
+        ),
+        (
+            "a key outside the prefix never",
+            &bare,
+            answered(&[("kubernetes.io/owner", "me"), (id, "lb-1")]),
+            P,
+            Some(answered(&[(id, "lb-1")])),
+        ),
+        (
+            "a provider that names no prefix writes nothing",
+            &bare,
+            answered(&[(id, "lb-1")]),
+            "",
+            None,
+        ),
+        (
+            "the prefix alone is no key",
+            &bare,
+            answered(&[(P, "x")]),
+            P,
+            None,
+        ),
+        ("nothing answered", &bare, answered(&[]), P, None),
+    ];
+    for (name, service, answered, prefix, want) in cases {
+        assert_eq!(provider_annotations(service, &answered, prefix), want, "{name}");
+    }
+}

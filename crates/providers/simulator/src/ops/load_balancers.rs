@@ -87,6 +87,7 @@ pub fn status(lb: &LoadBalancer, now: SystemTime) -> LoadBalancerStatus {
                 hostname: String::new(),
                 ip_mode: String::new(),
             }],
+            ..LoadBalancerStatus::default()
         },
     }
 }
