@@ -270,11 +270,12 @@ impl CloudFixture for OpenStackFixture {
     }
 
     fn invalid_service(&self) -> Result<(std::collections::BTreeMap<String, String>, String), Skip> {
-        // OCCM reads it as "off"; this provider refuses it by name.
+        // Below Octavia's range: its API refuses OCCM's write; this provider refuses it by name
+        // before any write.
         Ok((
             [(
-                "loadbalancer.openstack.org/proxy-protocol".to_owned(),
-                "v3".to_owned(),
+                "loadbalancer.openstack.org/connection-limit".to_owned(),
+                "-2".to_owned(),
             )]
             .into(),
             String::new(),

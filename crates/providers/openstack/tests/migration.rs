@@ -336,7 +336,15 @@ async fn load_balancers_occm_built_are_taken_over_with_no_write() {
     let client = cloud().client(User::Ccm).await;
     let cluster = cloud().unique_name("occm");
     let nodes = nodes();
+    // Two annotations OCCM reads other than written: a bool written "yes" (its default, false)
+    // and the key older OCCM docs spelled (ignored). OCCM serves the Service; so do we.
     let mut web = service("web", 1, false);
+    web.annotations
+        .insert("loadbalancer.openstack.org/keep-floatingip".into(), "yes".into());
+    web.annotations.insert(
+        "loadbalancer.openstack.org/floating-subnet-tag".into(),
+        "public".into(),
+    );
     let mut monitored = service("monitored", 2, true);
     let built = [
         occm::build(&client, &cluster, &mut web, &nodes).await,
@@ -367,7 +375,33 @@ async fn load_balancers_occm_built_are_taken_over_with_no_write() {
             "{}: the shadow would write {woulds:?}",
             svc.name
         );
+        // The annotations OCCM wrote back are answered as they are: the service controller
+        // writes nothing at the switch.
+        for key in [
+            "loadbalancer.openstack.org/load-balancer-id",
+            "loadbalancer.openstack.org/load-balancer-address",
+        ] {
+            assert_eq!(
+                status.annotations.get(key),
+                svc.annotations.get(key),
+                "{}: {key}",
+                svc.name
+            );
+        }
     }
+    // What OCCM reads other than written is told, naming each annotation; nothing else is.
+    let notices = shadow.service_notices(&cluster, &web);
+    let named: Vec<(&str, bool)> = notices
+        .iter()
+        .map(|n| (n.reason.as_str(), n.message.contains("keep-floatingip: \"yes\"")))
+        .collect();
+    assert_eq!(
+        named,
+        [("AnnotationIgnored", false), ("AnnotationValueIgnored", true)],
+        "{notices:?}"
+    );
+    assert!(notices[0].message.contains("floating-subnet-tag "), "{notices:?}");
+    assert_eq!(shadow.service_notices(&cluster, &monitored), []);
     // One edited Service: exactly one planned write (the claim that precedes a change; the
     // change itself is planned by the sync after it).
     let mut edited = web.clone();

@@ -4,7 +4,7 @@
 //! reports (`createLoadBalancerStatus`, §3.9). Pure: the same tree serves the fully populated
 //! create and the comparison with what Octavia reports.
 
-use std::net::IpAddr;
+use std::{collections::BTreeMap, net::IpAddr};
 
 use provider::{
     AddressType, LoadBalancerIngress, LoadBalancerNode, LoadBalancerStatus, NodeAddress, Protocol,
@@ -12,7 +12,7 @@ use provider::{
 };
 
 use super::{
-    names,
+    names, service_conf,
     service_conf::{Monitor, OctaviaFeatures, ProxyProtocol, ServiceLbConf, Timeouts, node_matches},
 };
 
@@ -315,7 +315,18 @@ pub fn status(conf: &ServiceLbConf, hostname: &IngressHostname<'_>, address: &st
     };
     LoadBalancerStatus {
         ingress: vec![ingress],
+        ..LoadBalancerStatus::default()
     }
+}
+
+/// The annotations OCCM writes back on the Service: the load balancer's ID (its recipe for
+/// sharing a load balancer reads it off the first Service) and the address in use (with
+/// `enable-ingress-hostname`, the only place the real address shows).
+pub fn written_back(lb_id: &str, address: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (service_conf::LOAD_BALANCER_ID.to_owned(), lb_id.to_owned()),
+        (service_conf::LOAD_BALANCER_ADDRESS.to_owned(), address.to_owned()),
+    ])
 }
 
 /// The status of a load balancer at `address` whose Service's settings cannot be read (a
@@ -326,6 +337,7 @@ pub fn address_status(address: String) -> LoadBalancerStatus {
             ip: address,
             ..LoadBalancerIngress::default()
         }],
+        ..LoadBalancerStatus::default()
     }
 }
 

@@ -742,7 +742,7 @@ impl OpenStackLoadBalancers {
             }
             let address = address.unwrap_or_else(|| lb.vip_address.clone());
             return Ok(LoadBalancerObservation::Present(match self.conf(service) {
-                Ok(conf) => self.status(&conf, &address),
+                Ok(conf) => self.status(&conf, lb, &address),
                 Err(_) => desired::address_status(address),
             }));
         };
@@ -767,7 +767,7 @@ impl OpenStackLoadBalancers {
             address
         };
         Ok(match settled {
-            Some(address) => LoadBalancerObservation::Converged(self.status(&conf, &address)),
+            Some(address) => LoadBalancerObservation::Converged(self.status(&conf, lb, &address)),
             None => LoadBalancerObservation::NeedsEnsure,
         })
     }
@@ -975,12 +975,17 @@ impl OpenStackLoadBalancers {
         }
     }
 
-    fn status(&self, conf: &ServiceLbConf, address: &str) -> LoadBalancerStatus {
+    /// The status, with the annotations OCCM writes back beside it: the load balancer's ID and
+    /// the address in use.
+    fn status(&self, conf: &ServiceLbConf, lb: &LoadBalancer, address: &str) -> LoadBalancerStatus {
         let hostname = IngressHostname {
             enabled: self.settings.enable_ingress_hostname,
             suffix: &self.settings.ingress_hostname_suffix,
         };
-        desired::status(conf, &hostname, address)
+        LoadBalancerStatus {
+            annotations: desired::written_back(&lb.id, address),
+            ..desired::status(conf, &hostname, address)
+        }
     }
 
     /// Writes made since start (Octavia and Neutron).
@@ -1018,7 +1023,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
             None => lb.vip_address.clone(),
         };
         Ok(Some(match &conf {
-            Some(conf) => self.status(conf, &address),
+            Some(conf) => self.status(conf, &lb, &address),
             None => desired::address_status(address),
         }))
     }
@@ -1048,7 +1053,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
             .converge(cluster, service, &conf, lb, &lb_name, nodes)
             .await?;
         let address = self.address(cluster, service, &conf, &lb).await?;
-        Ok(self.status(&conf, &address))
+        Ok(self.status(&conf, &lb, &address))
     }
 
     async fn update_load_balancer(
@@ -1172,6 +1177,16 @@ impl LoadBalancers for OpenStackLoadBalancers {
         octavia::delete_cascade(&self.client, &lb.id).await?;
         self.stalls.progressed(&lb_name);
         Err(wait(format!("load balancer {} is being deleted", lb.id)))
+    }
+
+    /// What OCCM reads in the Service other than written (see [`service_conf`]).
+    fn service_notices(&self, _cluster: &str, service: &ServiceSpec) -> Vec<provider::ServiceNotice> {
+        service_conf::resolve_noting(&self.settings, &self.features, service).1
+    }
+
+    /// OCCM's: `load-balancer-id` and `load-balancer-address` are written back.
+    fn service_annotation_prefix(&self) -> &'static str {
+        service_conf::PREFIX
     }
 
     /// Every ensure starts with a batched read: an unchanged Service costs no call of its own.

@@ -4,26 +4,30 @@
 //! first node, the external network when none is configured, whether a floating subnet belongs
 //! to its network) is left as `None` or a [`FloatingSubnet`] for the caller to resolve.
 //!
+//! # What OCCM accepts is accepted; what it ignores is ignored, and said
+//! A Service that OCCM serves is served the same way after the switch: a value OCCM cannot read
+//! (a boolean other than `true`/`false`, an integer `Atoi` refuses, a `proxy-protocol` other than
+//! `true`/`false`/`v1`/`v2`) falls back to OCCM's default; a `loadbalancer.openstack.org/*` key
+//! OCCM does not read is ignored; what the cloud's Octavia cannot do (listener timeouts below
+//! API 2.1, flavors below 2.6, source ranges below 2.12, an availability zone below 2.14, or
+//! the `ovn` provider) is left out. Where OCCM does so silently, each is a [`ServiceNotice`]
+//! here, which the service controller tells the Service's owner once in a Warning event
+//! (OCCM's own event reason where it has one); [`resolve_noting`] answers them.
+//!
 //! # Where this differs from OCCM, on purpose
-//! - A value OCCM cannot read (a boolean other than `true`/`false`, an integer `Atoi` refuses, a
-//!   `proxy-protocol` other than `true`/`false`/`v1`/`v2`) is an error naming the annotation.
-//!   OCCM silently uses the default, and the Service gets a load balancer other than the one
-//!   its manifest asks for.
-//! - Every `loadbalancer.openstack.org/*` key that OCCM does not read is refused by name, as is
-//!   `default-tls-container-ref` (TLS termination needs Barbican, which this provider does not
-//!   call; the cloud.conf key is refused at start).
+//! - `default-tls-container-ref` is refused by name: TLS termination needs Barbican, which this
+//!   provider does not call yet.
 //! - `lb-method` is checked against Octavia's algorithms before any write; OCCM sends it and
 //!   emits `LoadBalancerLbMethodUnknown` when Octavia refuses it.
-//! - What the cloud's Octavia cannot do (source ranges below API 2.12, an availability zone
-//!   below 2.14) is refused, not ignored with an event: the Service would be open to the world,
-//!   or in the wrong zone, while its manifest says otherwise.
-//! - Connection limits, timeouts and health-monitor values are checked against Octavia's API
-//!   ranges here, so a bad one fails before any write, naming the annotation.
+//! - Connection limits, timeouts and health-monitor values that Octavia's API would refuse are
+//!   refused here, before any write, naming the annotation (OCCM's write fails).
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use std::cell::RefCell;
+
 use ipnet::IpNet;
-use provider::{ExternalTrafficPolicy, ProviderError, ServiceSpec};
+use provider::{ExternalTrafficPolicy, ProviderError, ServiceNotice, ServiceSpec};
 
 use crate::cloud_config::{LbClass, LoadBalancerSettings};
 
@@ -64,7 +68,7 @@ pub const LOAD_BALANCER_ID: &str = "loadbalancer.openstack.org/load-balancer-id"
 pub const TLS_CONTAINER_REF: &str = "loadbalancer.openstack.org/default-tls-container-ref";
 
 /// OCCM's annotations under [`PREFIX`] that this provider reads. Any other key under it is
-/// refused by name.
+/// ignored, as OCCM ignores it, with a notice.
 const READ: &[&str] = &[
     NODE_SELECTOR,
     CONNECTION_LIMIT,
@@ -245,13 +249,49 @@ pub struct ServiceLbConf {
     pub hostname: Option<String>,
 }
 
-/// The Service's annotations, read with OCCM's precedence over the settings.
-struct Annotations<'a>(&'a BTreeMap<String, String>);
+/// The event reason of a value read as OCCM reads it, not as written (OCCM has none: it falls
+/// back silently).
+pub const VALUE_IGNORED: &str = "AnnotationValueIgnored";
+/// The event reason of an unknown `loadbalancer.openstack.org/*` key (OCCM ignores it silently).
+pub const KEY_IGNORED: &str = "AnnotationIgnored";
+/// OCCM's event when Octavia cannot enforce the source ranges.
+pub const SOURCE_RANGES_IGNORED: &str = "LoadBalancerSourceRangesIgnored";
+/// OCCM's event when Octavia has no availability zones.
+pub const AVAILABILITY_ZONES_IGNORED: &str = "LoadBalancerAvailabilityZonesIgnored";
+
+/// The Service's annotations, read with OCCM's precedence over the settings, and what was read
+/// other than written.
+struct Annotations<'a> {
+    values: &'a BTreeMap<String, String>,
+    notices: RefCell<Vec<ServiceNotice>>,
+}
 
 impl<'a> Annotations<'a> {
+    fn new(values: &'a BTreeMap<String, String>) -> Self {
+        Self {
+            values,
+            notices: RefCell::default(),
+        }
+    }
+
     /// The value when present, even empty (OCCM: a present-but-empty annotation is `""`).
     fn get(&self, key: &str) -> Option<&'a str> {
-        self.0.get(key).map(String::as_str)
+        self.values.get(key).map(String::as_str)
+    }
+
+    fn notice(&self, reason: &str, message: String) {
+        self.notices.borrow_mut().push(ServiceNotice {
+            reason: reason.to_owned(),
+            message,
+        });
+    }
+
+    /// `value` of `key` is not used: `instead` is, as OCCM does.
+    fn fell_back(&self, key: &str, value: &str, why: &str, instead: &str) {
+        self.notice(
+            VALUE_IGNORED,
+            format!("annotation {key}: {value:?} {why}; {instead} is used, as the OpenStack cloud controller manager does"),
+        );
     }
 
     /// A non-empty value, else `None`.
@@ -259,16 +299,27 @@ impl<'a> Annotations<'a> {
         self.get(key).filter(|v| !v.is_empty()).map(str::to_owned)
     }
 
-    fn boolean(&self, key: &str, default: bool) -> Result<bool, ProviderError> {
+    /// OCCM's `getBoolFromServiceAnnotation`: exactly `true` or `false`, else the default.
+    fn boolean(&self, key: &str, default: bool) -> bool {
         match self.get(key) {
-            None => Ok(default),
-            Some("true") => Ok(true),
-            Some("false") => Ok(false),
-            Some(other) => Err(invalid(key, other, "is not true or false")),
+            None => default,
+            Some("true") => true,
+            Some("false") => false,
+            Some(other) => {
+                self.fell_back(
+                    key,
+                    other,
+                    "is not true or false",
+                    &format!("the default {default}"),
+                );
+                default
+            }
         }
     }
 
-    /// An integer as Go's `Atoi` reads it (an optional sign, decimal digits), within `range`.
+    /// An integer as Go's `Atoi` reads it (an optional sign, decimal digits), else the default
+    /// (OCCM's `getIntFromServiceAnnotation`); one Octavia would refuse, outside `range`, is
+    /// refused.
     fn int(
         &self,
         key: &str,
@@ -278,9 +329,10 @@ impl<'a> Annotations<'a> {
         let Some(text) = self.get(key) else {
             return Ok(default);
         };
-        let value: i64 = text
-            .parse()
-            .map_err(|_| invalid(key, text, "is not an integer"))?;
+        let Ok(value) = text.parse::<i64>() else {
+            self.fell_back(key, text, "is not an integer", &format!("the default {default}"));
+            return Ok(default);
+        };
         if !range.contains(&value) {
             return Err(invalid(
                 key,
@@ -300,26 +352,43 @@ fn invalid(key: &str, value: &str, why: &str) -> ProviderError {
     ProviderError::InvalidArgument(format!("annotation {key}: {value:?} {why}"))
 }
 
-/// The annotations under [`PREFIX`] this provider does not read, refused by name; `None` when
-/// there are none.
+/// TLS termination, refused by name: `None` when not asked.
 fn refused_annotations(annotations: &BTreeMap<String, String>) -> Option<ProviderError> {
-    if annotations.contains_key(TLS_CONTAINER_REF) {
-        return Some(ProviderError::InvalidArgument(format!(
+    annotations.contains_key(TLS_CONTAINER_REF).then(|| {
+        ProviderError::InvalidArgument(format!(
             "annotation {TLS_CONTAINER_REF} is not supported by this provider: TLS termination needs \
              Barbican, which it does not call; terminate TLS in the cluster (an Ingress) or remove the annotation"
-        )));
-    }
-    let unknown: Vec<&str> = annotations
-        .keys()
-        .map(String::as_str)
-        .filter(|k| k.starts_with(PREFIX) && !READ.contains(k))
-        .collect();
-    (!unknown.is_empty()).then(|| {
-        ProviderError::InvalidArgument(format!(
-            "annotation {} is not one the OpenStack cloud controller manager reads; remove it or correct its name",
-            unknown.join(", ")
         ))
     })
+}
+
+/// The keys under [`PREFIX`] that OCCM does not read: ignored, as OCCM ignores them, each
+/// named with the key it may stand for (`floating-subnet-tag`, the spelling of older OCCM docs,
+/// for `floating-subnet-tags`).
+fn ignore_unknown_keys(a: &Annotations<'_>) {
+    for key in a
+        .values
+        .keys()
+        .filter(|k| k.starts_with(PREFIX) && !READ.contains(&k.as_str()))
+    {
+        // A known key it cuts short (`floating-subnet-tag`), else the longest it extends.
+        let meant = READ
+            .iter()
+            .find(|known| known.starts_with(key.as_str()))
+            .or_else(|| {
+                READ.iter()
+                    .filter(|known| key.starts_with(**known))
+                    .max_by_key(|known| known.len())
+            })
+            .map(|known| format!(" (did you mean {known}?)"))
+            .unwrap_or_default();
+        a.notice(
+            KEY_IGNORED,
+            format!(
+                "annotation {key} is not one the OpenStack cloud controller manager reads{meant}: ignored, as it ignores it"
+            ),
+        );
+    }
 }
 
 /// OCCM's `StringToMap` for `node-selector`: `k=v,k2,k3=`; a key alone or with an empty value
@@ -457,42 +526,52 @@ fn timeouts(features: &OctaviaFeatures, a: &Annotations<'_>) -> Result<Option<Ti
         .filter(|k| a.get(k).is_some())
         .collect();
         if !asked.is_empty() {
-            return Err(ProviderError::InvalidArgument(format!(
-                "annotation {}: this cloud's Octavia has no listener timeouts (API 2.1, not the ovn provider)",
-                asked.join(", ")
-            )));
+            a.notice(
+                VALUE_IGNORED,
+                format!(
+                    "annotation {}: this cloud's Octavia has no listener timeouts (API 2.1, not the ovn provider); \
+                     ignored, as the OpenStack cloud controller manager ignores it",
+                    asked.join(", ")
+                ),
+            );
         }
         None
     })
 }
 
-/// The source ranges Octavia enforces (`allowed_cidrs`), where it can; where it cannot, none
-/// when they allow everything or the security group holds them, else refused.
+/// The source ranges Octavia enforces (`allowed_cidrs`), where it can; where it cannot, none:
+/// the security group holds them, or they are ignored as OCCM ignores them, with its event.
 fn allowed_cidrs(
     settings: &LoadBalancerSettings,
     features: &OctaviaFeatures,
     service: &ServiceSpec,
+    a: &Annotations<'_>,
 ) -> Result<Option<Vec<String>>, ProviderError> {
     let ipv6 = service.requested_ip.contains(':');
     let ranges = source_ranges(service, ipv6)?;
     let everything = ranges.len() == 1 && (ranges[0] == "0.0.0.0/0" || ranges[0] == "::/0");
     Ok(if features.vip_acl {
         Some(ranges)
-    } else if everything || security_group_holds_source_ranges(settings) {
-        None
     } else {
-        return Err(ProviderError::InvalidArgument(format!(
-            "load balancer source ranges ({}) cannot be enforced: this cloud's Octavia has no allowed_cidrs \
-             (API 2.12, not the ovn provider)",
-            ranges.join(", ")
-        )));
+        if !everything && !security_group_holds_source_ranges(settings) {
+            a.notice(
+                SOURCE_RANGES_IGNORED,
+                format!(
+                    "load balancer source ranges ({}) cannot be enforced: this cloud's Octavia has no allowed_cidrs \
+                     (API 2.12, not the ovn provider); the load balancer accepts every address, as the OpenStack \
+                     cloud controller manager's does",
+                    ranges.join(", ")
+                ),
+            );
+        }
+        None
     })
 }
 
 /// The health monitor, unless disabled: its delays and retries from the annotations, else
 /// `[LoadBalancer]`.
 fn monitor(settings: &LoadBalancerSettings, a: &Annotations<'_>) -> Result<Option<Monitor>, ProviderError> {
-    let monitor_enabled = a.boolean(ENABLE_HEALTH_MONITOR, settings.create_monitor)?;
+    let monitor_enabled = a.boolean(ENABLE_HEALTH_MONITOR, settings.create_monitor);
     let seconds = |d: std::time::Duration| i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
     Ok(if monitor_enabled {
         let delay = a.int(
@@ -531,15 +610,36 @@ pub fn resolve(
     features: &OctaviaFeatures,
     service: &ServiceSpec,
 ) -> Result<ServiceLbConf, ProviderError> {
+    resolve_noting(settings, features, service).0
+}
+
+/// [`resolve`], and what it read other than written (see the module's opening), also when the
+/// Service is refused.
+pub fn resolve_noting(
+    settings: &LoadBalancerSettings,
+    features: &OctaviaFeatures,
+    service: &ServiceSpec,
+) -> (Result<ServiceLbConf, ProviderError>, Vec<ServiceNotice>) {
+    let a = Annotations::new(&service.annotations);
+    ignore_unknown_keys(&a);
+    let conf = read(settings, features, service, &a);
+    (conf, a.notices.into_inner())
+}
+
+fn read(
+    settings: &LoadBalancerSettings,
+    features: &OctaviaFeatures,
+    service: &ServiceSpec,
+    a: &Annotations<'_>,
+) -> Result<ServiceLbConf, ProviderError> {
     if let Some(refused) = refused_annotations(&service.annotations) {
         return Err(refused);
     }
     if service.ports.is_empty() {
         return Err(ProviderError::InvalidArgument("the Service has no ports".into()));
     }
-    let a = Annotations(&service.annotations);
 
-    let internal = settings.internal_lb || a.boolean(INTERNAL, false)?;
+    let internal = settings.internal_lb || a.boolean(INTERNAL, false);
     let class = match a.id(CLASS) {
         None => None,
         Some(name) => match settings.classes.get(&name) {
@@ -578,14 +678,23 @@ pub fn resolve(
             }
         });
 
-    let floating = (!internal).then(|| floating(settings, &a, class.as_ref().map(|(_, c)| *c)));
+    let floating = (!internal).then(|| floating(settings, a, class.as_ref().map(|(_, c)| *c)));
 
-    let x_forwarded_for = a.boolean(X_FORWARDED_FOR, false)?;
+    let x_forwarded_for = a.boolean(X_FORWARDED_FOR, false);
+    // getProxyProtocolFromServiceAnnotation: anything else is off.
     let proxy_protocol = match a.get(PROXY_PROTOCOL) {
         None | Some("false") => None,
         Some("true" | "v1") => Some(ProxyProtocol::V1),
         Some("v2") => Some(ProxyProtocol::V2),
-        Some(other) => return Err(invalid(PROXY_PROTOCOL, other, "is not true, false, v1 or v2")),
+        Some(other) => {
+            a.fell_back(
+                PROXY_PROTOCOL,
+                other,
+                "is not true, false, v1 or v2",
+                "no PROXY protocol",
+            );
+            None
+        }
     };
     if proxy_protocol.is_some() && x_forwarded_for {
         return Err(ProviderError::InvalidArgument(format!(
@@ -607,27 +716,40 @@ pub fn resolve(
 
     // Octavia's range: -1 (unlimited) and up.
     let connection_limit = a.int(CONNECTION_LIMIT, -1, -1..=i64::from(i32::MAX))? as i32;
-    let timeouts = timeouts(features, &a)?;
+    let timeouts = timeouts(features, a)?;
 
-    let allowed_cidrs = allowed_cidrs(settings, features, service)?;
+    let allowed_cidrs = allowed_cidrs(settings, features, service, a)?;
 
     let flavor_id = if features.flavors {
         a.id(FLAVOR_ID).or_else(|| settings.flavor_id.clone())
     } else {
+        if let Some(flavor) = a.id(FLAVOR_ID) {
+            a.fell_back(
+                FLAVOR_ID,
+                &flavor,
+                "cannot be used: this cloud's Octavia has no flavors (API 2.6, not the ovn provider)",
+                "Octavia's default flavor",
+            );
+        }
         None
     };
-    let availability_zone = a
+    let mut availability_zone = a
         .id(AVAILABILITY_ZONE)
         .or_else(|| settings.availability_zone.clone());
-    if availability_zone.is_some() && !features.availability_zones {
-        return Err(ProviderError::InvalidArgument(format!(
-            "availability zone {:?} (annotation {AVAILABILITY_ZONE} or [LoadBalancer] availability-zone): this cloud's \
-             Octavia has no availability zones (API 2.14, not the ovn provider)",
-            availability_zone.unwrap_or_default()
-        )));
+    if !features.availability_zones
+        && let Some(zone) = availability_zone.take()
+    {
+        a.notice(
+            AVAILABILITY_ZONES_IGNORED,
+            format!(
+                "availability zone {zone:?} (annotation {AVAILABILITY_ZONE} or [LoadBalancer] availability-zone) is \
+                 ignored: this cloud's Octavia has no availability zones (API 2.14, not the ovn provider), as the \
+                 OpenStack cloud controller manager ignores it"
+            ),
+        );
     }
 
-    let monitor = monitor(settings, &a)?;
+    let monitor = monitor(settings, a)?;
     let health_check_node_port = (monitor.is_some()
         && service.external_traffic_policy == ExternalTrafficPolicy::Local
         && service.health_check_node_port > 0)
@@ -644,7 +766,7 @@ pub fn resolve(
         member_subnet_id,
         floating,
         requested_ip: (!service.requested_ip.is_empty()).then(|| service.requested_ip.clone()),
-        keep_floating_ip: a.boolean(KEEP_FLOATING_IP, false)?,
+        keep_floating_ip: a.boolean(KEEP_FLOATING_IP, false),
         load_balancer_id: a.id(LOAD_BALANCER_ID),
         connection_limit,
         lb_method,
@@ -714,6 +836,29 @@ mod tests {
 
     fn resolved(settings: &LoadBalancerSettings, annotations: &[(&str, &str)]) -> ServiceLbConf {
         resolve(settings, &zed(), &service(annotations)).expect("resolves")
+    }
+
+    fn noting(
+        settings: &LoadBalancerSettings,
+        features: &OctaviaFeatures,
+        annotations: &[(&str, &str)],
+    ) -> (Result<ServiceLbConf, ProviderError>, Vec<ServiceNotice>) {
+        resolve_noting(settings, features, &service(annotations))
+    }
+
+    /// Each notice's reason and the annotation it names (the first word after "annotation ").
+    fn reasons(notices: &[ServiceNotice]) -> Vec<(&str, String)> {
+        notices
+            .iter()
+            .map(|n| {
+                let key = n
+                    .message
+                    .strip_prefix("annotation ")
+                    .and_then(|rest| rest.split([':', ' ']).next())
+                    .unwrap_or_default();
+                (n.reason.as_str(), key.to_owned())
+            })
+            .collect()
     }
 
     fn refused(settings: &LoadBalancerSettings, annotations: &[(&str, &str)]) -> String {
@@ -879,8 +1024,7 @@ mod tests {
         assert!(resolved(&forced, &[(INTERNAL, "false")]).internal);
     }
 
-    // OCCM's Test_getProxyProtocolFromServiceAnnotation; OCCM reads anything else as off, this
-    // provider refuses it.
+    // OCCM's Test_getProxyProtocolFromServiceAnnotation: anything else is off (with a notice).
     #[test]
     fn proxy_protocol_versions() {
         let none = LoadBalancerSettings::default();
@@ -898,28 +1042,65 @@ mod tests {
             );
         }
         assert_eq!(resolved(&none, &[]).proxy_protocol, None);
-        assert!(refused(&none, &[(PROXY_PROTOCOL, "v3")]).contains(PROXY_PROTOCOL));
+        let (conf, notices) = noting(&none, &zed(), &[(PROXY_PROTOCOL, "v3")]);
+        assert_eq!(conf.unwrap().proxy_protocol, None);
+        assert_eq!(reasons(&notices), [(VALUE_IGNORED, PROXY_PROTOCOL.to_owned())]);
         let both = refused(&none, &[(PROXY_PROTOCOL, "v2"), (X_FORWARDED_FOR, "true")]);
         assert!(both.contains("cannot be used together"), "{both}");
     }
 
-    // OCCM's Test_getBoolFromServiceAnnotation and Test_getIntFromServiceAnnotation read a bad
-    // value as the default; here it is an error naming the annotation.
+    // OCCM's Test_getBoolFromServiceAnnotation and Test_getIntFromServiceAnnotation: a value
+    // they cannot read is their default; the Service is served so, with a notice naming the
+    // annotation, its value and the default (it used to be refused: a Service OCCM served
+    // stopped following its nodes at the switch).
     #[test]
-    fn a_value_occm_would_silently_replace_by_its_default_is_refused_by_name() {
+    fn a_value_occm_replaces_by_its_default_is_so_replaced_and_noticed() {
         let none = LoadBalancerSettings::default();
-        for (key, value) in [
-            (INTERNAL, "True"),
-            (KEEP_FLOATING_IP, "yes"),
-            (ENABLE_HEALTH_MONITOR, "1"),
-            (CONNECTION_LIMIT, "ten"),
-            (CONNECTION_LIMIT, "-2"),
-            (TIMEOUT_CLIENT_DATA, "1.5"),
-            (TIMEOUT_MEMBER_DATA, "-1"),
-        ] {
+        let cases: [(&str, &str, &str, fn(&ServiceLbConf) -> String); 7] = [
+            (INTERNAL, "True", "false", |c| c.internal.to_string()),
+            (KEEP_FLOATING_IP, "yes", "false", |c| {
+                c.keep_floating_ip.to_string()
+            }),
+            (X_FORWARDED_FOR, "1", "false", |c| c.x_forwarded_for.to_string()),
+            (ENABLE_HEALTH_MONITOR, "on", "false", |c| {
+                c.monitor.is_some().to_string()
+            }),
+            (CONNECTION_LIMIT, "ten", "-1", |c| c.connection_limit.to_string()),
+            (TIMEOUT_CLIENT_DATA, "1.5", "50000", |c| {
+                c.timeouts.map(|t| t.client_data).unwrap_or_default().to_string()
+            }),
+            (CONNECTION_LIMIT, " 10", "-1", |c| c.connection_limit.to_string()),
+        ];
+        for (key, value, default, read) in cases {
+            let (conf, notices) = noting(&none, &zed(), &[(key, value)]);
+            let conf = conf.unwrap_or_else(|e| panic!("{key}={value}: refused: {e}"));
+            assert_eq!(read(&conf), default, "{key}={value}");
+            assert_eq!(notices.len(), 1, "{key}={value}: {notices:?}");
+            let m = &notices[0].message;
+            assert!(
+                notices[0].reason == VALUE_IGNORED
+                    && m.contains(key)
+                    && m.contains(value)
+                    && m.contains(default),
+                "{key}={value}: {m}"
+            );
+        }
+        // A default from the config: `create-monitor`.
+        let monitored = LoadBalancerSettings {
+            create_monitor: true,
+            ..LoadBalancerSettings::default()
+        };
+        let (conf, notices) = noting(&monitored, &zed(), &[(ENABLE_HEALTH_MONITOR, "yes")]);
+        assert!(conf.unwrap().monitor.is_some());
+        assert!(notices[0].message.contains("the default true"), "{notices:?}");
+        // What Octavia's API would refuse is still refused, before any write.
+        for (key, value) in [(CONNECTION_LIMIT, "-2"), (TIMEOUT_MEMBER_DATA, "-1")] {
             let m = refused(&none, &[(key, value)]);
             assert!(m.contains(key) && m.contains(value), "{key}={value}: {m}");
         }
+        // Values read as written have no notice.
+        let (_, notices) = noting(&none, &zed(), &[(INTERNAL, "true"), (CONNECTION_LIMIT, "5")]);
+        assert_eq!(notices, []);
         let monitor = [(ENABLE_HEALTH_MONITOR, "true"), (MONITOR_MAX_RETRIES, "11")];
         assert!(refused(&none, &monitor).contains(MONITOR_MAX_RETRIES));
         // Atoi's spelling is read: a sign, leading zeros.
@@ -929,14 +1110,39 @@ mod tests {
         );
     }
 
+    // OCCM ignores a key it does not read; so does this provider, naming it once (it used to
+    // refuse the Service).
     #[test]
-    fn unknown_and_unimplemented_annotations_are_refused_by_name() {
+    fn unknown_keys_are_ignored_and_noticed_and_tls_is_refused_by_name() {
         let none = LoadBalancerSettings::default();
-        let m = refused(
+        let (conf, notices) = noting(
             &none,
-            &[("loadbalancer.openstack.org/enable-helth-monitor", "true")],
+            &zed(),
+            &[
+                ("loadbalancer.openstack.org/floating-subnet-tag", "public"),
+                ("loadbalancer.openstack.org/enable-helth-monitor", "true"),
+            ],
         );
-        assert!(m.contains("enable-helth-monitor"), "{m}");
+        assert_eq!(conf.unwrap().floating.unwrap().subnet, FloatingSubnet::Any);
+        assert_eq!(
+            reasons(&notices),
+            [
+                (
+                    KEY_IGNORED,
+                    "loadbalancer.openstack.org/enable-helth-monitor".to_owned()
+                ),
+                (
+                    KEY_IGNORED,
+                    "loadbalancer.openstack.org/floating-subnet-tag".to_owned()
+                ),
+            ]
+        );
+        assert!(
+            notices[1]
+                .message
+                .contains(&format!("did you mean {FLOATING_SUBNET_TAGS}?")),
+            "{notices:?}"
+        );
         let m = refused(
             &none,
             &[(TLS_CONTAINER_REF, "https://barbican/v1/containers/abc")],
@@ -1008,35 +1214,45 @@ mod tests {
         );
     }
 
-    // OCCM ignores what its Octavia cannot do, with an event; here the Service is refused.
+    // OCCM ignores what its Octavia cannot do, with its event where it has one; so does this
+    // provider (it used to refuse the Service).
     #[test]
-    fn what_an_older_or_ovn_octavia_cannot_do_is_refused_not_ignored() {
+    fn what_an_older_or_ovn_octavia_cannot_do_is_ignored_and_noticed() {
         let none = LoadBalancerSettings::default();
         let ovn = OctaviaFeatures::of(2, 26, "ovn");
         let mut svc = service(&[]);
-        // Open to everything: nothing to enforce, nothing refused.
-        let conf = resolve(&none, &ovn, &svc).unwrap();
-        assert_eq!((conf.allowed_cidrs, conf.timeouts), (None, None));
+        // Open to everything: nothing to enforce, nothing to say.
+        let (conf, notices) = resolve_noting(&none, &ovn, &svc);
+        let conf = conf.unwrap();
+        assert_eq!((conf.allowed_cidrs, conf.timeouts, notices), (None, None, vec![]));
         svc.source_ranges = vec!["10.0.0.0/8".into()];
-        assert!(
-            matches!(resolve(&none, &ovn, &svc), Err(ProviderError::InvalidArgument(m)) if m.contains("10.0.0.0/8"))
-        );
+        let (conf, notices) = resolve_noting(&none, &ovn, &svc);
+        assert_eq!(conf.unwrap().allowed_cidrs, None);
+        assert_eq!(notices[0].reason, SOURCE_RANGES_IGNORED);
+        assert!(notices[0].message.contains("10.0.0.0/8"), "{notices:?}");
         // With manage-security-groups on ovn, the group's rules enforce them (OCCM).
         let groups = LoadBalancerSettings {
             manage_security_groups: true,
             lb_provider: "ovn".into(),
             ..LoadBalancerSettings::default()
         };
-        assert_eq!(resolve(&groups, &ovn, &svc).unwrap().allowed_cidrs, None);
+        let (conf, notices) = resolve_noting(&groups, &ovn, &svc);
+        assert_eq!((conf.unwrap().allowed_cidrs, notices), (None, vec![]));
         let old = OctaviaFeatures::of(2, 13, "amphora");
-        let az = service(&[(AVAILABILITY_ZONE, "az1")]);
-        assert!(
-            matches!(resolve(&none, &old, &az), Err(ProviderError::InvalidArgument(m)) if m.contains("az1"))
+        let (conf, notices) = noting(&none, &old, &[(AVAILABILITY_ZONE, "az1")]);
+        assert_eq!(conf.unwrap().availability_zone, None);
+        assert_eq!(notices[0].reason, AVAILABILITY_ZONES_IGNORED);
+        assert!(notices[0].message.contains("az1"), "{notices:?}");
+        let (conf, notices) = noting(&none, &ovn, &[(TIMEOUT_TCP_INSPECT, "10")]);
+        assert_eq!(conf.unwrap().timeouts, None);
+        assert_eq!(
+            reasons(&notices),
+            [(VALUE_IGNORED, TIMEOUT_TCP_INSPECT.to_owned())]
         );
-        let timeouts = service(&[(TIMEOUT_TCP_INSPECT, "10")]);
-        assert!(
-            matches!(resolve(&none, &ovn, &timeouts), Err(ProviderError::InvalidArgument(m)) if m.contains(TIMEOUT_TCP_INSPECT))
-        );
+        let old_flavors = OctaviaFeatures::of(2, 5, "amphora");
+        let (conf, notices) = noting(&none, &old_flavors, &[(FLAVOR_ID, "f-1")]);
+        assert_eq!(conf.unwrap().flavor_id, None);
+        assert_eq!(reasons(&notices), [(VALUE_IGNORED, FLAVOR_ID.to_owned())]);
     }
 
     // OCCM's IsOctaviaFeatureSupported table (reference §3.12).
