@@ -90,16 +90,16 @@ pub struct AwsProvider {
 
 /// Concurrent syncs' reads of their own load balancer, merged (see [`coalesce`]).
 struct Batched {
-    classic: coalesce::Coalescer<classic::plan::ClassicObserved>,
-    nlb: coalesce::Coalescer<nlb::NlbView>,
+    classic_lbs: coalesce::Coalescer<classic::plan::ClassicObserved>,
+    network_lbs: coalesce::Coalescer<nlb::NlbView>,
     target_groups: coalesce::Coalescer<nlb::NamedGroup>,
 }
 
 impl Default for Batched {
     fn default() -> Self {
         Self {
-            classic: coalesce::Coalescer::new(reads::MAX_NAMES),
-            nlb: coalesce::Coalescer::new(reads::MAX_NAMES),
+            classic_lbs: coalesce::Coalescer::new(reads::MAX_NAMES),
+            network_lbs: coalesce::Coalescer::new(reads::MAX_NAMES),
             target_groups: coalesce::Coalescer::new(reads::MAX_NAMES),
         }
     }

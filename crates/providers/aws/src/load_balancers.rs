@@ -103,6 +103,10 @@ struct Request<'a> {
     members: String,
     /// The target nodes' instance IDs, when every one names its instance (no lookup needed).
     node_ids: Option<BTreeSet<String>>,
+    /// An UpdateLoadBalancer (the nodes changed): the members are read from AWS, never taken
+    /// from memory, since another replica may have changed them without a trace on the load
+    /// balancer.
+    node_change: bool,
 }
 
 /// The key of a request's members: its target nodes as the request names them (no AWS call).
@@ -231,6 +235,7 @@ impl AwsProvider {
         cluster: &str,
         service: &ServiceSpec,
         nodes: &'a [LoadBalancerNode],
+        node_change: bool,
     ) -> Result<Request<'a>> {
         let tagging = self.tagging(cluster)?;
         let spec = spec::parse(&tagging, &self.config.load_balancers, service)?;
@@ -239,6 +244,7 @@ impl AwsProvider {
             fingerprint: self.request_fingerprint(&spec),
             members: members_key(&targets),
             node_ids: node_instance_ids(&targets),
+            node_change,
             tagging,
             spec,
             targets,
@@ -341,7 +347,7 @@ impl AwsProvider {
         nodes: &[LoadBalancerNode],
         create: bool,
     ) -> Result<LoadBalancerStatus> {
-        let r = self.request(cluster, service, nodes)?;
+        let r = self.request(cluster, service, nodes, !create)?;
         let result = match &r.spec.kind {
             Kind::Classic(c) => self.converge_classic(&r, c, create).await,
             Kind::Network(n) => self.converge_nlb(&r, n, create).await,
@@ -495,7 +501,7 @@ impl AwsProvider {
     /// The Service's Classic ELB through the batch of concurrent syncs' reads.
     async fn describe_classic_batched(&self, name: &str) -> Result<Option<ClassicObserved>> {
         self.batched
-            .classic
+            .classic_lbs
             .read(
                 name,
                 |names| async move { self.describe_classic_many(&names).await },
@@ -506,7 +512,7 @@ impl AwsProvider {
     /// The Service's NLB through the batch of concurrent syncs' reads.
     async fn describe_nlb_batched(&self, name: &str) -> Result<Option<NlbView>> {
         self.batched
-            .nlb
+            .network_lbs
             .read(name, |names| async move { self.describe_nlb_many(&names).await })
             .await
     }
@@ -544,7 +550,7 @@ impl AwsProvider {
 
     /// An NLB whose fingerprint holds: only its targets may differ. Its target groups are found
     /// by the names the Service gives them (in batches across syncs) and their targets read,
-    /// unless this process knows them as these nodes ask. `None`: a group is not where the
+    /// unless this process knows them as these nodes ask (not on a node change). `None`: a group is not where the
     /// fingerprint says (adopted under another name, deleted behind our back): read everything.
     async fn nlb_members(
         &self,
@@ -553,7 +559,7 @@ impl AwsProvider {
         lb: &NlbView,
     ) -> Result<Option<LoadBalancerStatus>> {
         let name = r.spec.name.as_str();
-        if self.members.trusted(name, &lb.arn, &r.members, None) {
+        if !r.node_change && self.members.trusted(name, &lb.arn, &r.members, None) {
             return nlb_status(lb).map(Some);
         }
         let mut groups = Vec::with_capacity(n.mappings.len());
