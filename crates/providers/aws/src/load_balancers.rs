@@ -643,12 +643,13 @@ impl AwsProvider {
                 return Ok(());
             }
             self.verified.record(name, identity, fp, Some(fp));
-        } else if provider::dry_run::active() {
-            return Ok(());
         } else {
             self.verified.record(name, identity, fp, marker);
         }
-        self.members.record(name, identity, &r.members, None);
+        // A dry run's member writes were not made.
+        if w.count == 0 || !provider::dry_run::active() {
+            self.members.record(name, identity, &r.members, None);
+        }
         Ok(())
     }
 
