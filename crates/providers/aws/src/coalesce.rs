@@ -198,14 +198,13 @@ mod tests {
         }
     }
 
+    type Call = std::pin::Pin<Box<dyn Future<Output = HashMap<String, Answer<String>>> + Send>>;
+
     /// A Describe that takes a while and records the names of each call.
     fn describe(
         calls: &Arc<StdMutex<Vec<Vec<String>>>>,
         missing: &'static str,
-    ) -> impl Fn(
-        Vec<String>,
-    ) -> std::pin::Pin<Box<dyn Future<Output = HashMap<String, Answer<String>>> + Send>>
-    + use<> {
+    ) -> impl Fn(Vec<String>) -> Call + use<> {
         let calls = calls.clone();
         move |names: Vec<String>| {
             calls.lock().unwrap().push(names.clone());
