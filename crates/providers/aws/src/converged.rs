@@ -6,10 +6,15 @@
 //! security groups) happens when either says the load balancer may differ from the request:
 //!
 //! - the **fingerprint** of a request is a hash of everything the load balancer is built from
-//!   (the Service as parsed, its backends, the provider's settings);
-//! - after a converge that changed something, the load balancer is tagged [`MARKER_TAG`] = that
-//!   fingerprint (and [`CONVERGING`] before the first change of a converge, so an interrupted
-//!   one is never trusted). Any replica, and this one after a restart, then trusts a load
+//!   except its members (the Service as parsed, the provider's settings). The members are not
+//!   covered, so a node change is only its register and deregister calls, with no tag write (as
+//!   upstream): they are checked against what AWS lists instead, a Classic ELB's in the
+//!   DescribeLoadBalancers answer the sync reads anyway, an NLB's in its target health (read
+//!   unless this process made or found them as the same nodes ask, within the verify period);
+//! - after a converge that changed something the fingerprint covers, the load balancer is tagged
+//!   [`MARKER_TAG`] = that fingerprint (and [`CONVERGING`] before the first such change, so an
+//!   interrupted one is never trusted; an interrupted node change needs neither, its members
+//!   being read again by the next sync). Any replica, and this one after a restart, then trusts a load
 //!   balancer whose tag equals the fingerprint of the request it has;
 //! - after a full read that found nothing to change (a load balancer adopted as another
 //!   controller built it, which must stay untouched), the provider remembers the fingerprint and
@@ -24,7 +29,7 @@ pub const MARKER_TAG: &str = "cloudgateway.io/load-balancer-spec";
 /// The marker's value while a converge is under way.
 pub const CONVERGING: &str = "converging";
 /// Bumped when what a fingerprint covers changes meaning, so older markers are not trusted.
-const FINGERPRINT_VERSION: &str = "aws-lb/1";
+const FINGERPRINT_VERSION: &str = "aws-lb/2";
 
 /// The fingerprint of a request: 16 hex digits of a SHA-256 over its parts.
 pub fn fingerprint(parts: &[&str]) -> String {

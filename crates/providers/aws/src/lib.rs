@@ -27,6 +27,7 @@
 pub mod annotations;
 pub mod classic;
 pub mod cloud_config;
+pub mod coalesce;
 pub mod config;
 pub mod converged;
 pub mod errors;
@@ -80,6 +81,28 @@ pub struct AwsProvider {
     classic: aws_sdk_elasticloadbalancing::Client,
     caches: Caches,
     verified: converged::Verified,
+    /// Load balancers whose members this process made or found as a request's nodes ask (the
+    /// fingerprint does not cover them): an NLB's target health is read only when this does
+    /// not know.
+    members: converged::Verified,
+    batched: Batched,
+}
+
+/// Concurrent syncs' reads of their own load balancer, merged (see [`coalesce`]).
+struct Batched {
+    classic_lbs: coalesce::Coalescer<classic::plan::ClassicObserved>,
+    network_lbs: coalesce::Coalescer<nlb::NlbView>,
+    target_groups: coalesce::Coalescer<nlb::NamedGroup>,
+}
+
+impl Default for Batched {
+    fn default() -> Self {
+        Self {
+            classic_lbs: coalesce::Coalescer::new(reads::MAX_NAMES),
+            network_lbs: coalesce::Coalescer::new(reads::MAX_NAMES),
+            target_groups: coalesce::Coalescer::new(reads::MAX_NAMES),
+        }
+    }
 }
 
 impl std::fmt::Debug for AwsProvider {
@@ -145,6 +168,8 @@ impl AwsProvider {
         let (ec2, elb, classic) = (ec2.build(), elb.build(), classic.build());
         Ok(Arc::new(Self {
             verified: converged::Verified::new(config.verify_period),
+            members: converged::Verified::new(config.verify_period),
+            batched: Batched::default(),
             config,
             region,
             ec2: aws_sdk_ec2::Client::from_conf(ec2),

@@ -19,7 +19,7 @@ use provider::{
 use crate::{
     AwsProvider, annotations as a,
     classic::{
-        plan::{ClassicDesired, plan as plan_classic},
+        plan::{ClassicDesired, ClassicObserved, instance_actions, plan as plan_classic},
         primary_group,
         spec::{ClassicSpec, SecurityGroups},
     },
@@ -28,7 +28,7 @@ use crate::{
     naming::{classic_security_group_description, classic_security_group_name, load_balancer_name},
     nlb::{
         NlbView,
-        plan::{NlbAction, NlbDesired, NlbObserved, plan as plan_nlb},
+        plan::{NlbAction, NlbDesired, NlbObserved, plan as plan_nlb, plan_targets},
         spec::NetworkSpec,
     },
     security_groups::rules::{
@@ -92,6 +92,90 @@ fn fingerprint_marker(tags: &Tags) -> Option<&str> {
         .filter(|m| *m != CONVERGING)
 }
 
+/// One converge's request, parsed.
+struct Request<'a> {
+    tagging: ClusterTagging,
+    spec: LbSpec,
+    /// The target nodes.
+    targets: Vec<&'a LoadBalancerNode>,
+    /// What the load balancer is built from, its members aside.
+    fingerprint: String,
+    /// The target nodes as the request names them (the members' memory key).
+    members: String,
+    /// The target nodes' instance IDs, when every one names its instance (no lookup needed).
+    node_ids: Option<BTreeSet<String>>,
+    /// An UpdateLoadBalancer (the nodes changed): the members are read from AWS, never taken
+    /// from memory, since another replica may have changed them without a trace on the load
+    /// balancer.
+    node_change: bool,
+}
+
+/// The key of a request's members: its target nodes as the request names them (no AWS call).
+fn members_key(targets: &[&LoadBalancerNode]) -> String {
+    let mut nodes: Vec<String> = targets
+        .iter()
+        .map(|n| format!("{}={}", n.name, n.provider_id))
+        .collect();
+    nodes.sort();
+    fingerprint(&[&nodes.join(",")])
+}
+
+/// The target nodes' instance IDs without a lookup; `None` when a node has to be found by name.
+/// A node whose provider ID is not an AWS one is never a member (left out with a warning later).
+fn node_instance_ids(targets: &[&LoadBalancerNode]) -> Option<BTreeSet<String>> {
+    let mut ids = BTreeSet::new();
+    for node in targets {
+        match node_key(&NodeRef::new(node.name.clone(), node.provider_id.clone())) {
+            NodeKey::Id(id) => {
+                ids.insert(id);
+            }
+            NodeKey::Name(_) => return None,
+            NodeKey::Invalid(_) => {}
+        }
+    }
+    Some(ids)
+}
+
+/// Whether the registered members are exactly the nodes' instances (then a node change has
+/// nothing to do: no instance lookup needed).
+fn members_are(node_ids: Option<&BTreeSet<String>>, registered: &BTreeSet<String>) -> bool {
+    node_ids.is_some_and(|ids| ids == registered)
+}
+
+/// The backends as members: every one wanted, the running ones registrable.
+fn members_of(backends: &Backends) -> (BTreeSet<String>, BTreeSet<String>) {
+    (
+        backends.keys().cloned().collect(),
+        backends
+            .values()
+            .filter(|i| i.state == "running")
+            .map(|i| i.id.clone())
+            .collect(),
+    )
+}
+
+/// What an NLB needs on the nodes' groups: its clients on the node ports, its health checks from
+/// its subnets.
+fn nlb_needs(spec: &LbSpec, n: &NetworkSpec, network: &Network, lb: &NlbView) -> Result<NlbNeeds> {
+    Ok(NlbNeeds {
+        client_ports: n.mappings.iter().fold(BTreeMap::new(), |mut acc, m| {
+            for p in m.client_protocols() {
+                acc.entry((*p).to_owned())
+                    .or_insert_with(BTreeSet::new)
+                    .insert(m.node_port);
+            }
+            acc
+        }),
+        health_ports: n
+            .mappings
+            .iter()
+            .map(|m| m.health_check.port.resolve(m.node_port))
+            .collect(),
+        client_cidrs: spec.source_ranges.clone(),
+        health_cidrs: subnets::cidrs_of(network, &lb.subnets)?,
+    })
+}
+
 impl AwsProvider {
     /// The cluster as its tags know it: the configured cluster ID, else the request's cluster.
     pub(crate) fn tagging(&self, cluster: &str) -> Result<ClusterTagging> {
@@ -134,22 +218,38 @@ impl AwsProvider {
         Ok(backends)
     }
 
-    /// The fingerprint of a request: the Service as parsed, its target nodes as the request
-    /// names them (no AWS call), the provider settings that shape a load balancer.
-    fn request_fingerprint(&self, spec: &LbSpec, targets: &[&LoadBalancerNode]) -> String {
-        let mut nodes: Vec<String> = targets
-            .iter()
-            .map(|n| format!("{}={}", n.name, n.provider_id))
-            .collect();
-        nodes.sort();
+    /// The fingerprint of a request: the Service as parsed and the provider settings that shape
+    /// a load balancer; not its members (see [`crate::converged`]). No AWS call.
+    fn request_fingerprint(&self, spec: &LbSpec) -> String {
         fingerprint(&[
             &format!("{spec:?}"),
-            &nodes.join(","),
             &format!(
                 "{:?}/{:?}/{:?}",
                 self.config.vpc_id, self.config.subnet_ids, self.config.load_balancers
             ),
         ])
+    }
+
+    /// Parses a converge's request.
+    fn request<'a>(
+        &self,
+        cluster: &str,
+        service: &ServiceSpec,
+        nodes: &'a [LoadBalancerNode],
+        node_change: bool,
+    ) -> Result<Request<'a>> {
+        let tagging = self.tagging(cluster)?;
+        let spec = spec::parse(&tagging, &self.config.load_balancers, service)?;
+        let targets = spec::target_nodes(nodes, &spec.target_node_labels);
+        Ok(Request {
+            fingerprint: self.request_fingerprint(&spec),
+            members: members_key(&targets),
+            node_ids: node_instance_ids(&targets),
+            node_change,
+            tagging,
+            spec,
+            targets,
+        })
     }
 
     /// The cluster's VPC: configured, else the load balancer's, else the backends'.
@@ -248,43 +348,38 @@ impl AwsProvider {
         nodes: &[LoadBalancerNode],
         create: bool,
     ) -> Result<LoadBalancerStatus> {
-        let tagging = self.tagging(cluster)?;
-        let spec = spec::parse(&tagging, &self.config.load_balancers, service)?;
-        let targets = spec::target_nodes(nodes, &spec.target_node_labels);
-        let fp = self.request_fingerprint(&spec, &targets);
-        let result = match &spec.kind {
-            Kind::Classic(c) => {
-                self.converge_classic(&tagging, &spec, c, &targets, &fp, create)
-                    .await
-            }
-            Kind::Network(n) => self.converge_nlb(&tagging, &spec, n, &targets, &fp, create).await,
+        let r = self.request(cluster, service, nodes, !create)?;
+        let result = match &r.spec.kind {
+            Kind::Classic(c) => self.converge_classic(&r, c, create).await,
+            Kind::Network(n) => self.converge_nlb(&r, n, create).await,
         };
         if result.is_err() {
-            self.verified.forget(&spec.name);
+            self.verified.forget(&r.spec.name);
+            self.members.forget(&r.spec.name);
         }
         result
     }
 
     async fn converge_classic(
         &self,
-        tagging: &ClusterTagging,
-        spec: &LbSpec,
+        r: &Request<'_>,
         c: &ClassicSpec,
-        targets: &[&LoadBalancerNode],
-        fp: &str,
         create: bool,
     ) -> Result<LoadBalancerStatus> {
+        let (tagging, spec, targets) = (&r.tagging, &r.spec, r.targets.as_slice());
         let name = spec.name.as_str();
-        let mut observed = self.describe_classic(name).await?;
+        let mut observed = self.describe_classic_batched(name).await?;
         if let Some(o) = &observed {
             if !tagging.has_cluster_tag(&o.tags) {
                 return Err(not_ours("load balancer", name, tagging));
             }
-            if self
-                .verified
-                .trusted(name, &o.dns_name, fp, o.tags.get(MARKER_TAG).map(String::as_str))
-            {
-                return Ok(hostname(&o.dns_name));
+            if self.verified.trusted(
+                name,
+                &o.dns_name,
+                &r.fingerprint,
+                o.tags.get(MARKER_TAG).map(String::as_str),
+            ) {
+                return self.classic_members(r, c, o).await;
             }
         } else {
             self.may_create(spec, tagging, create).await?;
@@ -353,12 +448,8 @@ impl AwsProvider {
             internal: spec.internal,
             subnets,
             security_groups: groups.clone(),
-            instances: backends.keys().cloned().collect(),
-            registrable: backends
-                .values()
-                .filter(|i| i.state == "running")
-                .map(|i| i.id.clone())
-                .collect(),
+            instances: members_of(backends).0,
+            registrable: members_of(backends).1,
             tags: spec.tags.clone(),
         };
         let actions = plan_classic(&desired, observed.as_ref());
@@ -389,9 +480,8 @@ impl AwsProvider {
         }
         self.finish(
             &mut w,
-            name,
+            r,
             &dns_name,
-            fp,
             observed.as_ref().map(|o| &o.tags),
             Marked::Classic(name.to_owned()),
         )
@@ -409,20 +499,145 @@ impl AwsProvider {
         Ok(hostname(&dns_name))
     }
 
-    /// After a converge: the marker set when anything changed, and the converge remembered.
+    /// The Service's Classic ELB through the batch of concurrent syncs' reads.
+    async fn describe_classic_batched(&self, name: &str) -> Result<Option<ClassicObserved>> {
+        self.batched
+            .classic_lbs
+            .read(
+                name,
+                |names| async move { self.describe_classic_many(&names).await },
+            )
+            .await
+    }
+
+    /// The Service's NLB through the batch of concurrent syncs' reads.
+    async fn describe_nlb_batched(&self, name: &str) -> Result<Option<NlbView>> {
+        self.batched
+            .network_lbs
+            .read(name, |names| async move { self.describe_nlb_many(&names).await })
+            .await
+    }
+
+    /// A Classic ELB whose fingerprint holds: only its members may differ, and they are in the
+    /// description just read. A node change is its register and deregister calls (and the nodes'
+    /// rule when a joining node has another group), never a tag.
+    async fn classic_members(
+        &self,
+        r: &Request<'_>,
+        c: &ClassicSpec,
+        o: &ClassicObserved,
+    ) -> Result<LoadBalancerStatus> {
+        let name = r.spec.name.as_str();
+        if !members_are(r.node_ids.as_ref(), &o.instances) {
+            let backends = &self.backends(&r.targets).await?;
+            let (instances, registrable) = members_of(backends);
+            let mut w = Writes::default();
+            let actions = instance_actions(&instances, &registrable, &o.instances);
+            self.apply_classic(&mut w, name, &actions).await?;
+            if !self.config.load_balancers.disable_security_group_ingress {
+                let vpc = self.cluster_vpc(Some(&o.vpc_id), backends)?;
+                self.converge_classic_node_rules(&mut w, &r.tagging, c, &o.security_groups, backends, &vpc)
+                    .await?;
+            }
+            if w.count > 0 {
+                tracing::info!(lb = %name, writes = w.count, "load balancer members updated");
+            }
+        }
+        if !provider::dry_run::active() {
+            self.members.record(name, &o.dns_name, &r.members, None);
+        }
+        Ok(hostname(&o.dns_name))
+    }
+
+    /// An NLB whose fingerprint holds: only its targets may differ. Its target groups are found
+    /// by the names the Service gives them (in batches across syncs) and their targets read,
+    /// unless this process knows them as these nodes ask (not on a node change). `None`: a group is not where the
+    /// fingerprint says (adopted under another name, deleted behind our back): read everything.
+    async fn nlb_members(
+        &self,
+        r: &Request<'_>,
+        n: &NetworkSpec,
+        lb: &NlbView,
+    ) -> Result<Option<LoadBalancerStatus>> {
+        let name = r.spec.name.as_str();
+        if !r.node_change && self.members.trusted(name, &lb.arn, &r.members, None) {
+            return nlb_status(lb).map(Some);
+        }
+        let mut groups = Vec::with_capacity(n.mappings.len());
+        for m in &n.mappings {
+            let found = self
+                .batched
+                .target_groups
+                .read(&m.target_group_name, |names| async move {
+                    self.target_groups_named_many(&names).await
+                })
+                .await?;
+            match found {
+                Some(g) if g.load_balancers.contains(&lb.arn) => {
+                    let mut group = g.group;
+                    group.targets = self.targets_of(&group.arn).await?;
+                    groups.push(group);
+                }
+                _ => return Ok(None),
+            }
+        }
+        if !groups
+            .iter()
+            .all(|g| members_are(r.node_ids.as_ref(), &g.targets))
+        {
+            let backends = &self.backends(&r.targets).await?;
+            let (instances, registrable) = members_of(backends);
+            let desired = NlbDesired {
+                spec: n,
+                instances,
+                registrable,
+                tags: r.spec.tags.clone(),
+            };
+            let Some(actions) = plan_targets(&desired, &groups) else {
+                return Ok(None);
+            };
+            let mut w = Writes::default();
+            self.apply_nlb(&mut w, lb, &actions).await?;
+            if !self.config.load_balancers.disable_security_group_ingress {
+                let vpc = self.cluster_vpc(Some(&lb.vpc_id), backends)?;
+                let network = self.network(&vpc).await?;
+                let needs = nlb_needs(&r.spec, n, &network, lb)?;
+                self.converge_nlb_node_rules(
+                    &mut w,
+                    &r.tagging,
+                    name,
+                    Some(&needs),
+                    backends,
+                    &vpc,
+                    Some(&lb.arn),
+                )
+                .await?;
+            }
+            if w.count > 0 {
+                tracing::info!(lb = %name, writes = w.count, "load balancer members updated");
+            }
+        }
+        if !provider::dry_run::active() {
+            self.members.record(name, &lb.arn, &r.members, None);
+        }
+        nlb_status(lb).map(Some)
+    }
+
+    /// After a full converge: the marker set when anything it covers changed, and the converge
+    /// (with its members) remembered.
     async fn finish(
         &self,
         w: &mut Writes,
-        name: &str,
+        r: &Request<'_>,
         identity: &str,
-        fp: &str,
         tags_before: Option<&Tags>,
         marked: Marked,
     ) -> Result<()> {
+        let (name, fp) = (r.spec.name.as_str(), r.fingerprint.as_str());
         let marker = tags_before.and_then(|t| t.get(MARKER_TAG)).map(String::as_str);
         // An interrupted converge left `converging`: this full read found nothing left to
         // change, so the fingerprint goes back on and every replica trusts it again.
-        if w.count > 0 || marker == Some(CONVERGING) {
+        if w.covered > 0 || marker == Some(CONVERGING) {
             self.set_marker(&marked, fp).await?;
             if provider::dry_run::active() {
                 // Nothing was changed: the load balancer is still as it was read.
@@ -431,6 +646,10 @@ impl AwsProvider {
             self.verified.record(name, identity, fp, Some(fp));
         } else {
             self.verified.record(name, identity, fp, marker);
+        }
+        // A dry run's member writes were not made.
+        if w.count == 0 || !provider::dry_run::active() {
+            self.members.record(name, identity, &r.members, None);
         }
         Ok(())
     }
@@ -511,24 +730,25 @@ impl AwsProvider {
 
     async fn converge_nlb(
         &self,
-        tagging: &ClusterTagging,
-        spec: &LbSpec,
+        r: &Request<'_>,
         n: &NetworkSpec,
-        targets: &[&LoadBalancerNode],
-        fp: &str,
         create: bool,
     ) -> Result<LoadBalancerStatus> {
+        let (tagging, spec, targets) = (&r.tagging, &r.spec, r.targets.as_slice());
         let name = spec.name.as_str();
-        let existing = self.describe_nlb(name).await?;
+        let existing = self.describe_nlb_batched(name).await?;
         if let Some(lb) = &existing {
             if !tagging.has_cluster_tag(&lb.tags) {
                 return Err(not_ours("load balancer", name, tagging));
             }
-            if self
-                .verified
-                .trusted(name, &lb.arn, fp, lb.tags.get(MARKER_TAG).map(String::as_str))
+            if self.verified.trusted(
+                name,
+                &lb.arn,
+                &r.fingerprint,
+                lb.tags.get(MARKER_TAG).map(String::as_str),
+            ) && let Some(status) = self.nlb_members(r, n, lb).await?
             {
-                return nlb_status(lb);
+                return Ok(status);
             }
             if lb.scheme != spec.scheme() {
                 tracing::warn!(lb = %name, has = %lb.scheme, asked = spec.scheme(), "the scheme of a load balancer is fixed at creation (as cloud-provider-aws); delete and re-create the Service to change it");
@@ -576,12 +796,8 @@ impl AwsProvider {
         };
         let desired = NlbDesired {
             spec: n,
-            instances: backends.keys().cloned().collect(),
-            registrable: backends
-                .values()
-                .filter(|i| i.state == "running")
-                .map(|i| i.id.clone())
-                .collect(),
+            instances: members_of(backends).0,
+            registrable: members_of(backends).1,
             tags: spec.tags.clone(),
         };
         let actions = plan_nlb(&desired, &observed);
@@ -589,31 +805,14 @@ impl AwsProvider {
         self.apply_nlb(&mut w, &lb, &actions).await?;
 
         if !self.config.load_balancers.disable_security_group_ingress {
-            let needs = NlbNeeds {
-                client_ports: n.mappings.iter().fold(BTreeMap::new(), |mut acc, m| {
-                    for p in m.client_protocols() {
-                        acc.entry((*p).to_owned())
-                            .or_insert_with(BTreeSet::new)
-                            .insert(m.node_port);
-                    }
-                    acc
-                }),
-                health_ports: n
-                    .mappings
-                    .iter()
-                    .map(|m| m.health_check.port.resolve(m.node_port))
-                    .collect(),
-                client_cidrs: spec.source_ranges.clone(),
-                health_cidrs: subnets::cidrs_of(&network, &lb.subnets)?,
-            };
+            let needs = nlb_needs(spec, n, &network, &lb)?;
             self.converge_nlb_node_rules(&mut w, tagging, name, Some(&needs), backends, &vpc, Some(&lb.arn))
                 .await?;
         }
         self.finish(
             &mut w,
-            name,
+            r,
             &lb.arn,
-            fp,
             tags_before.as_ref(),
             Marked::Network(lb.arn.clone()),
         )
@@ -947,16 +1146,17 @@ impl AwsProvider {
 enum ReadPlan {
     /// Answered without a cloud call.
     Done(Result<LoadBalancerObservation>),
-    /// A Classic ELB's (`fingerprint` set for an ensure read).
-    Classic {
-        name: String,
-        fingerprint: Option<String>,
-    },
+    /// A Classic ELB's (`check` set for an ensure read).
+    Classic { name: String, check: Option<Check> },
     /// An NLB's.
-    Network {
-        name: String,
-        fingerprint: Option<String>,
-    },
+    Network { name: String, check: Option<Check> },
+}
+
+/// What an ensure read compares.
+struct Check {
+    fingerprint: String,
+    members: String,
+    node_ids: Option<BTreeSet<String>>,
 }
 
 impl AwsProvider {
@@ -980,30 +1180,28 @@ impl AwsProvider {
                 return unread();
             };
             return if spec::wants_network(service) {
-                ReadPlan::Network {
-                    name,
-                    fingerprint: None,
-                }
+                ReadPlan::Network { name, check: None }
             } else {
-                ReadPlan::Classic {
-                    name,
-                    fingerprint: None,
-                }
+                ReadPlan::Classic { name, check: None }
             };
         };
         let Ok(spec) = spec::parse(tagging, &self.config.load_balancers, service) else {
             return unread();
         };
         let targets = spec::target_nodes(nodes, &spec.target_node_labels);
-        let fingerprint = Some(self.request_fingerprint(&spec, &targets));
+        let check = Some(Check {
+            fingerprint: self.request_fingerprint(&spec),
+            members: members_key(&targets),
+            node_ids: node_instance_ids(&targets),
+        });
         match spec.kind {
             Kind::Classic(_) => ReadPlan::Classic {
                 name: spec.name,
-                fingerprint,
+                check,
             },
             Kind::Network(_) => ReadPlan::Network {
                 name: spec.name,
-                fingerprint,
+                check,
             },
         }
     }
@@ -1048,21 +1246,22 @@ impl AwsProvider {
             .into_iter()
             .map(|plan| match plan {
                 ReadPlan::Done(answer) => answer,
-                ReadPlan::Classic { name, fingerprint } => {
+                ReadPlan::Classic { name, check } => {
                     let found = classic
                         .get(&name)
                         .cloned()
                         .unwrap_or_else(|| Err(missing(&name)))?;
-                    Ok(match (found, fingerprint) {
-                        (Some(lb), fp) if tagging.has_cluster_tag(&lb.tags) => match fp {
+                    Ok(match (found, check) {
+                        (Some(lb), check) if tagging.has_cluster_tag(&lb.tags) => match check {
                             None => LoadBalancerObservation::Present(hostname(&lb.dns_name)),
-                            Some(fp)
+                            // Its members are in the description: compared, not remembered.
+                            Some(ck)
                                 if self.verified.trusted(
                                     &name,
                                     &lb.dns_name,
-                                    &fp,
+                                    &ck.fingerprint,
                                     lb.tags.get(MARKER_TAG).map(String::as_str),
-                                ) =>
+                                ) && members_are(ck.node_ids.as_ref(), &lb.instances) =>
                             {
                                 LoadBalancerObservation::Converged(hostname(&lb.dns_name))
                             }
@@ -1072,21 +1271,23 @@ impl AwsProvider {
                         (_, Some(_)) => LoadBalancerObservation::NeedsEnsure,
                     })
                 }
-                ReadPlan::Network { name, fingerprint } => {
+                ReadPlan::Network { name, check } => {
                     let found = network
                         .get(&name)
                         .cloned()
                         .unwrap_or_else(|| Err(missing(&name)))?;
-                    match (found, fingerprint) {
-                        (Some(lb), fp) if tagging.has_cluster_tag(&lb.tags) => match fp {
+                    match (found, check) {
+                        (Some(lb), check) if tagging.has_cluster_tag(&lb.tags) => match check {
                             None => nlb_status(&lb).map(LoadBalancerObservation::Present),
-                            Some(fp)
+                            // Its targets are not in the description: trusted only as this
+                            // process made or found them; else the ensure reads them.
+                            Some(ck)
                                 if self.verified.trusted(
                                     &name,
                                     &lb.arn,
-                                    &fp,
+                                    &ck.fingerprint,
                                     lb.tags.get(MARKER_TAG).map(String::as_str),
-                                ) =>
+                                ) && self.members.trusted(&name, &lb.arn, &ck.members, None) =>
                             {
                                 nlb_status(&lb).map(LoadBalancerObservation::Converged)
                             }

@@ -1,7 +1,8 @@
 //! Every call that changes something in AWS goes through [`Writes`]: it is logged and counted,
-//! and the first one of a converge first marks the load balancer as being converged (see
-//! [`crate::converged`]), so a converge interrupted half-way is never mistaken for a finished
-//! one.
+//! and the first one of a converge that changes what the fingerprint covers first marks the load
+//! balancer as being converged (see [`crate::converged`]), so a converge interrupted half-way is
+//! never mistaken for a finished one. Member writes (register, deregister) mark nothing: the
+//! fingerprint does not cover the members, which every node change reads from AWS.
 //!
 //! In a dry-run scope ([`provider::dry_run`]) each write is recorded as a "would" instead and
 //! not made: the caller skips the call and goes on with what the call would have answered where
@@ -27,11 +28,21 @@ pub(crate) enum Marked {
     Network(String),
 }
 
+/// Calls that change only a load balancer's members.
+const MEMBER_WRITES: [&str; 4] = [
+    "RegisterInstancesWithLoadBalancer",
+    "DeregisterInstancesFromLoadBalancer",
+    "RegisterTargets",
+    "DeregisterTargets",
+];
+
 /// The writes of one converge or deletion.
 #[derive(Debug, Default)]
 pub(crate) struct Writes {
     /// Writes made so far.
     pub count: usize,
+    /// Of those, the ones changing what the fingerprint covers (not the marker, not members).
+    pub covered: usize,
     /// The load balancer whose marker must be invalidated before the first write.
     invalidate: Option<Marked>,
 }
@@ -41,6 +52,7 @@ impl Writes {
     pub fn for_marked(marked: Option<Marked>) -> Self {
         Self {
             count: 0,
+            covered: 0,
             invalidate: marked,
         }
     }
@@ -57,9 +69,12 @@ impl AwsProvider {
         target: &str,
         request: impl FnOnce() -> String,
     ) -> Result<bool> {
-        if let Some(marked) = w.invalidate.take() {
-            self.set_marker(&marked, CONVERGING).await?;
-            w.count += 1;
+        if !MEMBER_WRITES.contains(&op) {
+            if let Some(marked) = w.invalidate.take() {
+                self.set_marker(&marked, CONVERGING).await?;
+                w.count += 1;
+            }
+            w.covered += 1;
         }
         w.count += 1;
         if !provider::dry_run::intercept(crate::naming::PROVIDER_NAME, op, target, request) {

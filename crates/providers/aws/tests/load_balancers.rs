@@ -173,8 +173,8 @@ async fn a_service_without_annotations_gets_a_classic_elb_with_its_group_and_the
     assert_eq!(h.cloud.backends(&name).await, vec![a.id.clone()]);
     assert_eq!(
         h.proxy.writes(),
-        vec!["AddTags", "DeregisterInstancesFromLoadBalancer", "AddTags"],
-        "the converge marker, the change, the marker"
+        vec!["DeregisterInstancesFromLoadBalancer"],
+        "the change alone: the fingerprint does not cover the members"
     );
 
     h.provider
@@ -515,9 +515,24 @@ async fn after_a_restart_an_unchanged_sync_trusts_the_marker_and_a_changed_one_r
         .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
         .await
         .expect("after restart");
+    // The marker holds; an NLB's targets are not in its description, so they are read once.
+    assert_eq!(
+        calls(&h),
+        vec![
+            "DescribeLoadBalancers",
+            "DescribeTags",
+            "DescribeTargetGroups",
+            "DescribeTargetHealth"
+        ]
+    );
+    h.proxy.reset_counts();
+    restarted
+        .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+        .await
+        .expect("again");
     assert_eq!(calls(&h), vec!["DescribeLoadBalancers", "DescribeTags"]);
-    // A change the restarted provider makes: the marker follows it, so the first provider (with
-    // its own memory of the old request) reads everything again when asked for the old one.
+    // A node change the restarted provider makes writes no marker, so the first provider (with
+    // its own memory of the old members) must read the targets on the next node change.
     let b = h.cloud.run_instance(&h.network, 1).await;
     restarted
         .update_load_balancer(&cluster, &svc, &[lb_node(&a), lb_node(&b)])
@@ -539,6 +554,107 @@ async fn after_a_restart_an_unchanged_sync_trusts_the_marker_and_a_changed_one_r
         .ensure_load_balancer_deleted(&cluster, &svc)
         .await
         .expect("delete");
+    assert!(h.cloud.census(&h.network).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_change_writes_only_the_members_never_a_tag_and_its_reads_are_batched() {
+    let h = Harness::start("members", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let b = h.cloud.run_instance(&h.network, 1).await;
+    // 4 Classic ELBs and 4 NLBs, each on its own node port.
+    let services: Vec<ServiceSpec> = (0..8)
+        .map(|i| {
+            let annotations: &[(&str, &str)] = if i % 2 == 1 { &[(a::TYPE, "nlb")] } else { &[] };
+            let mut s = service(60 + i, annotations);
+            s.ports[0].node_port = 30600 + i as u16;
+            s
+        })
+        .collect();
+    for s in &services {
+        h.provider
+            .ensure_load_balancer(&cluster, s, &[lb_node(&a)])
+            .await
+            .expect("ensure");
+    }
+    let update_all = |nodes: Vec<LoadBalancerNode>| {
+        let (h, cluster, services) = (&h, &cluster, &services);
+        async move {
+            let updates = services
+                .iter()
+                .map(|s| h.provider.update_load_balancer(cluster, s, &nodes));
+            for result in futures::future::join_all(updates).await {
+                result.expect("update");
+            }
+        }
+    };
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+
+    // A node joins: one register per load balancer, nothing else written.
+    h.proxy.reset_counts();
+    update_all(vec![lb_node(&a), lb_node(&b)]).await;
+    assert_eq!(
+        sorted(h.proxy.writes()),
+        sorted(
+            [
+                vec!["RegisterInstancesWithLoadBalancer".to_owned(); 4],
+                vec!["RegisterTargets".to_owned(); 4]
+            ]
+            .concat()
+        ),
+        "a backends-only update writes no tag"
+    );
+    // Each kind's first read goes alone, the others wait for it and go together (the NLBs'
+    // target groups arrive as their descriptions do: at most one alone, then the rest); an
+    // NLB's target health is one call per target group.
+    let reads = |action: &str| h.proxy.count(action);
+    assert!(reads("DescribeLoadBalancers") <= 4, "{:?}", calls(&h));
+    assert!(reads("DescribeTags") <= 4, "{:?}", calls(&h));
+    assert!(reads("DescribeTargetGroups") <= 3, "{:?}", calls(&h));
+    assert_eq!(reads("DescribeTargetHealth"), 4, "{:?}", calls(&h));
+    for s in &services {
+        let name = h.provider.load_balancer_name(&cluster, s);
+        assert_eq!(
+            h.cloud.backends(&name).await,
+            sorted(vec![a.id.clone(), b.id.clone()])
+        );
+    }
+
+    // A node leaves: one deregister per load balancer.
+    h.proxy.reset_counts();
+    update_all(vec![lb_node(&b)]).await;
+    assert_eq!(
+        sorted(h.proxy.writes()),
+        sorted(
+            [
+                vec!["DeregisterInstancesFromLoadBalancer".to_owned(); 4],
+                vec!["DeregisterTargets".to_owned(); 4]
+            ]
+            .concat()
+        )
+    );
+
+    // The Service syncs that follow, on this replica and after a restart, change nothing.
+    let restarted = h.fresh_provider(|_| {}).await;
+    h.proxy.reset_counts();
+    for p in [&h.provider, &restarted] {
+        for s in &services {
+            p.ensure_load_balancer(&cluster, s, &[lb_node(&b)])
+                .await
+                .expect("ensure");
+        }
+    }
+    assert_eq!(h.proxy.writes(), Vec::<String>::new());
+    for s in &services {
+        h.provider
+            .ensure_load_balancer_deleted(&cluster, s)
+            .await
+            .expect("delete");
+    }
     assert!(h.cloud.census(&h.network).await.is_empty());
 }
 
@@ -1238,6 +1354,7 @@ async fn a_crash_at_any_write_then_a_restart_converges_without_duplicates() {
     let h = Harness::start("crash-any", |_| {}).await;
     let cluster = h.cluster().to_owned();
     let a = h.cloud.run_instance(&h.network, 0).await;
+    let b = h.cloud.run_instance(&h.network, 1).await;
     let mut n = 100;
     for kind in ["classic", "nlb"] {
         let make = |n: u32| {
@@ -1308,6 +1425,92 @@ async fn a_crash_at_any_write_then_a_restart_converges_without_duplicates() {
                 assert!(
                     h.cloud.census(&h.network).await.is_empty(),
                     "{kind} write {nth} landed {landed}"
+                );
+            }
+        }
+        // A node change (b replaces a): only its member writes, each crashed at in turn; the
+        // next update, by a restarted provider, finishes it from what AWS lists.
+        let probe = make(n);
+        n += 1;
+        h.provider
+            .ensure_load_balancer(&cluster, &probe, &[lb_node(&a)])
+            .await
+            .expect("probe");
+        h.proxy.reset_counts();
+        h.provider
+            .update_load_balancer(&cluster, &probe, &[lb_node(&b)])
+            .await
+            .expect("probe update");
+        let writes = h.proxy.writes();
+        assert_eq!(
+            writes.len(),
+            2,
+            "{kind}: a register and a deregister, no tag: {writes:?}"
+        );
+        h.provider
+            .ensure_load_balancer_deleted(&cluster, &probe)
+            .await
+            .expect("delete probe");
+        for nth in 1..=writes.len() {
+            for landed in [false, true] {
+                let svc = make(n);
+                n += 1;
+                let name = h.provider.load_balancer_name(&cluster, &svc);
+                h.provider
+                    .ensure_load_balancer(&cluster, &svc, &[lb_node(&a)])
+                    .await
+                    .expect("ensure");
+                h.proxy.crash_at_write(nth, landed);
+                let crashed = h
+                    .provider
+                    .update_load_balancer(&cluster, &svc, &[lb_node(&b)])
+                    .await;
+                h.proxy.heal();
+                assert!(
+                    crashed.is_err(),
+                    "{kind} update write {nth} (landed {landed}): {crashed:?}"
+                );
+                let restarted = h.fresh_provider(|_| {}).await;
+                h.proxy.reset_counts();
+                restarted
+                    .update_load_balancer(&cluster, &svc, &[lb_node(&b)])
+                    .await
+                    .unwrap_or_else(|e| {
+                        panic!("{kind} after a crash at update write {nth} (landed {landed}): {e}")
+                    });
+                assert!(
+                    !h.proxy.writes().contains(&"AddTags".to_owned()),
+                    "{kind} update write {nth} landed {landed}: {:?}",
+                    h.proxy.writes()
+                );
+                assert_eq!(
+                    h.cloud.backends(&name).await,
+                    vec![b.id.clone()],
+                    "{kind} update write {nth} landed {landed}"
+                );
+                h.proxy.reset_counts();
+                for provider in [&restarted, &h.provider] {
+                    provider
+                        .update_load_balancer(&cluster, &svc, &[lb_node(&b)])
+                        .await
+                        .expect("converged");
+                    provider
+                        .ensure_load_balancer(&cluster, &svc, &[lb_node(&b)])
+                        .await
+                        .expect("converged");
+                }
+                assert_eq!(
+                    h.proxy.writes(),
+                    Vec::<String>::new(),
+                    "{kind} update write {nth} landed {landed}"
+                );
+                restarted
+                    .ensure_load_balancer_deleted(&cluster, &svc)
+                    .await
+                    .expect("delete");
+                assert!(
+                    h.cloud.census(&h.network).await.is_empty(),
+                    "{kind} update write {nth} landed {landed}"
                 );
             }
         }
@@ -1490,10 +1693,35 @@ async fn a_batch_of_20_reads_with_one_missing_answers_19_load_balancers_and_one_
                 ensure_nodes: Some(nodes.to_vec()),
             })
             .collect();
-        let answers = restarted
+        let mut answers = restarted
             .read_load_balancers(&cluster, &checks)
             .await
             .expect("the batch");
+        if kind == "nlb" {
+            // An NLB's targets are not in its description: after a restart its ensure reads
+            // them once (its marker covers everything else), and from then on the check holds.
+            for (svc, answer) in made.iter().zip(&answers) {
+                assert!(
+                    matches!(answer, Ok(LoadBalancerObservation::NeedsEnsure)),
+                    "{kind}: {}: {answer:?}",
+                    svc.name
+                );
+            }
+            h.proxy.reset_counts();
+            for s in &made {
+                restarted
+                    .ensure_load_balancer(&cluster, s, &nodes)
+                    .await
+                    .expect("ensure");
+            }
+            assert!(h.proxy.writes().is_empty(), "{:?}", calls(&h));
+            assert_eq!(h.proxy.count("DescribeTargetHealth"), made.len());
+            h.proxy.reset_counts();
+            answers = restarted
+                .read_load_balancers(&cluster, &checks)
+                .await
+                .expect("the batch");
+        }
         for (svc, answer) in made.iter().zip(answers) {
             assert!(
                 matches!(answer, Ok(LoadBalancerObservation::Converged(_))),

@@ -14,8 +14,9 @@
 //!   gateway restarted: their reads batched across Services (one DescribeLoadBalancers and one
 //!   DescribeTags per 20 load balancers of a type);
 //! - then 50 nodes join with those 1000 load balancers present: each load balancer's backends
-//!   updated once (UpdateLoadBalancer per Service): the AWS reads, and the register writes per
-//!   load balancer (target: 1).
+//!   updated once (UpdateLoadBalancer per Service): the AWS reads (the load balancers described
+//!   in batches across the updates, an NLB's target health per target group), and the writes per
+//!   load balancer (target: 1, the register; no tag, as the fingerprint does not cover members).
 //!
 //! Upstream's figures are cloud-provider-aws's own call sequence for the same syncs
 //! (`../shared/reference/cloud-provider-aws.md` §8, read from its code at v1.36): a Classic ELB

@@ -337,16 +337,27 @@ pub fn plan(d: &ClassicDesired<'_>, observed: Option<&ClassicObserved>) -> Vec<C
             actions.push(ClassicAction::AddTags(missing));
         }
     }
-    let register: Vec<String> = d
-        .registrable
+    actions.extend(instance_actions(&d.instances, &d.registrable, &o.instances));
+    actions
+}
+
+/// The calls that make the registered instances the wanted ones (a node change needs no
+/// other): `registrable` (running) ones of `instances` registered, the unwanted taken out; a
+/// wanted one that is stopped is neither.
+pub fn instance_actions(
+    instances: &BTreeSet<String>,
+    registrable: &BTreeSet<String>,
+    registered: &BTreeSet<String>,
+) -> Vec<ClassicAction> {
+    let mut actions = Vec::new();
+    let register: Vec<String> = registrable
         .iter()
-        .filter(|i| d.instances.contains(*i) && !o.instances.contains(*i))
+        .filter(|i| instances.contains(*i) && !registered.contains(*i))
         .cloned()
         .collect();
-    let deregister: Vec<String> = o
-        .instances
+    let deregister: Vec<String> = registered
         .iter()
-        .filter(|i| !d.instances.contains(*i))
+        .filter(|i| !instances.contains(*i))
         .cloned()
         .collect();
     if !register.is_empty() {
@@ -574,6 +585,46 @@ mod tests {
         let mut d = desired(&s);
         d.internal = true;
         assert_eq!(plan(&d, Some(&converged())), vec![]);
+    }
+
+    #[test]
+    fn a_node_change_is_at_most_one_register_and_one_deregister() {
+        let set = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<BTreeSet<String>>();
+        let list = |v: &[&str]| v.iter().map(|x| (*x).to_owned()).collect::<Vec<String>>();
+        // (wanted, of those running, registered, calls)
+        type Row = (
+            &'static [&'static str],
+            &'static [&'static str],
+            &'static [&'static str],
+        );
+        let rows: &[(Row, Vec<ClassicAction>)] = &[
+            ((&["i-1"], &["i-1"], &["i-1"]), vec![]),
+            (
+                (&["i-1", "i-2", "i-3"], &["i-1", "i-2", "i-3"], &["i-1"]),
+                vec![ClassicAction::Register(list(&["i-2", "i-3"]))],
+            ),
+            (
+                (&["i-2"], &["i-2"], &["i-1"]),
+                vec![
+                    ClassicAction::Register(list(&["i-2"])),
+                    ClassicAction::Deregister(list(&["i-1"])),
+                ],
+            ),
+            // Stopped and wanted: neither registered nor taken out.
+            ((&["i-1", "i-2"], &["i-1"], &["i-1"]), vec![]),
+            ((&["i-1", "i-2"], &["i-1"], &["i-1", "i-2"]), vec![]),
+            (
+                (&[], &[], &["i-1"]),
+                vec![ClassicAction::Deregister(list(&["i-1"]))],
+            ),
+        ];
+        for ((wanted, running, registered), want) in rows {
+            assert_eq!(
+                &instance_actions(&set(wanted), &set(running), &set(registered)),
+                want,
+                "{wanted:?} {running:?} {registered:?}"
+            );
+        }
     }
 
     #[test]

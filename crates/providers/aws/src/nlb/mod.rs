@@ -100,6 +100,38 @@ fn describe_targets(ids: &[String], port: u16) -> Vec<TargetDescription> {
         .collect()
 }
 
+fn group_from_sdk(g: &aws_sdk_elasticloadbalancingv2::types::TargetGroup) -> TargetGroupView {
+    TargetGroupView {
+        arn: g.target_group_arn().unwrap_or_default().to_owned(),
+        name: g.target_group_name().unwrap_or_default().to_owned(),
+        port: g.port().and_then(|p| u16::try_from(p).ok()).unwrap_or_default(),
+        protocol: g.protocol().map(|p| p.as_str().to_owned()).unwrap_or_default(),
+        health: ObservedHealth {
+            protocol: g
+                .health_check_protocol()
+                .map(|p| p.as_str().to_owned())
+                .unwrap_or_default(),
+            port: g.health_check_port().unwrap_or_default().to_owned(),
+            path: g.health_check_path().filter(|p| !p.is_empty()).map(str::to_owned),
+            interval: g.health_check_interval_seconds().unwrap_or_default(),
+            timeout: g.health_check_timeout_seconds(),
+            healthy: g.healthy_threshold_count().unwrap_or_default(),
+            unhealthy: g.unhealthy_threshold_count().unwrap_or_default(),
+        },
+        targets: BTreeSet::new(),
+        attributes: BTreeMap::new(),
+    }
+}
+
+/// A target group found by name, with the load balancers it is attached to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedGroup {
+    /// The group (its targets not read).
+    pub group: TargetGroupView,
+    /// ARNs of the load balancers forwarding to it.
+    pub load_balancers: Vec<String>,
+}
+
 fn op(action: &NlbAction) -> &'static str {
     match action {
         NlbAction::CreateTargetGroup { .. } => "CreateTargetGroup",
@@ -352,28 +384,7 @@ impl AwsProvider {
                 }
                 Err(e) => return Err(sdk_error("DescribeTargetGroups", &e)),
             };
-            out.extend(resp.target_groups().iter().map(|g| {
-                TargetGroupView {
-                    arn: g.target_group_arn().unwrap_or_default().to_owned(),
-                    name: g.target_group_name().unwrap_or_default().to_owned(),
-                    port: g.port().and_then(|p| u16::try_from(p).ok()).unwrap_or_default(),
-                    protocol: g.protocol().map(|p| p.as_str().to_owned()).unwrap_or_default(),
-                    health: ObservedHealth {
-                        protocol: g
-                            .health_check_protocol()
-                            .map(|p| p.as_str().to_owned())
-                            .unwrap_or_default(),
-                        port: g.health_check_port().unwrap_or_default().to_owned(),
-                        path: g.health_check_path().filter(|p| !p.is_empty()).map(str::to_owned),
-                        interval: g.health_check_interval_seconds().unwrap_or_default(),
-                        timeout: g.health_check_timeout_seconds(),
-                        healthy: g.healthy_threshold_count().unwrap_or_default(),
-                        unhealthy: g.unhealthy_threshold_count().unwrap_or_default(),
-                    },
-                    targets: BTreeSet::new(),
-                    attributes: BTreeMap::new(),
-                }
-            }));
+            out.extend(resp.target_groups().iter().map(group_from_sdk));
             marker = resp.next_marker().filter(|m| !m.is_empty()).map(str::to_owned);
             if marker.is_none() {
                 return Ok(out);
@@ -381,8 +392,42 @@ impl AwsProvider {
         }
     }
 
+    /// Target groups by name (`None`: no such group), in batches of 20 names per
+    /// DescribeTargetGroups, a missing name answered as its own (see [`crate::reads`]).
+    pub(crate) async fn target_groups_named_many(
+        &self,
+        names: &[String],
+    ) -> HashMap<String, Result<Option<NamedGroup>>> {
+        describe_by_chunks(names, |chunk| async move {
+            match self
+                .elb
+                .describe_target_groups()
+                .set_names(Some(chunk))
+                .send()
+                .await
+            {
+                // One page: 20 names are well under a page of 400 groups.
+                Ok(out) => Described::Found(
+                    out.target_groups()
+                        .iter()
+                        .map(|g| {
+                            let named = NamedGroup {
+                                group: group_from_sdk(g),
+                                load_balancers: g.load_balancer_arns().to_vec(),
+                            };
+                            (named.group.name.clone(), named)
+                        })
+                        .collect(),
+                ),
+                Err(e) if code_of(&e) == Some("TargetGroupNotFound") => Described::NotFound,
+                Err(e) => Described::Failed(sdk_error("DescribeTargetGroups", &e)),
+            }
+        })
+        .await
+    }
+
     /// Registered instances, without those being deregistered (upstream's).
-    async fn targets_of(&self, arn: &str) -> Result<BTreeSet<String>> {
+    pub(crate) async fn targets_of(&self, arn: &str) -> Result<BTreeSet<String>> {
         let resp = self
             .elb
             .describe_target_health()

@@ -258,13 +258,62 @@ fn health_matches(have: &ObservedHealth, want: &HealthCheck) -> bool {
         && want.timeout.is_none_or(|t| have.timeout == Some(t))
 }
 
+/// The calls that make `g`'s targets the wanted instances, deregistering first (upstream
+/// v1.36's order): `registrable` (running) ones added, unwanted ones taken out; a wanted one that
+/// is stopped is neither.
+fn target_changes(d: &NlbDesired<'_>, m: &Mapping, g: &TargetGroupView, r: &TgRef) -> Vec<NlbAction> {
+    let mut actions = Vec::new();
+    let deregister: Vec<String> = g
+        .targets
+        .iter()
+        .filter(|i| !d.instances.contains(*i))
+        .cloned()
+        .collect();
+    if !deregister.is_empty() {
+        actions.push(NlbAction::Deregister {
+            target_group: r.clone(),
+            instances: deregister,
+            port: m.node_port,
+        });
+    }
+    let register: Vec<String> = d
+        .registrable
+        .iter()
+        .filter(|i| d.instances.contains(*i) && !g.targets.contains(*i))
+        .cloned()
+        .collect();
+    if !register.is_empty() {
+        actions.push(NlbAction::Register {
+            target_group: r.clone(),
+            instances: register,
+            port: m.node_port,
+        });
+    }
+    actions
+}
+
+/// A node change on an NLB whose fingerprint holds: only each mapping's targets change.
+/// `groups` are the target groups attached to it by the names the mappings give them, with
+/// their targets; `None` when a mapping has no such group (then the full plan decides).
+pub fn plan_targets(d: &NlbDesired<'_>, groups: &[TargetGroupView]) -> Option<Vec<NlbAction>> {
+    let mut actions = Vec::new();
+    let mut used: BTreeSet<&str> = BTreeSet::new();
+    for m in &d.spec.mappings {
+        let g = groups
+            .iter()
+            .find(|g| g.name == m.target_group_name && !used.contains(g.arn.as_str()))?;
+        used.insert(&g.arn);
+        actions.extend(target_changes(d, m, g, &TgRef::Existing(g.arn.clone())));
+    }
+    Some(actions)
+}
+
 /// The calls for an existing NLB (a new one: plan against [`NlbObserved::new_load_balancer`]).
 pub fn plan(d: &NlbDesired<'_>, o: &NlbObserved) -> Vec<NlbAction> {
     let mut groups = Vec::new();
     let mut listeners = Vec::new();
     let mut used: BTreeSet<&str> = BTreeSet::new();
     for m in &d.spec.mappings {
-        let wanted: BTreeSet<&String> = d.instances.iter().collect();
         let tg = match find_group(m, o, &used) {
             Some(g) => {
                 used.insert(&g.arn);
@@ -275,32 +324,7 @@ pub fn plan(d: &NlbDesired<'_>, o: &NlbObserved) -> Vec<NlbAction> {
                         health: m.health_check.clone(),
                     });
                 }
-                let deregister: Vec<String> = g
-                    .targets
-                    .iter()
-                    .filter(|i| !wanted.contains(i))
-                    .cloned()
-                    .collect();
-                if !deregister.is_empty() {
-                    groups.push(NlbAction::Deregister {
-                        target_group: r.clone(),
-                        instances: deregister,
-                        port: m.node_port,
-                    });
-                }
-                let register: Vec<String> = d
-                    .registrable
-                    .iter()
-                    .filter(|i| wanted.contains(i) && !g.targets.contains(*i))
-                    .cloned()
-                    .collect();
-                if !register.is_empty() {
-                    groups.push(NlbAction::Register {
-                        target_group: r.clone(),
-                        instances: register,
-                        port: m.node_port,
-                    });
-                }
+                groups.extend(target_changes(d, m, g, &r));
                 let attributes: BTreeMap<String, String> = d
                     .spec
                     .target_group_attributes
@@ -707,6 +731,54 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn a_node_change_plans_only_targets_and_gives_up_on_a_group_not_found_by_name() {
+        let mut s = spec();
+        s.mappings.push(mapping(443, 30443));
+        let mut d = desired(&s);
+        d.instances = ["i-1".to_owned(), "i-3".to_owned()].into();
+        d.registrable = d.instances.clone();
+        let g80 = group("tg-80", "k8s-default-web-0000000080", 30080);
+        let g443 = group("tg-443", "k8s-default-web-0000000443", 30443);
+        let changes = |arn: &str, port: u16| {
+            let r = TgRef::Existing(arn.into());
+            vec![
+                NlbAction::Deregister {
+                    target_group: r.clone(),
+                    instances: vec!["i-2".into()],
+                    port,
+                },
+                NlbAction::Register {
+                    target_group: r,
+                    instances: vec!["i-3".into()],
+                    port,
+                },
+            ]
+        };
+        // (groups found by name, calls)
+        let rows: Vec<(Vec<TargetGroupView>, Option<Vec<NlbAction>>)> = vec![
+            (
+                vec![g80.clone(), g443.clone()],
+                Some([changes("tg-80", 30080), changes("tg-443", 30443)].concat()),
+            ),
+            // Order of the answer does not matter.
+            (
+                vec![g443.clone(), g80.clone()],
+                Some([changes("tg-80", 30080), changes("tg-443", 30443)].concat()),
+            ),
+            // A port's group is missing (or adopted under another name): the full plan.
+            (vec![g80.clone()], None),
+            (vec![], None),
+        ];
+        for (groups, want) in rows {
+            assert_eq!(plan_targets(&d, &groups), want, "{groups:?}");
+        }
+        // Unchanged members: nothing.
+        let mut same = desired(&s);
+        same.instances = ["i-1".to_owned(), "i-2".to_owned()].into();
+        assert_eq!(plan_targets(&same, &[g80, g443]), Some(vec![]));
     }
 
     #[test]
