@@ -5,14 +5,17 @@
 //! - [`names`]: OCCM's names, descriptions and tags.
 //! - [`service_conf`]: what a Service asks of its load balancer (annotations over cloud.conf).
 //! - [`desired`]: the listeners, pools, members and monitors that follow from it, and the status.
-//! - [`observed`]: what Octavia reports (its API answers, read leniently).
 //! - [`plan`]: the next Octavia write (at most one per sync), or why none.
 //! - [`ownership`]: whose a load balancer is (this cluster's identity tag, another's, none).
-//! - [`floating_ips`]: which floating IP a Service gets, step by step between the Neutron reads.
+//! - [`floating_ips`]: which floating IP a Service gets: a pure plan between the Neutron reads,
+//!   and its calls.
 //! - [`floating_subnets`]: a floating IP's subnet chosen by name pattern and tags.
+//! - [`deletion`]: what deleting a Service's load balancer deletes and leaves: a pure plan, and
+//!   its calls.
 //! - [`converged`]: the fingerprint that spares an unchanged sync the full read.
 //! - [`listed`]: the project's load balancers and floating IPs, listed once for a batch of reads.
-//! - [`security_groups`]: the Service's security group (`manage-security-groups`).
+//! - [`security_groups`]: the Service's security group (`manage-security-groups`): a pure rule
+//!   and port diff, and its calls.
 //! - [`sharing`]: load balancers shared between Services (`load-balancer-id`, `max-shared-lb`).
 //! - [`stalls`]: a Service whose load balancer Octavia leaves pending, told to the operator.
 //!
@@ -34,12 +37,12 @@
 //!   internal).
 
 pub mod converged;
+pub mod deletion;
 pub mod desired;
 pub mod floating_ips;
 pub mod floating_subnets;
 pub mod listed;
 pub mod names;
-pub mod observed;
 pub mod ownership;
 pub mod plan;
 pub mod security_groups;
@@ -69,12 +72,10 @@ use crate::{
     cloud_config::LoadBalancerSettings,
     neutron,
     nodes::provider_id::{PROVIDER_NAME, ProviderIdScheme},
-    octavia,
+    octavia::{self, model::LoadBalancer},
 };
 use desired::{IngressHostname, IpFamily};
-use floating_ips::{OnVip, Release, Requested};
 use listed::{Listed, only_one};
-use observed::LoadBalancer;
 use ownership::Owner;
 use plan::{Next, Write};
 use service_conf::{FloatingSubnet, OctaviaFeatures, ServiceLbConf};
@@ -155,7 +156,7 @@ struct Asked {
     /// The fingerprint of all of it ([`converged`]).
     fingerprint: String,
     /// Its security group, with `manage-security-groups`.
-    security_group: Option<security_groups::Request>,
+    security_group: Option<security_groups::plan::Request>,
 }
 
 fn wait(message: String) -> ProviderError {
@@ -592,7 +593,7 @@ impl OpenStackLoadBalancers {
             let source_ranges = service_conf::security_group_holds_source_ranges(&self.settings)
                 .then(|| service_conf::source_ranges(service, family == Some(IpFamily::V6)).ok())
                 .flatten();
-            security_groups::request(
+            security_groups::plan::request(
                 cluster,
                 service,
                 conf.member_subnet_id.as_deref().unwrap_or_default(),
@@ -609,107 +610,6 @@ impl OpenStackLoadBalancers {
             fingerprint,
             security_group,
         }
-    }
-
-    /// The Service's security group as `request` asks (made, its rules and member ports set),
-    /// or, without `manage-security-groups`, none (one made before is deleted, as OCCM does).
-    async fn security_group(
-        &self,
-        service: &ServiceSpec,
-        request: Option<&security_groups::Request>,
-    ) -> Result<()> {
-        let Some(request) = request else {
-            return self.delete_security_group(service).await;
-        };
-        let c = &self.client;
-        let group = match neutron::security_groups::find(c, &request.name).await? {
-            Some(group) => group,
-            None => {
-                if !self.may_write("neutron.create_security_group", &request.name, || {
-                    request.description.clone()
-                }) {
-                    return Ok(());
-                }
-                neutron::security_groups::create(c, &request.name, &request.description).await?
-            }
-        };
-        let cidr = self.subnet_cidr(&request.member_subnet_id).await?;
-        let wanted = security_groups::wanted_rules(request, &cidr);
-        let (create, delete) = security_groups::rule_changes(&wanted, &group.security_group_rules);
-        for rule in create {
-            if self.may_write("neutron.create_security_group_rule", &group.id, || {
-                rule.body(&group.id).to_string()
-            }) {
-                neutron::security_groups::create_rule(c, &group.id, rule).await?;
-            }
-        }
-        for rule in delete {
-            if self.may_write("neutron.delete_security_group_rule", &rule.id, || {
-                format!("{rule:?}")
-            }) {
-                neutron::security_groups::delete_rule(c, &rule.id).await?;
-            }
-        }
-        let servers: Vec<&str> = request.members.iter().map(|m| m.server_id.as_str()).collect();
-        let ports = neutron::ports::for_security_group(c, &servers, &group.id).await?;
-        let edits =
-            security_groups::port_edits(&ports, &group.id, &request.members, &request.member_subnet_id);
-        for edit in edits {
-            if self.may_write("neutron.update_port_security_groups", &edit.port_id, || {
-                format!("{:?}", edit.security_groups)
-            }) {
-                security_groups::edit_port(c, &edit, &group.id).await?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Deletes the Service's security group, if there is one: off every port first.
-    async fn delete_security_group(&self, service: &ServiceSpec) -> Result<()> {
-        let c = &self.client;
-        let name = names::security_group_name(&service.uid, &service.namespace, &service.name);
-        let Some(group) = neutron::security_groups::find(c, &name).await? else {
-            return Ok(());
-        };
-        let ports = neutron::ports::for_security_group(c, &[], &group.id).await?;
-        for edit in security_groups::port_edits(&ports, &group.id, &[], "") {
-            if self.may_write("neutron.update_port_security_groups", &edit.port_id, || {
-                format!("{:?}", edit.security_groups)
-            }) {
-                security_groups::edit_port(c, &edit, &group.id).await?;
-            }
-        }
-        if self.may_write("neutron.delete_security_group", &group.id, || name.clone()) {
-            neutron::security_groups::delete(c, &group.id).await?;
-        }
-        Ok(())
-    }
-
-    /// The member subnet's CIDR, read once.
-    async fn subnet_cidr(&self, subnet_id: &str) -> Result<String> {
-        let cached = |m: &Mutex<HashMap<String, String>>| {
-            m.lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .get(subnet_id)
-                .cloned()
-        };
-        if let Some(cidr) = cached(&self.subnet_cidrs) {
-            return Ok(cidr);
-        }
-        let cidr = match subnet_id {
-            "" => None,
-            id => neutron::subnets::get(&self.client, id).await?.and_then(|s| s.cidr),
-        }
-        .ok_or_else(|| {
-            ProviderError::InvalidArgument(format!(
-                "the member subnet {subnet_id:?} does not exist: the security group's rules are made from its CIDR"
-            ))
-        })?;
-        self.subnet_cidrs
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(subnet_id.to_owned(), cidr.clone());
-        Ok(cidr)
     }
 
     /// What one Service's read finds among the project's load balancers and floating IPs,
@@ -804,175 +704,6 @@ impl OpenStackLoadBalancers {
             return;
         }
         self.verified.record(lb_name, &lb.id, fingerprint, marker);
-    }
-
-    async fn external_network(&self, conf: &ServiceLbConf) -> Result<Option<String>> {
-        if let Some(network) = conf.floating.as_ref().and_then(|f| f.network_id.clone()) {
-            return Ok(Some(network));
-        }
-        let detected = self
-            .external_network
-            .get_or_try_init(|| neutron::networks::detect_external(&self.client))
-            .await?;
-        Ok(detected.clone())
-    }
-
-    /// The address of a converged load balancer: its floating IP (attached or made now), or its
-    /// VIP for an internal Service (a floating IP left from when it was external detached, or
-    /// deleted when it was made for it).
-    async fn address(
-        &self,
-        cluster: &str,
-        service: &ServiceSpec,
-        conf: &ServiceLbConf,
-        lb: &LoadBalancer,
-    ) -> Result<String> {
-        let c = &self.client;
-        let attached = neutron::floating_ips::on_port(c, &lb.vip_port_id).await?;
-        let own_name = self.load_balancer_name(cluster, service);
-        match floating_ips::on_vip(
-            attached.as_ref(),
-            lb,
-            &own_name,
-            conf.internal,
-            conf.keep_floating_ip,
-        ) {
-            OnVip::Vip { release } => {
-                // A dry run records the write in the guard and makes none.
-                match release {
-                    Some(Release::Delete(fip))
-                        if self.may_write("neutron.delete_floatingip", &fip.id, || {
-                            fip.floating_ip_address.clone()
-                        }) =>
-                    {
-                        neutron::floating_ips::delete(c, &fip.id).await?;
-                    }
-                    Some(Release::Detach(fip))
-                        if self.may_write("neutron.detach_floatingip", &fip.id, || {
-                            fip.floating_ip_address.clone()
-                        }) =>
-                    {
-                        neutron::floating_ips::attach(c, &fip.id, None).await?;
-                    }
-                    _ => {}
-                }
-                return Ok(lb.vip_address.clone());
-            }
-            OnVip::Attached(fip) => {
-                self.record_identity(cluster, service, lb, fip).await;
-                return Ok(fip.floating_ip_address.clone());
-            }
-            OnVip::Refuse(why) => return Err(ProviderError::InvalidArgument(why)),
-            OnVip::Find => {}
-        }
-        if let Some(address) = &conf.requested_ip {
-            let found = neutron::floating_ips::by_address(c, address).await?;
-            match floating_ips::requested(found.as_ref(), address) {
-                Requested::Create => {}
-                Requested::Refuse(why) => return Err(ProviderError::InvalidArgument(why)),
-                Requested::Attach(fip) => {
-                    if self.may_write("neutron.attach_floatingip", &fip.id, || lb.vip_port_id.clone()) {
-                        neutron::floating_ips::attach(c, &fip.id, Some(&lb.vip_port_id)).await?;
-                    }
-                    return Ok(fip.floating_ip_address.clone());
-                }
-            }
-        }
-        let Some(network) = self.external_network(conf).await? else {
-            return Err(ProviderError::InvalidArgument(
-                floating_ips::NO_EXTERNAL_NETWORK.into(),
-            ));
-        };
-        let subnet = match conf.floating.as_ref().map(|f| &f.subnet) {
-            Some(FloatingSubnet::Id(id)) => {
-                let of = neutron::subnets::get(c, id).await?.and_then(|s| s.network_id);
-                floating_ips::check_floating_subnet(id, of.as_deref(), &network)
-                    .map_err(ProviderError::InvalidArgument)?;
-                Some(id.as_str())
-            }
-            _ => None,
-        };
-        let description = names::floating_ip_description(cluster, &service.namespace, &service.name);
-        let new = neutron::floating_ips::NewFloatingIp {
-            network_id: &network,
-            subnet_id: subnet,
-            address: conf.requested_ip.as_deref(),
-            port_id: &lb.vip_port_id,
-            description: &description,
-        };
-        if !self.may_write("neutron.create_floatingip", &lb.vip_port_id, || {
-            format!("{new:?}")
-        }) {
-            return Err(wait(format!(
-                "dry run: a floating IP would be made for load balancer {}",
-                lb.id
-            )));
-        }
-        // OCCM: a pattern or tags choose among the network's subnets, unless an address is asked.
-        let spec = Self::subnet_match(conf)?.filter(|_| conf.requested_ip.is_none());
-        let Some(spec) = spec else {
-            let fip = neutron::floating_ips::create(c, &new).await?;
-            self.record_identity(cluster, service, lb, &fip).await;
-            return Ok(fip.floating_ip_address);
-        };
-        let candidates = floating_subnets::matching(c, &network, &spec).await?;
-        let mut last = None;
-        for subnet in &candidates {
-            let on = neutron::floating_ips::NewFloatingIp {
-                subnet_id: Some(&subnet.id),
-                ..new.clone()
-            };
-            match neutron::floating_ips::create(c, &on).await {
-                Ok(fip) => {
-                    self.record_identity(cluster, service, lb, &fip).await;
-                    return Ok(fip.floating_ip_address);
-                }
-                Err(e) => {
-                    tracing::info!(subnet = %subnet.id, name = %subnet.name, error = %e,
-                        "no floating IP from this subnet: trying the next one that matches");
-                    last = Some(e);
-                }
-            }
-        }
-        Err(match last {
-            None => ProviderError::InvalidArgument(format!(
-                "no subnet of the floating network {network} matches the floating subnet {spec} (Neutron shows a \
-                 project only the subnets of an external network it owns, or that are shared with it)"
-            )),
-            Some(e) => {
-                tracing::warn!(%network, %spec, error = %e,
-                    "no subnet matching the floating subnet gave a floating IP; the last one's error is answered");
-                e.into()
-            }
-        })
-    }
-
-    /// Records this cluster's identity on the floating IP made for the Service once its load
-    /// balancer records it (made by this provider, or claimed before a change): a Service of
-    /// another cluster under the same cluster name, deleted, then never takes it (OCCM's
-    /// description alone would say it is that Service's too). One tag write, once; a failure is
-    /// logged and the next sync tries again.
-    async fn record_identity(
-        &self,
-        cluster: &str,
-        service: &ServiceSpec,
-        lb: &LoadBalancer,
-        fip: &neutron::floating_ips::FloatingIp,
-    ) {
-        let tag = ownership::identity_tag(&service.cluster_id);
-        if service.cluster_id.is_empty()
-            || !names::is_created(fip)
-            || fip.tags.contains(&tag)
-            || lb.name != self.load_balancer_name(cluster, service)
-            || ownership::owner(&lb.tags, &lb.description, cluster, &service.cluster_id) != Owner::Ours
-            || !self.may_write("neutron.tag_floatingip", &fip.id, || tag.clone())
-        {
-            return;
-        }
-        if let Err(e) = neutron::floating_ips::tag(&self.client, &fip.id, &tag).await {
-            tracing::info!(floating_ip = %fip.id, error = %e,
-                "recording the cluster's identity on the floating IP failed; a later sync records it");
-        }
     }
 
     fn status(&self, conf: &ServiceLbConf, address: &str) -> LoadBalancerStatus {
@@ -1075,103 +806,7 @@ impl LoadBalancers for OpenStackLoadBalancers {
     }
 
     async fn ensure_load_balancer_deleted(&self, cluster: &str, service: &ServiceSpec) -> Result<()> {
-        // A Service being deleted may carry annotations that no longer resolve: only what finds
-        // the load balancer and the floating IP is read here.
-        let keep = service
-            .annotations
-            .get(service_conf::KEEP_FLOATING_IP)
-            .is_some_and(|v| v == "true");
-        let id = service
-            .annotations
-            .get(service_conf::LOAD_BALANCER_ID)
-            .filter(|v| !v.is_empty())
-            .cloned();
-        let lb_name = self.load_balancer_name(cluster, service);
-        let description = names::floating_ip_description(cluster, &service.namespace, &service.name);
-        let Some(lb) = self.find(id.as_deref(), &lb_name, service).await? else {
-            // Gone (also when deleted by hand): a floating IP made for it and left unattached
-            // goes too (OCCM leaks it).
-            if !keep {
-                for fip in neutron::floating_ips::by_description(&self.client, &description).await? {
-                    let whose = ownership::owner(
-                        &fip.tags,
-                        fip.description.as_deref().unwrap_or_default(),
-                        cluster,
-                        &service.cluster_id,
-                    );
-                    if fip.port_id.as_deref().is_none_or(str::is_empty)
-                        && !matches!(whose, Owner::OtherCluster { .. })
-                        && self.may_write("neutron.delete_floatingip", &fip.id, || {
-                            fip.floating_ip_address.clone()
-                        })
-                    {
-                        neutron::floating_ips::delete(&self.client, &fip.id).await?;
-                    }
-                }
-            }
-            self.stalls.settled(&lb_name);
-            // Also when the load balancer went before (OCCM leaks the group then).
-            return self.delete_security_group(service).await;
-        };
-        if let Owner::OtherCluster { whose } =
-            ownership::owner(&lb.tags, &lb.description, cluster, &service.cluster_id)
-        {
-            tracing::warn!(load_balancer = %lb.id, name = %lb.name, %whose,
-                "the deleted Service's load balancer belongs to another cluster: left alone");
-            self.stalls.settled(&lb_name);
-            // The group, named by this Service's UID, is this Service's whoever the load
-            // balancer's is.
-            return self.delete_security_group(service).await;
-        }
-        let own = lb.name == lb_name;
-        if !own && !self.features.tags {
-            // Another Service's, and no tags to tell what is this one's: never touched.
-            return self.delete_security_group(service).await;
-        }
-        if lb.is_pending() {
-            let answer = wait(format!("load balancer {} is {}", lb.id, lb.provisioning_status));
-            return Err(self.waiting(&lb_name, &lb, answer));
-        }
-        let lb = if own && sharing::goes_with(&lb, &lb_name) {
-            lb
-        } else {
-            // Shared, another Service's, or not made for a Service: only what is this
-            // Service's leaves it; the last one on a load balancer whose owner went takes it.
-            let id = lb.id.clone();
-            let tree = octavia::read_tree(&self.client, lb).await?;
-            let write = match sharing::next_leave(&tree, &lb_name) {
-                sharing::Leave::Done if sharing::last_one_takes_it(&tree, &lb_name) => None,
-                sharing::Leave::Done => {
-                    self.stalls.settled(&lb_name);
-                    return self.delete_security_group(service).await;
-                }
-                sharing::Leave::DeletePool { id } => Some(Write::DeletePool { id }),
-                sharing::Leave::DeleteListener { id } => Some(Write::DeleteListener { id }),
-                sharing::Leave::Untag { tags } => Some(Write::TagLoadBalancer { id, tags }),
-            };
-            if let Some(write) = write {
-                tracing::info!(load_balancer = %tree.load_balancer.id, ?write, "leaving a shared load balancer");
-                return Err(self
-                    .write_then_wait(&lb_name, &tree.load_balancer, &write, &[])
-                    .await);
-            }
-            tree.load_balancer
-        };
-        if !keep
-            && let Some(fip) = neutron::floating_ips::on_port(&self.client, &lb.vip_port_id).await?
-            && names::is_created(&fip)
-            && self.may_write("neutron.delete_floatingip", &fip.id, || {
-                fip.floating_ip_address.clone()
-            })
-        {
-            neutron::floating_ips::delete(&self.client, &fip.id).await?;
-        }
-        if !self.may_write("octavia.delete_load_balancer", &lb.id, || "cascade=true".into()) {
-            return Err(wait(format!("dry run: load balancer {} would be deleted", lb.id)));
-        }
-        octavia::delete_cascade(&self.client, &lb.id).await?;
-        self.stalls.progressed(&lb_name);
-        Err(wait(format!("load balancer {} is being deleted", lb.id)))
+        self.delete(cluster, service).await
     }
 
     /// Every ensure starts with a batched read: an unchanged Service costs no call of its own.
