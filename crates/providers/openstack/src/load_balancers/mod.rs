@@ -36,7 +36,9 @@
 //! - No floating network found is an error naming what to set (OCCM silently makes the Service
 //!   internal).
 
+mod converge;
 pub mod converged;
+mod creation;
 pub mod deletion;
 pub mod desired;
 pub mod floating_ips;
@@ -77,7 +79,6 @@ use crate::{
 use desired::{IngressHostname, IpFamily};
 use listed::{Listed, only_one};
 use ownership::Owner;
-use plan::{Next, Write};
 use service_conf::{FloatingSubnet, OctaviaFeatures, ServiceLbConf};
 
 /// How long a sync waits before asking again after a write, or while Octavia is busy.
@@ -107,25 +108,6 @@ pub fn refused_settings(settings: &LoadBalancerSettings) -> Option<String> {
     None
 }
 
-/// What a sync answers after making `write` to `lb`: ask again once Octavia has applied it;
-/// for a load balancer in ERROR deleted to be made again, a failure (Internal: not retried within
-/// the call, as Unavailable would be, which would then see the delete under way and answer
-/// RETRY_AFTER), so that the Service gets a Warning event naming the load balancer and what is
-/// done with it, and is synced again after the first backoff step.
-fn after_write(lb: &LoadBalancer, write: &Write) -> ProviderError {
-    match write {
-        Write::DeleteErrored { id } => ProviderError::Internal(format!(
-            "load balancer {id} ({}) is in ERROR: deleted (cascade); it is made again once Octavia has removed it",
-            lb.name
-        )),
-        _ => wait(format!(
-            "load balancer {} is being updated ({})",
-            lb.id,
-            write.call()
-        )),
-    }
-}
-
 /// Most Services one batched read answers (two list calls, however many).
 pub const MAX_READ_BATCH: usize = 500;
 
@@ -147,16 +129,6 @@ pub struct OpenStackLoadBalancers {
     subnet_cidrs: Mutex<HashMap<String, String>>,
     /// Services whose load balancer makes no progress ([`stalls`]).
     stalls: stalls::Stalls,
-}
-
-/// What a Service asks of its existing load balancer.
-struct Asked {
-    /// The listeners, with their pools, members and monitors.
-    want: Vec<desired::Listener>,
-    /// The fingerprint of all of it ([`converged`]).
-    fingerprint: String,
-    /// Its security group, with `manage-security-groups`.
-    security_group: Option<security_groups::plan::Request>,
 }
 
 fn wait(message: String) -> ProviderError {
@@ -209,39 +181,12 @@ impl OpenStackLoadBalancers {
         }
     }
 
-    /// The converge marker on `lb` that speaks for the Service named `lb_name`: none on a shared
-    /// load balancer (it was written before the sharing, by the owner, and is no longer kept up
-    /// to date: trusting it could skip a repair).
-    fn marker<'a>(lb: &'a LoadBalancer, lb_name: &str) -> Option<&'a str> {
-        (!sharing::is_shared(lb, lb_name))
-            .then(|| converged::marker(&lb.tags))
-            .flatten()
-    }
-
     /// How long a Service's load balancer may make no progress before its sync fails naming it
     /// ([`stalls::STALL_AFTER`] unless set here).
     #[must_use]
     pub fn with_stall_after(mut self, after: Duration) -> Self {
         self.stalls = stalls::Stalls::new(after);
         self
-    }
-
-    /// Makes `write` on `lb` for the Service named `lb_name`; the sync's answer: ask again once
-    /// Octavia applied it, or (a 409: something under it still pending) once it may be made.
-    async fn write_then_wait(
-        &self,
-        lb_name: &str,
-        lb: &LoadBalancer,
-        write: &Write,
-        want: &[desired::Listener],
-    ) -> ProviderError {
-        match self.apply(lb, write, want).await {
-            Ok(()) => {
-                self.stalls.progressed(lb_name);
-                after_write(lb, write)
-            }
-            Err(e) => self.waiting(lb_name, lb, e),
-        }
     }
 
     /// A sync answering "in progress" without a write of its own (`answer`): a failure naming
@@ -352,27 +297,6 @@ impl OpenStackLoadBalancers {
         Ok(None)
     }
 
-    /// The member subnet when neither the config nor the annotations name one, nor a VIP
-    /// network or subnet: the subnet of the first node's address (OCCM's `getSubnetIDForLB`).
-    async fn detect_subnet(&self, nodes: &[&LoadBalancerNode], family: Option<IpFamily>) -> Result<String> {
-        let no_subnet = || {
-            ProviderError::InvalidArgument(
-                "no subnet for the load balancer: set [LoadBalancer] subnet-id (or network-id), or the \
-                 loadbalancer.openstack.org/subnet-id annotation"
-                    .into(),
-            )
-        };
-        let node = nodes.first().ok_or_else(no_subnet)?;
-        let address = desired::node_address_for_lb(&node.addresses, family).ok_or_else(no_subnet)?;
-        let server = self
-            .scheme
-            .server_id(&node.provider_id)
-            .map_err(|e| ProviderError::InvalidArgument(format!("node {}: {e}", node.name)))?;
-        neutron::ports::subnet_of_address(&self.client, server, address)
-            .await?
-            .ok_or_else(no_subnet)
-    }
-
     /// The nodes that can be members: OpenStack servers (a node another cloud's provider
     /// initialized, during a migration, has no address Octavia can reach), and nodes without a
     /// providerID yet.
@@ -393,223 +317,6 @@ impl OpenStackLoadBalancers {
             None if service.requested_ip.contains(':') => IpFamily::V6,
             None => IpFamily::V4,
         })
-    }
-
-    /// Creates the load balancer, fully populated.
-    async fn create(
-        &self,
-        cluster: &str,
-        service: &ServiceSpec,
-        conf: &ServiceLbConf,
-        lb_name: &str,
-        nodes: &[&LoadBalancerNode],
-    ) -> Result<LoadBalancerStatus> {
-        let family = Self::family(service);
-        let mut conf = conf.clone();
-        let mut vip_subnet = conf.vip_subnet_id.clone();
-        if conf.vip_network_id.is_none() && vip_subnet.is_none() && conf.vip_port_id.is_none() {
-            let detected = self.detect_subnet(nodes, family).await?;
-            vip_subnet = Some(detected.clone());
-            conf.member_subnet_id.get_or_insert(detected);
-        }
-        let want = desired::listeners(service, &conf, self.octavia(), lb_name, nodes, family);
-        let new = octavia::NewLoadBalancer {
-            name: lb_name.to_owned(),
-            description: names::load_balancer_description(cluster, &service.namespace, &service.name),
-            provider: self.settings.lb_provider.clone(),
-            tags: match (self.features.tags, service.cluster_id.as_str()) {
-                (false, _) => Vec::new(),
-                (true, "") => vec![lb_name.to_owned()],
-                (true, id) => vec![lb_name.to_owned(), ownership::identity_tag(id)],
-            },
-            vip_port_id: conf.vip_port_id.clone(),
-            vip_subnet_id: vip_subnet,
-            vip_network_id: conf.vip_network_id.clone(),
-            // OCCM: loadBalancerIP is the VIP only for an internal (or IPv6) Service.
-            vip_address: conf
-                .requested_ip
-                .clone()
-                .filter(|_| conf.internal || family == Some(IpFamily::V6)),
-            flavor_id: conf.flavor_id.clone(),
-            availability_zone: conf.availability_zone.clone(),
-        };
-        // Serial calls: the load balancer alone; the syncs after it add the rest, one call each.
-        let body = match self.member_calls() {
-            desired::MemberCalls::Batch => octavia::create_body(&new, &want),
-            desired::MemberCalls::Serial => octavia::create_body(&new, &[]),
-        };
-        if !self.may_write("octavia.create_load_balancer", lb_name, || body.to_string()) {
-            return Err(wait(format!("dry run: load balancer {lb_name} would be created")));
-        }
-        let lb = octavia::create(&self.client, &body).await?;
-        self.stalls.progressed(lb_name);
-        tracing::info!(service = %format!("{}/{}", service.namespace, service.name), load_balancer = %lb.id, "Octavia load balancer created");
-        Err(wait(format!(
-            "load balancer {} ({lb_name}) is being created",
-            lb.id
-        )))
-    }
-
-    /// Makes one write of `write` on the load balancer whose desired listeners are `want`.
-    async fn apply(&self, lb: &LoadBalancer, write: &Write, want: &[desired::Listener]) -> Result<()> {
-        let c = &self.client;
-        if !self.may_write(&format!("octavia.{}", write.call()), &lb.id, || {
-            format!("{write:?}")
-        }) {
-            return Ok(());
-        }
-        let r = match write {
-            Write::DeleteErrored { id } => octavia::delete_cascade(c, id).await,
-            Write::TagLoadBalancer { id, tags } => octavia::set_load_balancer_tags(c, id, tags).await,
-            Write::DeletePool { id } => octavia::delete_pool(c, id).await,
-            Write::DeleteListener { id } => octavia::delete_listener(c, id).await,
-            Write::CreateListener { index } => octavia::create_listener(c, &lb.id, &want[*index]).await,
-            Write::UpdateListener { id, update, .. } => octavia::update_listener(c, id, update).await,
-            Write::CreatePool { listener_id, index } => {
-                octavia::create_pool(c, listener_id, &want[*index].pool).await
-            }
-            Write::UpdatePool { id, index } => octavia::update_pool(c, id, &want[*index].pool).await,
-            Write::SetMembers { pool_id, index } => {
-                octavia::set_members(c, pool_id, &want[*index].pool.members).await
-            }
-            Write::CreateMember {
-                pool_id,
-                index,
-                member,
-            } => octavia::create_member(c, pool_id, &want[*index].pool.members[*member]).await,
-            Write::DeleteMember { pool_id, id } => octavia::delete_member(c, pool_id, id).await,
-            Write::CreateMonitor { pool_id, index } => match &want[*index].pool.monitor {
-                Some(m) => octavia::create_monitor(c, pool_id, m).await,
-                None => Ok(()),
-            },
-            Write::UpdateMonitor { id, index } => match &want[*index].pool.monitor {
-                Some(m) => octavia::update_monitor(c, id, m).await,
-                None => Ok(()),
-            },
-            Write::DeleteMonitor { id } => octavia::delete_monitor(c, id).await,
-        };
-        Ok(r?)
-    }
-
-    /// Plans on the existing load balancer and makes the next write; `Ok` when converged.
-    async fn converge(
-        &self,
-        cluster: &str,
-        service: &ServiceSpec,
-        conf: &ServiceLbConf,
-        lb: LoadBalancer,
-        lb_name: &str,
-        nodes: &[LoadBalancerNode],
-    ) -> Result<LoadBalancer> {
-        let owner = ownership::owner(&lb.tags, &lb.description, cluster, &service.cluster_id);
-        let legacy_name = provider::default_load_balancer_name(&service.uid);
-        let join = plan::Join {
-            internal: conf.internal,
-            tags_supported: self.features.tags,
-            max_shared: self.settings.max_shared_lb,
-        };
-        match plan::before_read(&lb, lb_name, &legacy_name, &owner, join) {
-            None => {}
-            // Nothing to plan while Octavia works: no need to read what is under it.
-            Some(plan::Hold::Wait(why)) => return Err(self.waiting(lb_name, &lb, wait(why))),
-            Some(plan::Hold::Refuse(why)) => return Err(ProviderError::InvalidArgument(why)),
-        }
-        let asked = self.request(cluster, service, conf, &lb, lb_name, nodes);
-        let (want, fingerprint) = (&asked.want, &asked.fingerprint);
-        let marker = Self::marker(&lb, lb_name).map(str::to_owned);
-        if self
-            .verified
-            .trusted(lb_name, &lb.id, fingerprint, marker.as_deref())
-        {
-            return Ok(lb);
-        }
-        let tree = octavia::read_tree(&self.client, lb).await?;
-        let next = plan::next(
-            &tree,
-            want,
-            &service.ports,
-            lb_name,
-            self.features.tags,
-            self.member_calls(),
-        );
-        if !matches!(next, Next::Converged) {
-            self.verified.forget(lb_name);
-        }
-        match next {
-            Next::Converged => {
-                self.stalls.settled(lb_name);
-                self.security_group(service, asked.security_group.as_ref())
-                    .await?;
-                self.record_converged(
-                    &tree.load_balancer,
-                    lb_name,
-                    owner,
-                    fingerprint,
-                    marker.as_deref(),
-                )
-                .await;
-                Ok(tree.load_balancer)
-            }
-            Next::Wait(why) => Err(self.waiting(lb_name, &tree.load_balancer, wait(why))),
-            Next::Refuse(why) => Err(ProviderError::InvalidArgument(why)),
-            Next::Write(write) => {
-                let write = plan::claim_first(
-                    write,
-                    &tree.load_balancer,
-                    lb_name,
-                    &owner,
-                    &service.cluster_id,
-                    self.features.tags,
-                );
-                tracing::info!(load_balancer = %tree.load_balancer.id, ?write, "Octavia write");
-                Err(self
-                    .write_then_wait(lb_name, &tree.load_balancer, &write, want)
-                    .await)
-            }
-        }
-    }
-
-    /// What the Service asks of its existing load balancer `lb`.
-    fn request(
-        &self,
-        cluster: &str,
-        service: &ServiceSpec,
-        conf: &ServiceLbConf,
-        lb: &LoadBalancer,
-        lb_name: &str,
-        nodes: &[LoadBalancerNode],
-    ) -> Asked {
-        let mut conf = conf.clone();
-        if conf.member_subnet_id.is_none() && !lb.vip_subnet_id.is_empty() {
-            // Nothing configured: the subnet detected at creation is the VIP's.
-            conf.member_subnet_id = Some(lb.vip_subnet_id.clone());
-        }
-        let selected = desired::member_nodes(&conf, nodes);
-        // An existing load balancer keeps its VIP's family (one made before ipFamilies were
-        // sent, or before the Service's primary family changed, has members of that family).
-        let family = IpFamily::of(&lb.vip_address).or_else(|| Self::family(service));
-        let want = desired::listeners(service, &conf, self.octavia(), lb_name, &selected, family);
-        let security_group = self.settings.manage_security_groups.then(|| {
-            let source_ranges = service_conf::security_group_holds_source_ranges(&self.settings)
-                .then(|| service_conf::source_ranges(service, family == Some(IpFamily::V6)).ok())
-                .flatten();
-            security_groups::plan::request(
-                cluster,
-                service,
-                conf.member_subnet_id.as_deref().unwrap_or_default(),
-                source_ranges,
-                &selected,
-                family,
-                |provider_id| self.scheme.server_id(provider_id).ok().map(str::to_owned),
-            )
-        });
-        let fingerprint =
-            converged::fingerprint(lb_name, &conf, &want, &self.features, security_group.as_ref());
-        Asked {
-            want,
-            fingerprint,
-            security_group,
-        }
     }
 
     /// What one Service's read finds among the project's load balancers and floating IPs,
@@ -670,40 +377,6 @@ impl OpenStackLoadBalancers {
             Some(address) => LoadBalancerObservation::Converged(self.status(&conf, &address)),
             None => LoadBalancerObservation::NeedsEnsure,
         })
-    }
-
-    /// Remembers the converge of the Service named `lb_name` found by a full read; on a load
-    /// balancer of this cluster's, not shared, whose marker is not yet this fingerprint, records
-    /// it there too (one tag write, not waited for: the sync answers now; a failed write is made
-    /// again by a later sync).
-    async fn record_converged(
-        &self,
-        lb: &LoadBalancer,
-        lb_name: &str,
-        owner: Owner,
-        fingerprint: &str,
-        marker: Option<&str>,
-    ) {
-        if owner == Owner::Ours
-            && self.features.tags
-            && marker != Some(fingerprint)
-            && !sharing::is_shared(lb, lb_name)
-        {
-            let write = Write::TagLoadBalancer {
-                id: lb.id.clone(),
-                tags: converged::with_marker(&lb.tags, fingerprint),
-            };
-            match self.apply(lb, &write, &[]).await {
-                Ok(()) => {
-                    let marker = Some(fingerprint);
-                    self.verified.record(lb_name, &lb.id, fingerprint, marker);
-                }
-                Err(e) => tracing::info!(load_balancer = %lb.id, error = %e,
-                    "recording the converge on the load balancer failed; a later sync records it"),
-            }
-            return;
-        }
-        self.verified.record(lb_name, &lb.id, fingerprint, marker);
     }
 
     fn status(&self, conf: &ServiceLbConf, address: &str) -> LoadBalancerStatus {
@@ -882,30 +555,5 @@ mod tests {
             ..LoadBalancerSettings::default()
         };
         assert!(refused_settings(&cascade).is_some_and(|m| m.contains("cascade-delete")));
-    }
-
-    #[test]
-    fn a_write_is_answered_with_retry_after_and_an_errored_load_balancer_with_a_warning() {
-        let lb = LoadBalancer {
-            id: "lb-1".into(),
-            name: "kube_service_k_default_web".into(),
-            provisioning_status: "ERROR".into(),
-            ..LoadBalancer::default()
-        };
-        match after_write(&lb, &Write::DeleteErrored { id: "lb-1".into() }) {
-            ProviderError::Internal(m) => assert!(
-                m.contains("lb-1") && m.contains("kube_service_k_default_web") && m.contains("made again"),
-                "{m}"
-            ),
-            other => panic!("{other:?}"),
-        }
-        let tag = Write::TagLoadBalancer {
-            id: "lb-1".into(),
-            tags: vec![],
-        };
-        assert!(matches!(
-            after_write(&lb, &tag),
-            ProviderError::RetryAfter { after, .. } if after == PROVISIONING_POLL
-        ));
     }
 }
