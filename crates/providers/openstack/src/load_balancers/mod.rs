@@ -5,7 +5,8 @@
 //! - [`names`]: OCCM's names, descriptions and tags.
 //! - [`service_conf`]: what a Service asks of its load balancer (annotations over cloud.conf).
 //! - [`desired`]: the listeners, pools, members and monitors that follow from it, and the status.
-//! - [`plan`]: the next Octavia write (at most one per sync), or why none.
+//! - [`plan`]: the next Octavia write (at most one per sync), or why none; `converge` makes it on
+//!   an existing load balancer, `creation` makes a new one.
 //! - [`ownership`]: whose a load balancer is (this cluster's identity tag, another's, none).
 //! - [`floating_ips`]: which floating IP a Service gets: a pure plan between the Neutron reads,
 //!   and its calls.
