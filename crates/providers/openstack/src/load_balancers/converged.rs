@@ -43,7 +43,7 @@ pub fn fingerprint(
     conf: &ServiceLbConf,
     want: &[desired::Listener],
     features: &OctaviaFeatures,
-    security_group: Option<&security_groups::Request>,
+    security_group: Option<&security_groups::plan::Request>,
 ) -> String {
     let parts = [
         lb_name.to_owned(),

@@ -5,8 +5,7 @@
 
 use provider::{ProviderError, Result, ServiceSpec};
 
-use super::observed::LoadBalancer;
-use crate::neutron::floating_ips::FloatingIp;
+use crate::{neutron::floating_ips::FloatingIp, octavia::model::LoadBalancer};
 
 /// The project's load balancers and floating IPs, listed once for a batch of reads.
 pub struct Listed {

@@ -24,10 +24,10 @@ use provider::{Protocol, ServicePort};
 
 use super::{
     desired,
-    observed::{self, Tree},
     ownership::{self, Owner},
     sharing,
 };
+use crate::octavia::model::{self as observed, Tree};
 
 /// Why a sync stops without a write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -486,9 +486,9 @@ mod tests {
         cloud_config::LoadBalancerSettings,
         load_balancers::{
             desired::{IpFamily, listeners, member_nodes},
-            observed::{IdOnly, SessionPersistence},
             service_conf::{self, OctaviaFeatures, resolve},
         },
+        octavia::model::{IdOnly, SessionPersistence},
     };
 
     const LB: &str = "kube_service_kubernetes_default_web";

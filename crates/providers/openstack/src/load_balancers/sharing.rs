@@ -16,10 +16,8 @@
 //! balancer (one tag list shared by several Services, which Octavia writes whole, without a
 //! revision check): a converged Service on a shared load balancer is trusted from memory only.
 
-use super::{
-    names::SERVICE_PREFIX,
-    observed::{LoadBalancer, Tree},
-};
+use super::names::SERVICE_PREFIX;
+use crate::octavia::model::{LoadBalancer, Tree};
 
 /// The Services a load balancer serves: its `kube_service_*` tags.
 pub fn services(tags: &[String]) -> impl Iterator<Item = &str> {
@@ -123,7 +121,7 @@ pub fn last_one_takes_it(tree: &Tree, lb_name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load_balancers::observed::{IdOnly, Listener, Pool};
+    use crate::octavia::model::{IdOnly, Listener, Pool};
 
     const OWNER: &str = "kube_service_k_default_owner";
     const JOINER: &str = "kube_service_k_default_joiner";

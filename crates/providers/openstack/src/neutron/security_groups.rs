@@ -1,6 +1,6 @@
 //! Neutron's security groups and their rules (`/security-groups`, `/security-group-rules`): the
 //! models and the calls. Which rules a Service's group holds, and which ports carry it, is
-//! decided in [`crate::load_balancers::security_groups`].
+//! decided in [`crate::load_balancers::security_groups::plan`].
 
 use serde::Deserialize;
 use serde_json::json;

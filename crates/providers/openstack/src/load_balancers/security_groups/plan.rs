@@ -1,41 +1,19 @@
-//! The security group of `[LoadBalancer] manage-security-groups`, as OCCM's
-//! `loadbalancer_sg.go` makes it (reference §3.11): one group per Service named
-//! `lb-sg-<uid>-<namespace>-<name>`, holding one ingress rule per node port (and the health
-//! check node port) from the member subnet, added to the member port of every member node.
-//! The group is this Service's by its name: the Service's UID is in it, so no other cluster's
-//! Service can name the same group.
-//!
-//! # Where this differs from OCCM, on purpose
-//! - The group is removed from the ports of nodes that are no longer members (OCCM leaves it
-//!   there: its #2695), and deleted with the Service also when the load balancer is already
-//!   gone (OCCM returns before reaching it and leaks the group).
-//! - A converged Service costs no call here: what the group is built from is in the load
-//!   balancer's fingerprint ([`super::converged`]). A full read costs three: the group by name
-//!   (its rules come with it), the member nodes' ports (one listing per 40 nodes) and the ports
-//!   carrying the group; the member subnet's CIDR is read once per process (Neutron never changes it). OCCM
-//!   makes 3 + one port listing per node on every sync.
-//! - A port is written with `If-Match` on the revision read, so a concurrent change to its
-//!   security groups is never lost (OCCM's TODO): a 412 makes the sync ask again.
-//! - A port whose port security is unknown (no `port-security` extension) still gets the group
-//!   (OCCM skips it, so the feature does nothing on such a cloud); only ports with port
-//!   security off are skipped, as OCCM skips them (its #2454).
-//! - A rule's ethertype follows its remote prefix (OCCM: the member subnet's, which Neutron
-//!   refuses for a source range of the other family), and an absent remote prefix reads as
-//!   "anywhere" of its family.
+//! What the Service's security group holds and which ports carry it, decided from what Neutron
+//! read (the group with its rules, the member subnet's CIDR, the ports): pure. The rule diff
+//! compares as OCCM's `getRulesToCreateAndDelete` does; [`super`] makes the calls.
 
 use std::net::IpAddr;
 
 use ipnet::IpNet;
 use provider::{LoadBalancerNode, Protocol, ServiceSpec};
 
-use super::{
-    desired::{self, IpFamily},
-    names,
-};
 use crate::{
-    client::{ApiError, Client},
+    load_balancers::{
+        desired::{self, IpFamily},
+        names,
+    },
     neutron::{
-        ports::{self, Port},
+        ports::Port,
         security_groups::{NewRule, Rule},
     },
 };
@@ -255,19 +233,6 @@ pub fn port_edits(
             })
         })
         .collect()
-}
-
-/// Writes a port's security groups, then drops the legacy tag when asked; a port gone
-/// meanwhile needs nothing.
-pub async fn edit_port(client: &Client, edit: &PortEdit, group_id: &str) -> Result<(), ApiError> {
-    if ports::set_security_groups(client, &edit.port_id, &edit.security_groups, edit.revision)
-        .await?
-        .is_some()
-        && edit.drop_legacy_tag
-    {
-        ports::remove_tag(client, &edit.port_id, group_id).await?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -2,14 +2,17 @@
 //! the request bodies of OCCM's fully populated creates, and the writes of a
 //! [`plan::Write`](crate::load_balancers::plan::Write).
 //! Every write returns as soon as Octavia accepted it; nothing here waits for `ACTIVE`.
+//! What Octavia answers is modelled in [`model`].
+
+pub mod model;
 
 use serde_json::{Map, Value, json};
 
+use self::model::Tree;
 use crate::{
     client::{ApiError, Client, Service, absent_ok, path_segment},
     load_balancers::{
         desired::{self, HealthMonitor, Listener, Member, Pool},
-        observed::{self, Tree},
         plan::ListenerUpdate,
         service_conf::Timeouts,
     },
@@ -49,7 +52,7 @@ fn parse_version(id: &str) -> Option<(u32, u32)> {
 }
 
 /// The load balancers named `name` (any state).
-pub async fn by_name(client: &Client, name: &str) -> Result<Vec<observed::LoadBalancer>, ApiError> {
+pub async fn by_name(client: &Client, name: &str) -> Result<Vec<model::LoadBalancer>, ApiError> {
     client
         .get(Service::LoadBalancer, "/lbaas/loadbalancers")
         .query(&[("name", name)])
@@ -58,7 +61,7 @@ pub async fn by_name(client: &Client, name: &str) -> Result<Vec<observed::LoadBa
 }
 
 /// Every load balancer the project has (a batch of reads looks its Services' up in it).
-pub async fn list_all(client: &Client) -> Result<Vec<observed::LoadBalancer>, ApiError> {
+pub async fn list_all(client: &Client) -> Result<Vec<model::LoadBalancer>, ApiError> {
     client
         .get(Service::LoadBalancer, "/lbaas/loadbalancers")
         .send_paginated("loadbalancers", MAX_PAGES)
@@ -66,7 +69,7 @@ pub async fn list_all(client: &Client) -> Result<Vec<observed::LoadBalancer>, Ap
 }
 
 /// The load balancer `id`, or `None` when Octavia does not know it.
-pub async fn get(client: &Client, id: &str) -> Result<Option<observed::LoadBalancer>, ApiError> {
+pub async fn get(client: &Client, id: &str) -> Result<Option<model::LoadBalancer>, ApiError> {
     let path = format!("/lbaas/loadbalancers/{}", path_segment(id));
     absent_ok(
         client
@@ -78,14 +81,14 @@ pub async fn get(client: &Client, id: &str) -> Result<Option<observed::LoadBalan
 
 /// `lb` with its listeners, pools, members and monitors: 2 listings, then one member listing
 /// per pool and one GET per monitor.
-pub async fn read_tree(client: &Client, lb: observed::LoadBalancer) -> Result<Tree, ApiError> {
+pub async fn read_tree(client: &Client, lb: model::LoadBalancer) -> Result<Tree, ApiError> {
     let by_lb = [("loadbalancer_id", lb.id.as_str())];
-    let listeners: Vec<observed::Listener> = client
+    let listeners: Vec<model::Listener> = client
         .get(Service::LoadBalancer, "/lbaas/listeners")
         .query(&by_lb)
         .send_paginated("listeners", MAX_PAGES)
         .await?;
-    let mut pools: Vec<observed::Pool> = client
+    let mut pools: Vec<model::Pool> = client
         .get(Service::LoadBalancer, "/lbaas/pools")
         .query(&by_lb)
         .send_paginated("pools", MAX_PAGES)
@@ -281,7 +284,7 @@ pub fn create_body(lb: &NewLoadBalancer, listeners: &[desired::Listener]) -> Val
 }
 
 /// Creates the load balancer; returns it as Octavia answered (`PENDING_CREATE`).
-pub async fn create(client: &Client, body: &Value) -> Result<observed::LoadBalancer, ApiError> {
+pub async fn create(client: &Client, body: &Value) -> Result<model::LoadBalancer, ApiError> {
     client
         .post(Service::LoadBalancer, "/lbaas/loadbalancers")
         .json(body)
