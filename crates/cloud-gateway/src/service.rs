@@ -137,6 +137,12 @@ impl pb::identity_server::Identity for GatewayService {
                 routes: self.provider.routes().is_some(),
                 limits: Some(self.limits),
                 dry_run: self.provider.dry_run(),
+                unavailable: self
+                    .provider
+                    .switched_off()
+                    .into_iter()
+                    .map(|(capability, reason)| (capability.as_str().to_owned(), reason))
+                    .collect(),
             })
         })
         .await
