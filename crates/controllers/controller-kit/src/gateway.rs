@@ -120,6 +120,9 @@ pub struct Capabilities {
     pub routes: bool,
     /// The gateway honours the dry-run header on write calls.
     pub dry_run: bool,
+    /// Why a capability is off, by its field name (`load_balancers`): the provider switched it
+    /// off for a setting or a missing cloud feature. Empty from an older gateway.
+    pub unavailable: std::collections::BTreeMap<String, String>,
 }
 
 /// How a Node is named to the cloud.
@@ -503,6 +506,7 @@ impl GatewayClient {
             load_balancers: caps.load_balancers,
             routes: caps.routes,
             dry_run: caps.dry_run,
+            unavailable: caps.unavailable.into_iter().collect(),
         })
     }
 }

@@ -94,7 +94,8 @@ impl OpenStackProvider {
             internal_network_names: config.networking.internal_network_names.clone(),
             address_sort_order: config.networking.address_sort_order.clone(),
         };
-        let mut switched_off = SwitchedOff::new();
+        // What the file's settings switched off already (e.g. `lb-version`).
+        let mut switched_off = config.switched_off.clone();
         let routes = match &config.route.router_id {
             Some(router) if !router.is_empty() => {
                 match OpenStackRoutes::discover(client.clone(), router.clone(), scheme.clone()).await {
@@ -114,7 +115,7 @@ impl OpenStackProvider {
             }
             _ => None,
         };
-        let load_balancers = if config.load_balancer.enabled {
+        let load_balancers = if config.load_balancer.enabled && !switched_off.contains_key(&Capability::LoadBalancers) {
             match OpenStackLoadBalancers::discover(client.clone(), config.load_balancer.clone(), scheme.clone())
                 .await
             {
