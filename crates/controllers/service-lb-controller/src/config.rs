@@ -77,6 +77,8 @@ impl ControllerConfig for Config {
 
     /// A Warning event on each Service of its class while load balancers are switched off.
     fn switched_off_report(&self) -> Option<Arc<dyn SwitchedOffReport>> {
-        Some(crate::switched_off::SwitchedOffServices::new(self.load_balancer_class.clone()))
+        Some(crate::switched_off::SwitchedOffServices::new(
+            self.load_balancer_class.clone(),
+        ))
     }
 }

@@ -39,7 +39,10 @@ impl SwitchedOffServices {
     /// The Services of `services` to report for `reason`, each once: those this controller
     /// serves and has not reported for that reason. Marks them reported.
     pub fn to_report<'a>(&self, services: &'a [Service], reason: &str) -> Vec<&'a Service> {
-        let mut reported = self.reported.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut reported = self
+            .reported
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         services
             .iter()
             .filter(|svc| wants_load_balancer(svc, self.class.as_deref()))
@@ -61,7 +64,10 @@ pub fn note(provider: &str, reason: &str) -> String {
 #[async_trait::async_trait]
 impl SwitchedOffReport for SwitchedOffServices {
     async fn report(&self, client: &kube::Client, dry_run: &DryRun, provider: &str, reason: &str) {
-        let services = match Api::<Service>::all(client.clone()).list(&ListParams::default()).await {
+        let services = match Api::<Service>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+        {
             Ok(list) => list.items,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot list Services to report that load balancers are switched off");
@@ -76,7 +82,12 @@ impl SwitchedOffReport for SwitchedOffServices {
                 "load balancers are switched off: {reason}"
             );
             events
-                .warning(&svc.object_ref(&()), REASON, "EnsureLoadBalancer", note(provider, reason))
+                .warning(
+                    &svc.object_ref(&()),
+                    REASON,
+                    "EnsureLoadBalancer",
+                    note(provider, reason),
+                )
                 .await;
         }
     }
@@ -104,12 +115,20 @@ mod tests {
             service("c", "LoadBalancer", Some("other.example/lb")),
         ];
         let report = SwitchedOffServices::new(None);
-        let names = |v: Vec<&Service>| v.iter().map(|s| s.metadata.name.clone().unwrap()).collect::<Vec<_>>();
+        let names = |v: Vec<&Service>| {
+            v.iter()
+                .map(|s| s.metadata.name.clone().unwrap())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(names(report.to_report(&services, "tls")), ["a"]);
         assert!(report.to_report(&services, "tls").is_empty(), "reported once");
         let more = [services[0].clone(), service("d", "LoadBalancer", None)];
         assert_eq!(names(report.to_report(&more, "tls")), ["d"]);
-        assert_eq!(names(report.to_report(&more, "cascade")), ["a", "d"], "a new reason is reported");
+        assert_eq!(
+            names(report.to_report(&more, "cascade")),
+            ["a", "d"],
+            "a new reason is reported"
+        );
         let classed = SwitchedOffServices::new(Some("other.example/lb".into()));
         assert_eq!(names(classed.to_report(&services, "tls")), ["c"]);
         assert!(note("openstack", "tls").contains("provider openstack switched load balancers off: tls."));

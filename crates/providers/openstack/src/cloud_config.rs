@@ -736,7 +736,10 @@ impl CloudConf {
             self.note(
                 &mut notices,
                 "[Global] clouds-file",
-                format!("does not exist; clouds.yaml was found at {} instead, as OCCM finds it", file.display()),
+                format!(
+                    "does not exist; clouds.yaml was found at {} instead, as OCCM finds it",
+                    file.display()
+                ),
             );
         }
         if !g.use_clouds {
@@ -749,7 +752,11 @@ impl CloudConf {
         let label = format!("[Global] {key}");
         let mut global = self.global.clone();
         for why in crate::clouds_yaml::merge(&mut global, cloud) {
-            self.note(&mut notices, &label, format!("cloud {name:?} of {}: {why}", file.display()));
+            self.note(
+                &mut notices,
+                &label,
+                format!("cloud {name:?} of {}: {why}", file.display()),
+            );
         }
         tracing::info!(file = %file.display(), cloud = name, "cloud.conf [Global] completed from clouds.yaml (cloud.conf values win)");
         self.global = global;
@@ -2024,14 +2031,21 @@ mod tests {
     /// the rest of the config stands.
     #[test]
     fn a_load_balancer_setting_switches_load_balancers_off_alone() {
-        let base = "[Global]\nauth-url = http://a/v3\nregion = r\nuser-id = u\npassword = p\n[LoadBalancer]\n";
+        let base =
+            "[Global]\nauth-url = http://a/v3\nregion = r\nuser-id = u\npassword = p\n[LoadBalancer]\n";
         let c = config(&format!("{base}lb-version = v1\n"));
         let reason = &c.switched_off[&provider::Capability::LoadBalancers];
-        assert!(reason.contains("[LoadBalancer] lb-version (line 7)") && reason.contains("\"v1\""), "{reason}");
+        assert!(
+            reason.contains("[LoadBalancer] lb-version (line 7)") && reason.contains("\"v1\""),
+            "{reason}"
+        );
         assert_eq!(c.switched_off.len(), 1);
         assert_eq!(c.credentials.region, "r");
         for fine in ["lb-version = v2", "enabled = false\nlb-version = v1", ""] {
-            assert!(config(&format!("{base}{fine}\n")).switched_off.is_empty(), "{fine}");
+            assert!(
+                config(&format!("{base}{fine}\n")).switched_off.is_empty(),
+                "{fine}"
+            );
         }
     }
 
@@ -2048,7 +2062,9 @@ mod tests {
         };
         let files = |present: &'static [&'static str]| {
             move |p: &Path| -> std::io::Result<Option<String>> {
-                Ok(present.contains(&p.to_str().unwrap_or_default()).then(|| CLOUDS.to_owned()))
+                Ok(present
+                    .contains(&p.to_str().unwrap_or_default())
+                    .then(|| CLOUDS.to_owned()))
             }
         };
         type Check = fn(&OpenStackConfig, &[String]);
@@ -2063,7 +2079,9 @@ mod tests {
                     assert_eq!(creds.region, "RegionOne");
                     assert_eq!(creds.interface, Interface::Internal);
                     assert_eq!(creds.tls.ca_file.as_deref(), Some(Path::new("/etc/pki/ca.pem")));
-                    assert!(matches!(&creds.method, Method::Password { password, .. } if password.0 == "from-yaml"));
+                    assert!(
+                        matches!(&creds.method, Method::Password { password, .. } if password.0 == "from-yaml")
+                    );
                     assert!(notices.is_empty(), "{notices:?}");
                 },
             ),
@@ -2074,7 +2092,9 @@ mod tests {
                 |c, _| {
                     assert_eq!(c.credentials.region, "RegionTwo");
                     assert_eq!(c.credentials.interface, Interface::Public);
-                    assert!(matches!(&c.credentials.method, Method::Password { password, .. } if password.0 == "from-conf"));
+                    assert!(
+                        matches!(&c.credentials.method, Method::Password { password, .. } if password.0 == "from-conf")
+                    );
                     assert_eq!(c.credentials.auth_url, "https://k:5000/v3");
                 },
             ),
@@ -2085,7 +2105,12 @@ mod tests {
                 &["/run/clouds.yaml", "/etc/openstack/clouds.yaml"],
                 |c, notices| {
                     assert_eq!(c.credentials.region, "RegionOne");
-                    assert!(notices.iter().any(|n| n.contains("clouds-file") && n.contains("/run/clouds.yaml")), "{notices:?}");
+                    assert!(
+                        notices
+                            .iter()
+                            .any(|n| n.contains("clouds-file") && n.contains("/run/clouds.yaml")),
+                        "{notices:?}"
+                    );
                 },
             ),
             // `cloud` without use-clouds: merged too, and said.
@@ -2094,7 +2119,10 @@ mod tests {
                 &["/home/ccm/.config/openstack/clouds.yaml"],
                 |c, notices| {
                     assert_eq!(c.credentials.auth_url, "https://k:5000/v3");
-                    assert!(notices.iter().any(|n| n.contains("[Global] cloud")), "{notices:?}");
+                    assert!(
+                        notices.iter().any(|n| n.contains("[Global] cloud")),
+                        "{notices:?}"
+                    );
                 },
             ),
             // Neither: clouds.yaml is not read, however many exist.
@@ -2104,26 +2132,51 @@ mod tests {
                 |c, notices| {
                     assert_eq!(c.credentials.auth_url, "http://a/v3");
                     assert_eq!(c.credentials.region, "");
-                    assert!(notices.iter().any(|n| n.contains("has no effect without use-clouds")), "{notices:?}");
+                    assert!(
+                        notices
+                            .iter()
+                            .any(|n| n.contains("has no effect without use-clouds")),
+                        "{notices:?}"
+                    );
                 },
             ),
         ];
         for (text, present, check) in rows {
             let mut c = conf(text);
-            c.merge_clouds_yaml(&env, files(present)).unwrap_or_else(|e| panic!("{text}: {e}"));
+            c.merge_clouds_yaml(&env, files(present))
+                .unwrap_or_else(|e| panic!("{text}: {e}"));
             let notices: Vec<String> = c.notices().iter().map(ToString::to_string).collect();
-            check(&c.to_config(false).unwrap_or_else(|e| panic!("{text}: {e}")), &notices);
+            check(
+                &c.to_config(false).unwrap_or_else(|e| panic!("{text}: {e}")),
+                &notices,
+            );
         }
         // Refused at start, naming the key: no file anywhere, no such cloud, several and none
         // named (OS_CLOUD names one).
         for (text, present, needle) in [
-            ("[Global]\nuse-clouds = true\n", &[][..], "no clouds.yaml found; looked for /run/clouds.yaml, /home/ccm/.config/openstack/clouds.yaml, /etc/openstack/clouds.yaml"),
-            ("[Global]\nuse-clouds = true\ncloud = nope\n", &["/run/clouds.yaml"][..], "has no cloud \"nope\"; its clouds: openstack, other"),
-            ("[Global]\nuse-clouds = true\n", &["/run/clouds.yaml"][..], "has 2 clouds"),
+            (
+                "[Global]\nuse-clouds = true\n",
+                &[][..],
+                "no clouds.yaml found; looked for /run/clouds.yaml, /home/ccm/.config/openstack/clouds.yaml, /etc/openstack/clouds.yaml",
+            ),
+            (
+                "[Global]\nuse-clouds = true\ncloud = nope\n",
+                &["/run/clouds.yaml"][..],
+                "has no cloud \"nope\"; its clouds: openstack, other",
+            ),
+            (
+                "[Global]\nuse-clouds = true\n",
+                &["/run/clouds.yaml"][..],
+                "has 2 clouds",
+            ),
         ] {
             let mut c = conf(text);
             let e = c.merge_clouds_yaml(&env, files(present)).unwrap_err();
-            assert_eq!((e.line, e.key.as_deref()), (Some(2), Some("[Global] use-clouds")), "{e}");
+            assert_eq!(
+                (e.line, e.key.as_deref()),
+                (Some(2), Some("[Global] use-clouds")),
+                "{e}"
+            );
             assert!(e.to_string().contains(needle), "{text}: {e}");
         }
         let mut c = conf("[Global]\nuse-clouds = true\n");
@@ -2138,12 +2191,21 @@ mod tests {
     #[test]
     fn cafilecontents_is_the_ca_bundle_unless_ca_file_is_set() {
         let base = "[Global]\nauth-url = http://a/v3\nuser-id = u\npassword = p\n";
-        let c = config(&format!("{base}cafilecontents = \"-----BEGIN CERTIFICATE-----\\nMII\\n\"\n"));
-        assert_eq!(c.credentials.tls.ca_pem.as_deref(), Some("-----BEGIN CERTIFICATE-----\nMII\n"));
+        let c = config(&format!(
+            "{base}cafilecontents = \"-----BEGIN CERTIFICATE-----\\nMII\\n\"\n"
+        ));
+        assert_eq!(
+            c.credentials.tls.ca_pem.as_deref(),
+            Some("-----BEGIN CERTIFICATE-----\nMII\n")
+        );
         let text = format!("{base}ca-file = /ca.pem\ncafilecontents = PEM\n");
         let c = config(&text);
         assert_eq!(c.credentials.tls.ca_pem, None);
-        assert!(notices(&text).iter().any(|n| n.contains("cafilecontents") && n.contains("ca-file is set")));
+        assert!(
+            notices(&text)
+                .iter()
+                .any(|n| n.contains("cafilecontents") && n.contains("ca-file is set"))
+        );
     }
 
     #[test]

@@ -137,9 +137,16 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, Cloud>, String> {
 /// Where clientconfig looks for `clouds.yaml`, in order: `clouds_file` (OCCM exports it as
 /// `OS_CLIENT_CONFIG_FILE`, replacing the environment's), else `env_file`; then the working
 /// directory, the user's `~/.config/openstack`, and `/etc/openstack`.
-pub fn search_path(clouds_file: &str, env_file: Option<&str>, cwd: Option<&Path>, home: Option<&Path>) -> Vec<PathBuf> {
+pub fn search_path(
+    clouds_file: &str,
+    env_file: Option<&str>,
+    cwd: Option<&Path>,
+    home: Option<&Path>,
+) -> Vec<PathBuf> {
     let mut path = Vec::new();
-    let given = Some(clouds_file).filter(|f| !f.is_empty()).or(env_file.filter(|f| !f.is_empty()));
+    let given = Some(clouds_file)
+        .filter(|f| !f.is_empty())
+        .or(env_file.filter(|f| !f.is_empty()));
     if let Some(file) = given {
         path.push(PathBuf::from(file));
     }
@@ -164,18 +171,22 @@ pub fn pick<'a>(
     env_name: Option<&str>,
 ) -> Result<(&'a str, &'a Cloud), String> {
     let listed = || clouds.keys().map(String::as_str).collect::<Vec<_>>().join(", ");
-    let name = Some(name).filter(|n| !n.is_empty()).or(env_name.filter(|n| !n.is_empty()));
+    let name = Some(name)
+        .filter(|n| !n.is_empty())
+        .or(env_name.filter(|n| !n.is_empty()));
     match name {
         Some(name) => clouds
             .get_key_value(name)
             .map(|(k, v)| (k.as_str(), v))
             .ok_or_else(|| format!("has no cloud {name:?}; its clouds: {}", listed())),
-        None if clouds.len() == 1 => Ok(clouds.iter().next().map(|(k, v)| (k.as_str(), v)).unwrap_or_else(|| unreachable!())),
-        None => Err(format!(
-            "has {} clouds ({}) and none is named: set [Global] cloud",
-            clouds.len(),
-            listed()
-        )),
+        None => match clouds.iter().next() {
+            Some((name, cloud)) if clouds.len() == 1 => Ok((name.as_str(), cloud)),
+            _ => Err(format!(
+                "has {} clouds ({}) and none is named: set [Global] cloud",
+                clouds.len(),
+                listed()
+            )),
+        },
     }
 }
 
@@ -214,9 +225,18 @@ pub fn merge(global: &mut Global, cloud: &Cloud) -> Vec<String> {
     fill(&mut global.ca_file, &cloud.cacert);
     fill(&mut global.cert_file, &cloud.cert);
     fill(&mut global.key_file, &cloud.key);
-    fill(&mut global.application_credential_id, &a.application_credential_id);
-    fill(&mut global.application_credential_name, &a.application_credential_name);
-    fill_secret(&mut global.application_credential_secret, &a.application_credential_secret);
+    fill(
+        &mut global.application_credential_id,
+        &a.application_credential_id,
+    );
+    fill(
+        &mut global.application_credential_name,
+        &a.application_credential_name,
+    );
+    fill_secret(
+        &mut global.application_credential_secret,
+        &a.application_credential_secret,
+    );
 
     let mut ignored = Vec::new();
     if cloud.verify == Some(false) {
@@ -273,9 +293,15 @@ clouds:
         assert_eq!(pick(&clouds, "openstack", Some("other")).unwrap().0, "openstack");
         assert_eq!(pick(&clouds, "", Some("other")).unwrap().0, "other");
         let e = pick(&clouds, "", None).unwrap_err();
-        assert!(e.contains("2 clouds (openstack, other)") && e.contains("[Global] cloud"), "{e}");
+        assert!(
+            e.contains("2 clouds (openstack, other)") && e.contains("[Global] cloud"),
+            "{e}"
+        );
         let e = pick(&clouds, "nope", None).unwrap_err();
-        assert!(e.contains("no cloud \"nope\"") && e.contains("openstack, other"), "{e}");
+        assert!(
+            e.contains("no cloud \"nope\"") && e.contains("openstack, other"),
+            "{e}"
+        );
         let one = parse("clouds:\n  only:\n    region_name: R\n").unwrap();
         assert_eq!(pick(&one, "", None).unwrap().0, "only");
         assert!(pick(&BTreeMap::new(), "", None).is_err());
@@ -337,7 +363,10 @@ clouds:
         assert_eq!(g.tenant_id, "12345");
         assert_eq!(g.password.0, "true");
         assert_eq!(
-            (g.application_credential_id.as_str(), g.application_credential_secret.0.as_str()),
+            (
+                g.application_credential_id.as_str(),
+                g.application_credential_secret.0.as_str()
+            ),
             ("ac", "42")
         );
     }
@@ -368,7 +397,12 @@ clouds:
         let cwd = Path::new("/work");
         let home = Path::new("/home/ccm");
         assert_eq!(
-            search_path("/etc/kubernetes/clouds.yaml", Some("/env.yaml"), Some(cwd), Some(home)),
+            search_path(
+                "/etc/kubernetes/clouds.yaml",
+                Some("/env.yaml"),
+                Some(cwd),
+                Some(home)
+            ),
             [
                 PathBuf::from("/etc/kubernetes/clouds.yaml"),
                 PathBuf::from("/work/clouds.yaml"),
@@ -376,7 +410,10 @@ clouds:
                 PathBuf::from("/etc/openstack/clouds.yaml"),
             ]
         );
-        assert_eq!(search_path("", Some("/env.yaml"), None, None)[0], PathBuf::from("/env.yaml"));
+        assert_eq!(
+            search_path("", Some("/env.yaml"), None, None)[0],
+            PathBuf::from("/env.yaml")
+        );
         assert_eq!(
             search_path("", None, None, None),
             [PathBuf::from("/etc/openstack/clouds.yaml")]

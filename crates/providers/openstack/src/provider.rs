@@ -12,7 +12,9 @@
 
 use std::sync::Arc;
 
-use provider::{Capability, Instances, LoadBalancers, Provider, ProviderError, ProviderLimits, Routes, SwitchedOff};
+use provider::{
+    Capability, Instances, LoadBalancers, Provider, ProviderError, ProviderLimits, Routes, SwitchedOff,
+};
 
 use crate::{
     client::{ApiError, Client},
@@ -115,20 +117,25 @@ impl OpenStackProvider {
             }
             _ => None,
         };
-        let load_balancers = if config.load_balancer.enabled && !switched_off.contains_key(&Capability::LoadBalancers) {
-            match OpenStackLoadBalancers::discover(client.clone(), config.load_balancer.clone(), scheme.clone())
+        let load_balancers =
+            if config.load_balancer.enabled && !switched_off.contains_key(&Capability::LoadBalancers) {
+                match OpenStackLoadBalancers::discover(
+                    client.clone(),
+                    config.load_balancer.clone(),
+                    scheme.clone(),
+                )
                 .await
-            {
-                Ok(lbs) => lbs,
-                Err(e) => {
-                    let reason = switch_off(e).map_err(SetupError::LoadBalancers)?;
-                    switched_off.insert(Capability::LoadBalancers, reason);
-                    None
+                {
+                    Ok(lbs) => lbs,
+                    Err(e) => {
+                        let reason = switch_off(e).map_err(SetupError::LoadBalancers)?;
+                        switched_off.insert(Capability::LoadBalancers, reason);
+                        None
+                    }
                 }
-            }
-        } else {
-            None
-        };
+            } else {
+                None
+            };
         tracing::info!(
             region = %scheme.region,
             regional = scheme.regional,
@@ -197,7 +204,10 @@ mod tests {
     fn what_a_set_up_failure_does() {
         for (error, off) in [
             (ProviderError::NotImplemented("no tags".into()), Some("no tags")),
-            (ProviderError::InvalidArgument("no router".into()), Some("no router")),
+            (
+                ProviderError::InvalidArgument("no router".into()),
+                Some("no router"),
+            ),
             (ProviderError::Internal("odd answer".into()), Some("odd answer")),
             (ProviderError::Unavailable("503".into()), None),
             (

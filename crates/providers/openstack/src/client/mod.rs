@@ -284,7 +284,10 @@ struct RawResponse {
 }
 
 /// Each service's base URL in `catalog` for `creds`' region and interface, or why there is none.
-fn endpoints(catalog: &[keystone::CatalogEntry], creds: &Credentials) -> HashMap<Service, Result<String, String>> {
+fn endpoints(
+    catalog: &[keystone::CatalogEntry],
+    creds: &Credentials,
+) -> HashMap<Service, Result<String, String>> {
     [
         Service::Compute,
         Service::Network,
@@ -428,7 +431,8 @@ impl Client {
     /// Makes `region` the client's, right after the first token (no other holder of the
     /// client yet), with the endpoints of `catalog` in it.
     fn settle(&mut self, region: String, catalog: &[keystone::CatalogEntry]) -> Result<(), String> {
-        let inner = Arc::get_mut(&mut self.inner).ok_or("the client is shared before its region is settled")?;
+        let inner =
+            Arc::get_mut(&mut self.inner).ok_or("the client is shared before its region is settled")?;
         inner.creds.region = region;
         let current = inner.session.get_mut().unwrap_or_else(|p| p.into_inner());
         let endpoints = endpoints(catalog, &inner.creds);
@@ -1105,7 +1109,10 @@ mod tests {
         assert_eq!(settle_region(&r(&[])), Ok(None));
         assert_eq!(settle_region(&r(&["RegionOne"])), Ok(Some("RegionOne".into())));
         let e = settle_region(&r(&["RegionOne", "RegionTwo"])).unwrap_err();
-        assert!(e.contains("RegionOne, RegionTwo") && e.contains("set region"), "{e}");
+        assert!(
+            e.contains("RegionOne, RegionTwo") && e.contains("set region"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -1187,25 +1194,27 @@ mod tests {
         tokio::spawn(async move {
             loop {
                 let (stream, _) = listener.accept().await.unwrap();
-                let svc = hyper::service::service_fn(move |_req: http::Request<hyper::body::Incoming>| async move {
-                    let now = chrono::Utc::now();
-                    let endpoints: Vec<serde_json::Value> = regions
+                let svc = hyper::service::service_fn(
+                    move |_req: http::Request<hyper::body::Incoming>| async move {
+                        let now = chrono::Utc::now();
+                        let endpoints: Vec<serde_json::Value> = regions
                         .iter()
                         .map(|r| json!({"interface": "public", "region_id": r, "url": format!("http://{addr}/{r}/compute")}))
                         .collect();
-                    let body = json!({"token": {
+                        let body = json!({"token": {
                         "issued_at": now.to_rfc3339(),
                         "expires_at": (now + chrono::Duration::hours(1)).to_rfc3339(),
                         "project": {"id": "p"},
                         "catalog": [{"type": "compute", "endpoints": endpoints}]}});
-                    Ok::<_, std::convert::Infallible>(
-                        http::Response::builder()
-                            .status(201)
-                            .header("x-subject-token", "tok")
-                            .body(Full::new(Bytes::from(body.to_string())))
-                            .unwrap(),
-                    )
-                });
+                        Ok::<_, std::convert::Infallible>(
+                            http::Response::builder()
+                                .status(201)
+                                .header("x-subject-token", "tok")
+                                .body(Full::new(Bytes::from(body.to_string())))
+                                .unwrap(),
+                        )
+                    },
+                );
                 tokio::spawn(
                     hyper::server::conn::http1::Builder::new()
                         .serve_connection(hyper_util::rt::TokioIo::new(stream), svc),
@@ -1233,7 +1242,10 @@ mod tests {
         let addr = keystone_with_regions(&["RegionOne"]).await;
         let c = Client::connect(&creds(addr)).await.unwrap();
         assert_eq!(c.credentials().region, "RegionOne");
-        assert_eq!(c.endpoint(Service::Compute).unwrap(), format!("http://{addr}/RegionOne/compute"));
+        assert_eq!(
+            c.endpoint(Service::Compute).unwrap(),
+            format!("http://{addr}/RegionOne/compute")
+        );
         let addr = keystone_with_regions(&["RegionOne", "RegionTwo"]).await;
         let e = Client::connect(&creds(addr)).await.unwrap_err();
         assert_eq!(e.kind, ErrorKind::Config, "{e}");

@@ -86,7 +86,10 @@ fn roots(tls: &Tls) -> Result<RootCertStore, String> {
     let mut store = RootCertStore::empty();
     let given = match (&tls.ca_file, &tls.ca_pem) {
         (Some(path), _) => Some((read_certs(path)?, format!("TLS ca-file {}", path.display()))),
-        (None, Some(pem)) => Some((pem_certs(pem.as_bytes(), "TLS [Global] cafilecontents")?, "TLS [Global] cafilecontents".to_owned())),
+        (None, Some(pem)) => Some((
+            pem_certs(pem.as_bytes(), "TLS [Global] cafilecontents")?,
+            "TLS [Global] cafilecontents".to_owned(),
+        )),
         (None, None) => None,
     };
     match given {
@@ -122,11 +125,7 @@ struct Trusted {
 }
 
 impl Trusted {
-    fn new(
-        roots: RootCertStore,
-        source: &str,
-        provider: Arc<CryptoProvider>,
-    ) -> Result<Self, String> {
+    fn new(roots: RootCertStore, source: &str, provider: Arc<CryptoProvider>) -> Result<Self, String> {
         let webpki = if roots.is_empty() {
             None
         } else {
@@ -287,7 +286,10 @@ mod tests {
             ..Tls::default()
         })
         .unwrap_err();
-        assert!(e.contains("cafilecontents") && e.contains("no PEM certificate"), "{e}");
+        assert!(
+            e.contains("cafilecontents") && e.contains("no PEM certificate"),
+            "{e}"
+        );
         let e = client_config(&Tls {
             ca_file: Some(empty.clone()),
             ca_pem: Some("not read\n".into()),
@@ -304,7 +306,8 @@ mod tests {
     #[test]
     fn no_roots_means_nothing_is_trusted() {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier = Trusted::new(RootCertStore::empty(), &roots_source(&Tls::default()), provider).unwrap();
+        let verifier =
+            Trusted::new(RootCertStore::empty(), &roots_source(&Tls::default()), provider).unwrap();
         let e = verifier
             .verify_server_cert(
                 &CertificateDer::from(vec![0u8; 4]),
