@@ -4,6 +4,7 @@
 //! behalf, and is gentle with the cloud's API limits on everyone's behalf.
 //!
 //! # Layout
+//! - [`capabilities`]: what the provider serves, and why not, said at start (log, metrics).
 //! - [`server`]: wiring of the gRPC services, gRPC health and the HTTP side port; graceful shutdown.
 //! - [`service`]: the gRPC handlers: authorization, validation, dispatch to the provider.
 //! - [`tls`]: the gRPC port's mutual-TLS handshakes, with certificate files that may rotate.
@@ -26,6 +27,7 @@
 
 pub mod adaptive;
 pub mod auth;
+pub mod capabilities;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -58,6 +58,16 @@ pub struct MethodLabels {
     pub method: &'static str,
 }
 
+/// Labels of a capability's state.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CapabilityLabels {
+    /// `instances`, `load_balancers` or `routes`.
+    pub capability: &'static str,
+    /// Why it is off, as `GetCapabilities` says it: the provider's reason, `not implemented`, or
+    /// empty while it is served.
+    pub reason: String,
+}
+
 /// Every metric the gateway exports.
 pub struct Metrics {
     registry: MetricsRegistry,
@@ -94,6 +104,8 @@ pub struct Metrics {
     pub replicas: Gauge,
     /// Provider writes recorded instead of made (dry-run), by provider and call.
     pub dry_run_woulds: Family<crate::dry_run::WouldLabels, Counter>,
+    /// 1 for a capability the provider serves, 0 for one it does not, with the reason.
+    pub capabilities: Family<CapabilityLabels, Gauge>,
 }
 
 impl Metrics {
@@ -122,6 +134,7 @@ impl Metrics {
             tls_refused: Counter::default(),
             replicas: Gauge::default(),
             dry_run_woulds: Family::default(),
+            capabilities: Family::default(),
             registry: MetricsRegistry::default(),
         };
         registry.register(
@@ -204,6 +217,11 @@ impl Metrics {
             "dry_run_woulds",
             "Provider writes recorded instead of made (dry-run), by provider and call",
             metrics.dry_run_woulds.clone(),
+        );
+        registry.register(
+            "capability",
+            "1 for a capability the provider serves, 0 for one it does not (reason: why)",
+            metrics.capabilities.clone(),
         );
         Self { registry, ..metrics }
     }

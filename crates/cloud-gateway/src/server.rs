@@ -86,6 +86,7 @@ pub async fn serve_with_handles(
         read_rate_per_second: config.read_limit.rate,
         write_rate_per_second: config.write_limit.rate,
     };
+    crate::capabilities::report(provider.as_ref(), &metrics);
     let authorizer = Authorizer::new(config.security.clone(), metrics.denied.clone());
     let dry_run = DryRunLog::new(config.dry_run, metrics.dry_run_woulds.clone());
     if config.dry_run {

@@ -142,6 +142,12 @@ impl pb::identity_server::Identity for GatewayService {
                     .load_balancers()
                     .map(|lbs| lbs.service_annotation_prefix().to_owned())
                     .unwrap_or_default(),
+                unavailable: self
+                    .provider
+                    .switched_off()
+                    .into_iter()
+                    .map(|(capability, reason)| (capability.as_str().to_owned(), reason))
+                    .collect(),
             })
         })
         .await

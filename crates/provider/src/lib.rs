@@ -6,6 +6,7 @@
 //! - [`instances`]: InstancesV2 as one batched lookup (exists, shutdown and metadata at once).
 //! - [`load_balancers`]: the LoadBalancer capability and the service/node views it works on.
 //! - [`routes`]: pod-CIDR routes.
+//! - [`capability`]: the capabilities by name, and why a provider switched one off.
 //! - [`error`]: [`ProviderError`], the one error type every capability returns.
 //! - [`dry_run`]: shadow mode: a provider's writes recorded as "woulds" instead of made.
 //! - [`registration`]: how a provider crate offers its name, flags and constructor to the gateway.
@@ -13,6 +14,7 @@
 //! Nothing here does I/O and nothing here knows gRPC or Kubernetes client types: the gateway
 //! converts wire types into these, and vendors convert these into cloud API calls.
 
+pub mod capability;
 pub mod converged;
 pub mod dry_run;
 pub mod error;
@@ -21,6 +23,7 @@ pub mod load_balancers;
 pub mod registration;
 pub mod routes;
 
+pub use capability::{Capability, SwitchedOff};
 pub use error::{ProviderError, Result};
 pub use instances::{AddressType, InstanceInfo, InstanceMetadata, Instances, NodeAddress, NodeRef};
 pub use load_balancers::{
@@ -48,6 +51,12 @@ pub trait Provider: Send + Sync + 'static {
     /// not (the default) gets no write call in dry-run: the gateway refuses it.
     fn dry_run(&self) -> bool {
         false
+    }
+    /// The capabilities this provider switched off for a setting it was given or a feature its
+    /// cloud lacks (it answers `None` for them), each with its reason. Empty by default: a
+    /// capability answered `None` without a reason is one the provider does not implement.
+    fn switched_off(&self) -> SwitchedOff {
+        SwitchedOff::new()
     }
 }
 

@@ -122,6 +122,9 @@ pub struct Capabilities {
     pub dry_run: bool,
     /// The prefix of the Service annotations the provider sets; empty: none.
     pub service_annotation_prefix: String,
+    /// Why a capability is off, by its field name (`load_balancers`): the provider switched it
+    /// off for a setting or a missing cloud feature. Empty from an older gateway.
+    pub unavailable: std::collections::BTreeMap<String, String>,
 }
 
 /// How a Node is named to the cloud.
@@ -506,6 +509,7 @@ impl GatewayClient {
             routes: caps.routes,
             dry_run: caps.dry_run,
             service_annotation_prefix: caps.service_annotation_prefix,
+            unavailable: caps.unavailable.into_iter().collect(),
         })
     }
 }

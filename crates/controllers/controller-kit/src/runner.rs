@@ -1,7 +1,7 @@
 //! The common life of a controller binary: flags, logging, clients, the side port, the
 //! capability check, leader election, and shutdown.
 
-use std::{future::Future, net::SocketAddr, time::Duration};
+use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use prometheus_client::metrics::{family::Family, gauge::Gauge};
 use telemetry::{LogFormat, TraceArgs};
@@ -65,6 +65,15 @@ impl Needs {
             Self::Instances => caps.instances,
             Self::LoadBalancers => caps.load_balancers,
             Self::Routes => caps.routes,
+        }
+    }
+
+    /// The capability's field name in `Capabilities` (its key in `unavailable`).
+    fn key(self) -> &'static str {
+        match self {
+            Self::Instances => "instances",
+            Self::LoadBalancers => "load_balancers",
+            Self::Routes => "routes",
         }
     }
 
@@ -152,6 +161,23 @@ pub trait ControllerConfig: clap::Args + Send + 'static {
     fn disabled(&self) -> Option<String> {
         None
     }
+
+    /// What the controller reports, beyond its log line, while the provider has switched off
+    /// the capability it needs (e.g. a Warning event on each object it cannot serve); `None`:
+    /// the log line alone.
+    fn switched_off_report(&self) -> Option<Arc<dyn SwitchedOffReport>> {
+        None
+    }
+}
+
+/// Reports, on the objects a controller cannot serve, that the provider switched off the
+/// capability it needs. Called at each check of the capabilities while it stays off (about
+/// every minute), so that objects created meanwhile are reported too; an implementation reports
+/// each object once.
+#[async_trait::async_trait]
+pub trait SwitchedOffReport: Send + Sync {
+    /// `reason` is the gateway's (`Capabilities.unavailable`), `provider` its provider's name.
+    async fn report(&self, client: &kube::Client, dry_run: &DryRun, provider: &str, reason: &str);
 }
 
 /// What a controller binary is.
@@ -198,9 +224,10 @@ where
         eprintln!("{}: {err}", binary.name);
         std::process::exit(64);
     }
+    let report = config.switched_off_report();
     let result = match config.disabled() {
         Some(why) => idle(binary, common, why).await,
-        None => run(binary, common, |runtime| work(runtime, config)).await,
+        None => run_reporting(binary, common, report, |runtime| work(runtime, config)).await,
     };
     if let Err(err) = result {
         eprintln!("{}: {err}", binary.name);
@@ -216,6 +243,20 @@ where
     F: FnOnce(Runtime) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    run_reporting(binary, args, None, work).await
+}
+
+/// [`run`], with what the controller reports while its capability is switched off.
+pub async fn run_reporting<F, Fut>(
+    binary: Binary,
+    args: CommonArgs,
+    report: Option<Arc<dyn SwitchedOffReport>>,
+    work: F,
+) -> Result<(), RunError>
+where
+    F: FnOnce(Runtime) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let telemetry = init_telemetry(binary, &args);
     let shutdown = CancellationToken::new();
     {
@@ -225,7 +266,7 @@ where
             shutdown.cancel();
         });
     }
-    let result = run_until(binary, args, work, shutdown).await;
+    let result = run_until(binary, args, report, work, shutdown).await;
     // The last reconciles' spans go out before the process exits.
     telemetry.shutdown().await;
     result
@@ -246,6 +287,7 @@ fn init_telemetry(binary: Binary, args: &CommonArgs) -> telemetry::Telemetry {
 pub async fn run_until<F, Fut>(
     binary: Binary,
     args: CommonArgs,
+    report: Option<Arc<dyn SwitchedOffReport>>,
     work: F,
     shutdown: CancellationToken,
 ) -> Result<(), RunError>
@@ -310,7 +352,7 @@ where
     );
     let result = tokio::select! {
         () = shutdown.cancelled() => Ok(()),
-        () = wait_for_capability(&gateway, binary.needs, name) => {
+        () = wait_for_capability(&gateway, binary.needs, name, report.as_ref().map(|r| (r.as_ref(), &clients.limited, &dry_run))) => {
             tokio::spawn(follow_provider(gateway.clone(), binary.needs, name, provider_info));
             let runtime = Runtime {
                 client: clients.limited,
@@ -373,7 +415,15 @@ async fn idle(binary: Binary, args: CommonArgs, why: String) -> Result<(), RunEr
 /// so a rollout does not hang on it) and says why; it asks again every minute, and at once when
 /// an answer shows the gateway now serves another provider (a vendor swapped in at the same
 /// address), so a provider that has the capability is picked up within seconds.
-async fn wait_for_capability(gateway: &GatewayClient, needs: Needs, name: &str) {
+///
+/// When the provider switched the capability off, the log line names its reason, and `report`
+/// (with the Kubernetes client and the dry-run state) reports it on the objects left unserved.
+async fn wait_for_capability(
+    gateway: &GatewayClient,
+    needs: Needs,
+    name: &str,
+    report: Option<(&dyn SwitchedOffReport, &kube::Client, &DryRun)>,
+) {
     let mut swapped = gateway.provider().subscribe();
     let mut delay = Duration::from_secs(1);
     loop {
@@ -383,12 +433,26 @@ async fn wait_for_capability(gateway: &GatewayClient, needs: Needs, name: &str) 
                 return;
             }
             Ok(caps) => {
-                tracing::warn!(
-                    controller = name,
-                    provider = %caps.provider_name,
-                    "provider does not implement {}; staying idle until it does (asking again in 60s, or at once when the gateway serves another provider)",
-                    needs.describe()
-                );
+                match caps.unavailable.get(needs.key()) {
+                    Some(reason) => {
+                        tracing::warn!(
+                            controller = name,
+                            provider = %caps.provider_name,
+                            reason = %reason,
+                            "provider switched {} off: {reason}; staying idle until it is back (asking again in 60s, or at once when the gateway serves another provider)",
+                            needs.describe()
+                        );
+                        if let Some((report, client, dry_run)) = report {
+                            report.report(client, dry_run, &caps.provider_name, reason).await;
+                        }
+                    }
+                    None => tracing::warn!(
+                        controller = name,
+                        provider = %caps.provider_name,
+                        "provider does not implement {}; staying idle until it does (asking again in 60s, or at once when the gateway serves another provider)",
+                        needs.describe()
+                    ),
+                }
                 delay = Duration::from_secs(60);
             }
             Err(err) => {

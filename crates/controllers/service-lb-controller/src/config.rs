@@ -1,9 +1,12 @@
 //! The service controller's own flags (upstream names where upstream has the concept) and their
 //! validation.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
-use controller_kit::{runner::ControllerConfig, shards::shard_of};
+use controller_kit::{
+    runner::{ControllerConfig, SwitchedOffReport},
+    shards::shard_of,
+};
 
 /// Shards the Services are split into: at most this many replicas share the work. Fixed, so that
 /// every replica, of any version, puts a Service in the same shard (a replica with another count
@@ -70,5 +73,12 @@ impl ControllerConfig for Config {
             ));
         }
         Ok(())
+    }
+
+    /// A Warning event on each Service of its class while load balancers are switched off.
+    fn switched_off_report(&self) -> Option<Arc<dyn SwitchedOffReport>> {
+        Some(crate::switched_off::SwitchedOffServices::new(
+            self.load_balancer_class.clone(),
+        ))
     }
 }

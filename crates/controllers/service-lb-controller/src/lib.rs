@@ -9,9 +9,11 @@
 //!   backends update after a node-set change: the I/O around the plans.
 //! - [`plan`]: every decision, pure and table-tested.
 //! - [`metrics`]: upstream's four service-controller metrics, shard ownership and handovers.
+//! - [`switched_off`]: a Warning on each Service while the provider has load balancers off.
 
 pub mod config;
 pub mod controller;
 pub mod metrics;
 pub mod plan;
 pub mod reconcile;
+pub mod switched_off;

@@ -123,11 +123,15 @@ impl Interface {
     }
 }
 
-/// TLS to every OpenStack endpoint (`ca-file`, `tls-insecure`, `cert-file`/`key-file`).
+/// TLS to every OpenStack endpoint (`ca-file` or `cafilecontents`, `tls-insecure`,
+/// `cert-file`/`key-file`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Tls {
     /// PEM bundle trusted instead of the system's roots.
     pub ca_file: Option<PathBuf>,
+    /// `cafilecontents`: the bundle given inline, trusted instead of the system's roots when
+    /// there is no `ca_file` (as OCCM).
+    pub ca_pem: Option<String>,
     /// `tls-insecure = true`: no verification at all.
     pub insecure: bool,
     /// Client certificate and key, for mutual TLS.
@@ -143,7 +147,8 @@ pub struct Credentials {
     pub method: Method,
     /// What to scope the token to.
     pub scope: Scope,
-    /// `region`: the catalog region of every endpoint.
+    /// `region`: the catalog region of every endpoint; empty: the catalog's only region (the
+    /// client settles it at connect and refuses a catalog with several).
     pub region: String,
     /// `os-endpoint-type`.
     pub interface: Interface,

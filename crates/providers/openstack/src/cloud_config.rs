@@ -8,15 +8,23 @@
 //! errors are. Unknown sections and keys are ignored, as OCCM ignores them, and named by
 //! [`CloudConf::notices`] (the gateway logs them in one warning at start).
 //!
+//! [`CloudConf::merge_clouds_yaml`] is OCCM's `ReadClouds` (`use-clouds = true`, `clouds-file`,
+//! `cloud`; [`crate::clouds_yaml`]): clouds.yaml fills what `[Global]` leaves empty.
+//!
 //! [`CloudConf::to_config`] is what OCCM does with it at start (`NewOpenStackClient`'s
-//! `ToAuth3Options`, `NewOpenStack`'s checks), and refuses by name, at start, what this provider
-//! does not implement: clouds.yaml (`use-clouds`, `clouds-file`, `cloud`) and a CA given inline
-//! (`cafilecontents`).
+//! `ToAuth3Options`, `NewOpenStack`'s checks). What concerns one capability alone does not stop
+//! the start: it switches that capability off ([`OpenStackConfig::switched_off`]; e.g. an
+//! `lb-version` other than `v2`, which OCCM's `LoadBalancer()` dies on). A CA given inline
+//! (`cafilecontents`) is trusted as OCCM trusts it: only when `ca-file` is not set.
 //!
 //! # Where this differs from OCCM, on purpose
-//! - `region` is required. OCCM's documentation says so; OCCM itself starts without one, then
-//!   takes whichever region's endpoint the catalog lists first and labels nodes with an empty
-//!   region, which on a multi-region cloud silently manages the wrong region's servers.
+//! - No `region`: OCCM starts, takes whichever region's endpoint the catalog lists first and
+//!   labels nodes with an empty region, which on a multi-region cloud silently manages the wrong
+//!   region's servers. Here the client uses the catalog's region when it lists one only (said at
+//!   start) and refuses, naming the regions, when it lists several.
+//! - `cloud` without `use-clouds`: gophercloud then takes the credentials from clouds.yaml alone,
+//!   ignoring `[Global]`'s; here clouds.yaml is merged as with `use-clouds` (cloud.conf wins), and
+//!   the notices say so.
 //! - Credentials OCCM would hand to gophercloud in a combination gophercloud refuses (so OCCM
 //!   fails at start) are read by their evident meaning where there is one: `user-id` wins over
 //!   `username`; a domain ID wins over a domain name, as it does for the project's domain; the
@@ -223,13 +231,13 @@ pub struct Global {
     pub cert_file: String,
     /// `key-file`.
     pub key_file: String,
-    /// `cafilecontents` (refused by [`CloudConf::to_config`]).
+    /// `cafilecontents`: an inline PEM CA bundle, used when `ca-file` is not set.
     pub ca_file_contents: String,
-    /// `use-clouds` (refused when true).
+    /// `use-clouds`: read clouds.yaml ([`CloudConf::merge_clouds_yaml`]).
     pub use_clouds: bool,
-    /// `clouds-file` (refused when set).
+    /// `clouds-file`: where clouds.yaml is (else clientconfig's search path).
     pub clouds_file: String,
-    /// `cloud` (refused when set).
+    /// `cloud`: which cloud of clouds.yaml.
     pub cloud: String,
     /// `application-credential-id`.
     pub application_credential_id: String,
@@ -416,6 +424,8 @@ pub struct CloudConf {
     global_line: Option<usize>,
     /// `[LoadBalancer] lb-version`: only `""` and `v2` exist, so no setting keeps it.
     lb_version: String,
+    /// What [`CloudConf::merge_clouds_yaml`] read, and what of it has no effect.
+    clouds_notices: Vec<Notice>,
 }
 
 /// The networking settings OCCM's node addresses use.
@@ -444,6 +454,34 @@ pub struct OpenStackConfig {
     pub regional: bool,
     /// `[LoadBalancer]` and `[LoadBalancerClass]`.
     pub load_balancer: LoadBalancerSettings,
+    /// The capabilities a setting switches off, with the reason naming it.
+    pub switched_off: provider::SwitchedOff,
+}
+
+/// Where [`CloudConf::merge_clouds_yaml`] looks, from the process's environment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CloudsEnv {
+    /// `OS_CLIENT_CONFIG_FILE`.
+    pub client_config_file: Option<String>,
+    /// `OS_CLOUD`.
+    pub cloud: Option<String>,
+    /// The working directory.
+    pub cwd: Option<PathBuf>,
+    /// The user's home directory (`HOME`).
+    pub home: Option<PathBuf>,
+}
+
+impl CloudsEnv {
+    /// The gateway process's.
+    pub fn of_process() -> Self {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        Self {
+            client_config_file: var("OS_CLIENT_CONFIG_FILE"),
+            cloud: var("OS_CLOUD"),
+            cwd: std::env::current_dir().ok(),
+            home: var("HOME").map(PathBuf::from),
+        }
+    }
 }
 
 /// Reads and parses the file at `path`; errors name it.
@@ -644,6 +682,88 @@ impl CloudConf {
         Ok(())
     }
 
+    /// OCCM's `ReadClouds`: with `use-clouds = true` (or a `cloud`), the cloud of clouds.yaml
+    /// ([`crate::clouds_yaml`]) fills what `[Global]` leaves empty. `read` reads a file (`None`:
+    /// it does not exist). Without `use-clouds` and `cloud`, nothing is read.
+    ///
+    /// # Errors
+    /// No clouds.yaml on the search path, an unreadable or malformed one, or no cloud to pick,
+    /// naming the key that asked for it: OCCM fails at start on each (every capability needs the
+    /// credentials).
+    pub fn merge_clouds_yaml(
+        &mut self,
+        env: &CloudsEnv,
+        read: impl Fn(&Path) -> std::io::Result<Option<String>>,
+    ) -> Result<(), Error> {
+        let g = &self.global;
+        let key = match (g.use_clouds, g.cloud.is_empty()) {
+            (true, _) => "use-clouds",
+            (false, false) => "cloud",
+            (false, true) => return Ok(()),
+        };
+        let path = crate::clouds_yaml::search_path(
+            &g.clouds_file,
+            env.client_config_file.as_deref(),
+            env.cwd.as_deref(),
+            env.home.as_deref(),
+        );
+        let mut found = None;
+        for candidate in &path {
+            match read(candidate) {
+                Ok(Some(text)) => {
+                    found = Some((candidate.clone(), text));
+                    break;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(self.global_error(key, format!("clouds.yaml {}: {e}", candidate.display())));
+                }
+            }
+        }
+        let Some((file, text)) = found else {
+            let searched: Vec<String> = path.iter().map(|p| p.display().to_string()).collect();
+            return Err(self.global_error(
+                key,
+                format!("no clouds.yaml found; looked for {}", searched.join(", ")),
+            ));
+        };
+        let in_file = |m: String| format!("clouds.yaml {}: {m}", file.display());
+        let clouds = crate::clouds_yaml::parse(&text).map_err(|m| self.global_error(key, in_file(m)))?;
+        let (name, cloud) = crate::clouds_yaml::pick(&clouds, &g.cloud, env.cloud.as_deref())
+            .map_err(|m| self.global_error(key, in_file(m)))?;
+        let mut notices = Vec::new();
+        if !g.clouds_file.is_empty() && file != Path::new(&g.clouds_file) {
+            self.note(
+                &mut notices,
+                "[Global] clouds-file",
+                format!(
+                    "does not exist; clouds.yaml was found at {} instead, as OCCM finds it",
+                    file.display()
+                ),
+            );
+        }
+        if !g.use_clouds {
+            self.note(
+                &mut notices,
+                "[Global] cloud",
+                "without use-clouds = true: merged as with it (cloud.conf wins); OCCM would take the credentials from clouds.yaml alone",
+            );
+        }
+        let label = format!("[Global] {key}");
+        let mut global = self.global.clone();
+        for why in crate::clouds_yaml::merge(&mut global, cloud) {
+            self.note(
+                &mut notices,
+                &label,
+                format!("cloud {name:?} of {}: {why}", file.display()),
+            );
+        }
+        tracing::info!(file = %file.display(), cloud = name, "cloud.conf [Global] completed from clouds.yaml (cloud.conf values win)");
+        self.global = global;
+        self.clouds_notices = notices;
+        Ok(())
+    }
+
     /// The line of the value in effect of `label`, if the file sets it.
     fn line(&self, label: &str) -> Option<usize> {
         self.lines.get(label).copied()
@@ -673,26 +793,6 @@ impl CloudConf {
     /// invalid `search-order`, an invalid `os-endpoint-type`, an unknown `lb-version` with load
     /// balancers on) and what this provider does not implement, naming the line and key.
     pub fn to_config(&self, regional: bool) -> Result<OpenStackConfig, Error> {
-        let g = &self.global;
-        // Not implemented: clouds.yaml.
-        let clouds = "clouds.yaml is not read by this provider: put its values (auth-url, region, \
-                      credentials, ca-file) in cloud.conf's [Global] and remove this key";
-        if g.use_clouds {
-            return Err(self.global_error("use-clouds", clouds));
-        }
-        if !g.clouds_file.is_empty() {
-            return Err(self.global_error("clouds-file", clouds));
-        }
-        if !g.cloud.is_empty() {
-            // OCCM reads clouds.yaml for `cloud` even without use-clouds.
-            return Err(self.global_error("cloud", clouds));
-        }
-        if !g.ca_file_contents.is_empty() {
-            return Err(self.global_error(
-                "cafilecontents",
-                "an inline CA is not read by this provider: put the PEM in a file and name it with ca-file",
-            ));
-        }
         let (credentials, _) = self.credentials()?;
         check_search_order(&self.metadata.search_order).map_err(|m| Error {
             path: None,
@@ -701,16 +801,19 @@ impl CloudConf {
             message: m,
         })?;
         let lb = &self.load_balancer;
+        let mut switched_off = provider::SwitchedOff::new();
         if lb.enabled
             && let Some(line) = self.line("[LoadBalancer] lb-version")
         {
             let version = &self.lb_version;
             if !version.is_empty() && version != "v2" {
-                return Err(Error::at(
-                    line,
-                    Some("[LoadBalancer] lb-version".into()),
-                    format!("{version:?}: only \"v2\" (or nothing) is supported, as OCCM"),
-                ));
+                // OCCM's LoadBalancer() dies on it; it concerns load balancers alone.
+                switched_off.insert(
+                    provider::Capability::LoadBalancers,
+                    format!(
+                        "[LoadBalancer] lb-version (line {line}): {version:?}: only \"v2\" (or nothing) exists, as in OCCM"
+                    ),
+                );
             }
         }
         let (address_sort_order, _) = address_sort_order(&self.networking.address_sort_order);
@@ -725,6 +828,7 @@ impl CloudConf {
             route: self.route.clone(),
             regional,
             load_balancer: lb.clone(),
+            switched_off,
         })
     }
 
@@ -735,7 +839,22 @@ impl CloudConf {
     /// warning at start.
     pub fn notices(&self) -> Vec<Notice> {
         let mut notices = self.ignored.clone();
+        notices.extend(self.clouds_notices.iter().cloned());
         let g = &self.global;
+        if !g.ca_file.is_empty() && !g.ca_file_contents.is_empty() {
+            self.note(
+                &mut notices,
+                "[Global] cafilecontents",
+                "ignored: ca-file is set, and wins, as in OCCM",
+            );
+        }
+        if !g.use_clouds && g.cloud.is_empty() && !g.clouds_file.is_empty() {
+            self.note(
+                &mut notices,
+                "[Global] clouds-file",
+                "has no effect without use-clouds = true (or cloud), as in OCCM",
+            );
+        }
         if self.line("[Metadata] search-order").is_some() {
             self.note(
                 &mut notices,
@@ -812,6 +931,8 @@ impl CloudConf {
         let (method, scope) = self.method_and_scope(&mut ignored)?;
         let tls = Tls {
             ca_file: optional(&g.ca_file).map(PathBuf::from),
+            // OCCM: the inline bundle only when there is no ca-file.
+            ca_pem: optional(&g.ca_file_contents).filter(|_| g.ca_file.is_empty()),
             insecure: g.tls_insecure == "true",
             client_cert: (!g.cert_file.is_empty() && !g.key_file.is_empty())
                 .then(|| (PathBuf::from(&g.cert_file), PathBuf::from(&g.key_file))),
@@ -835,7 +956,8 @@ impl CloudConf {
         ))
     }
 
-    /// Checks `auth-url` and `region`, and reads `os-endpoint-type`.
+    /// Checks `auth-url` and reads `os-endpoint-type`. An empty `region` is settled by the
+    /// client from the catalog ([`crate::client::Client::connect`]).
     fn endpoint_interface(&self) -> Result<Interface, Error> {
         let g = &self.global;
         if g.auth_url.is_empty() {
@@ -848,12 +970,6 @@ impl CloudConf {
                     "{:?} is Keystone v2.0, which Keystone removed in Queens: give the v3 URL (or the URL without a version)",
                     g.auth_url
                 ),
-            ));
-        }
-        if g.region.is_empty() {
-            return Err(self.global_error(
-                "region",
-                "is required: the region of every endpoint and of the nodes' labels (OCCM's documentation requires it too)",
             ));
         }
         Ok(match g.os_endpoint_type.as_str() {
@@ -1640,6 +1756,7 @@ mod tests {
             cred.tls,
             Tls {
                 ca_file: Some("/etc/ca.pem".into()),
+                ca_pem: None,
                 insecure: true,
                 client_cert: Some(("/c.pem".into(), "/k.pem".into()))
             }
@@ -1724,19 +1841,6 @@ mod tests {
     fn refused_by_name_at_start() {
         let base = "[Global]\nauth-url = http://a/v3\nregion = r\nuser-id = u\npassword = p\n";
         for (extra, key, needle) in [
-            ("use-clouds = true", "[Global] use-clouds", "put its values"),
-            ("use-clouds", "[Global] use-clouds", "clouds.yaml is not read"),
-            (
-                "clouds-file = /etc/openstack/clouds.yaml",
-                "[Global] clouds-file",
-                "clouds.yaml is not read",
-            ),
-            ("cloud = mycloud", "[Global] cloud", "in cloud.conf's [Global]"),
-            (
-                "cafilecontents = PEM",
-                "[Global] cafilecontents",
-                "name it with ca-file",
-            ),
             (
                 "os-endpoint-type = publicURL",
                 "[Global] os-endpoint-type",
@@ -1763,11 +1867,6 @@ mod tests {
                 "\"\" in",
             ),
             (
-                "[LoadBalancer]\nlb-version = v1",
-                "[LoadBalancer] lb-version",
-                "only \"v2\"",
-            ),
-            (
                 "[LoadBalancer]\nlbclasses = x",
                 "[LoadBalancer] lbclasses",
                 "[LoadBalancerClass \"name\"]",
@@ -1784,9 +1883,10 @@ mod tests {
             assert!(e.to_string().contains(needle), "{extra}: {e}");
         }
         // Accepted: use-clouds off, empty clouds keys, search-order of one or two, lb-version
-        // with load balancers off (OCCM checks it only when it starts them).
+        // with load balancers off (OCCM checks it only when it starts them), an inline CA.
         for extra in [
             "use-clouds = false\nclouds-file =\ncloud = \"\"",
+            "cafilecontents = PEM",
             "[Metadata]\nsearch-order = metadataService",
             "[Metadata]\nsearch-order = \" metadataService , configDrive \"",
             "[LoadBalancer]\nenabled = false\nlb-version = v9",
@@ -1803,11 +1903,12 @@ mod tests {
             "[Global] auth-url",
             "is required",
         );
-        assert_error(
-            "[Global]\nauth-url = http://a\nuser-id = u\npassword = p\n",
-            Some(1),
-            "[Global] region",
-            "is required",
+        // No region: the client settles it from the catalog.
+        assert_eq!(
+            config("[Global]\nauth-url = http://a\nuser-id = u\npassword = p\n")
+                .credentials
+                .region,
+            ""
         );
         assert_error("", None, "[Global] auth-url", "is required");
         assert_error(
@@ -1924,6 +2025,187 @@ mod tests {
         }
         let c = config(&format!("{AUTH}tls-insecure = True\n"));
         assert!(!c.credentials.tls.insecure, "only exactly true");
+    }
+
+    /// A setting that concerns load balancers alone switches them off, naming it and its line;
+    /// the rest of the config stands.
+    #[test]
+    fn a_load_balancer_setting_switches_load_balancers_off_alone() {
+        let base =
+            "[Global]\nauth-url = http://a/v3\nregion = r\nuser-id = u\npassword = p\n[LoadBalancer]\n";
+        let c = config(&format!("{base}lb-version = v1\n"));
+        let reason = &c.switched_off[&provider::Capability::LoadBalancers];
+        assert!(
+            reason.contains("[LoadBalancer] lb-version (line 7)") && reason.contains("\"v1\""),
+            "{reason}"
+        );
+        assert_eq!(c.switched_off.len(), 1);
+        assert_eq!(c.credentials.region, "r");
+        for fine in ["lb-version = v2", "enabled = false\nlb-version = v1", ""] {
+            assert!(
+                config(&format!("{base}{fine}\n")).switched_off.is_empty(),
+                "{fine}"
+            );
+        }
+    }
+
+    /// cloud.conf + clouds.yaml as OCCM merges them: the file found on clientconfig's path,
+    /// the cloud picked, cloud.conf's values winning; what has no effect in the notices.
+    #[test]
+    fn clouds_yaml_fills_what_cloud_conf_leaves_empty() {
+        const CLOUDS: &str = "clouds:\n  openstack:\n    auth:\n      auth_url: https://k:5000/v3\n      username: ccm\n      password: from-yaml\n      project_name: k8s\n      user_domain_name: Default\n      project_domain_name: Default\n    region_name: RegionOne\n    interface: internal\n    cacert: /etc/pki/ca.pem\n  other:\n    region_name: RegionTwo\n";
+        let env = CloudsEnv {
+            client_config_file: None,
+            cloud: None,
+            cwd: Some("/run".into()),
+            home: Some("/home/ccm".into()),
+        };
+        let files = |present: &'static [&'static str]| {
+            move |p: &Path| -> std::io::Result<Option<String>> {
+                Ok(present
+                    .contains(&p.to_str().unwrap_or_default())
+                    .then(|| CLOUDS.to_owned()))
+            }
+        };
+        type Check = fn(&OpenStackConfig, &[String]);
+        let rows: [(&str, &[&str], Check); 5] = [
+            // OpenShift's cloud.conf: every credential in clouds.yaml.
+            (
+                "[Global]\nuse-clouds = true\nclouds-file = /etc/kubernetes/secret/clouds.yaml\ncloud = openstack\n",
+                &["/etc/kubernetes/secret/clouds.yaml"],
+                |c, notices| {
+                    let creds = &c.credentials;
+                    assert_eq!(creds.auth_url, "https://k:5000/v3");
+                    assert_eq!(creds.region, "RegionOne");
+                    assert_eq!(creds.interface, Interface::Internal);
+                    assert_eq!(creds.tls.ca_file.as_deref(), Some(Path::new("/etc/pki/ca.pem")));
+                    assert!(
+                        matches!(&creds.method, Method::Password { password, .. } if password.0 == "from-yaml")
+                    );
+                    assert!(notices.is_empty(), "{notices:?}");
+                },
+            ),
+            // cloud.conf wins, field by field.
+            (
+                "[Global]\nuse-clouds = true\ncloud = openstack\nregion = RegionTwo\npassword = from-conf\nos-endpoint-type = public\n",
+                &["/etc/openstack/clouds.yaml"],
+                |c, _| {
+                    assert_eq!(c.credentials.region, "RegionTwo");
+                    assert_eq!(c.credentials.interface, Interface::Public);
+                    assert!(
+                        matches!(&c.credentials.method, Method::Password { password, .. } if password.0 == "from-conf")
+                    );
+                    assert_eq!(c.credentials.auth_url, "https://k:5000/v3");
+                },
+            ),
+            // The search path: the working directory before ~/.config and /etc; a clouds-file
+            // that does not exist is passed over, as by OCCM, and said.
+            (
+                "[Global]\nuse-clouds = true\nclouds-file = /missing/clouds.yaml\ncloud = openstack\n",
+                &["/run/clouds.yaml", "/etc/openstack/clouds.yaml"],
+                |c, notices| {
+                    assert_eq!(c.credentials.region, "RegionOne");
+                    assert!(
+                        notices
+                            .iter()
+                            .any(|n| n.contains("clouds-file") && n.contains("/run/clouds.yaml")),
+                        "{notices:?}"
+                    );
+                },
+            ),
+            // `cloud` without use-clouds: merged too, and said.
+            (
+                "[Global]\ncloud = openstack\n",
+                &["/home/ccm/.config/openstack/clouds.yaml"],
+                |c, notices| {
+                    assert_eq!(c.credentials.auth_url, "https://k:5000/v3");
+                    assert!(
+                        notices.iter().any(|n| n.contains("[Global] cloud")),
+                        "{notices:?}"
+                    );
+                },
+            ),
+            // Neither: clouds.yaml is not read, however many exist.
+            (
+                "[Global]\nauth-url = http://a/v3\nuser-id = u\npassword = p\nclouds-file = /etc/openstack/clouds.yaml\n",
+                &["/etc/openstack/clouds.yaml"],
+                |c, notices| {
+                    assert_eq!(c.credentials.auth_url, "http://a/v3");
+                    assert_eq!(c.credentials.region, "");
+                    assert!(
+                        notices
+                            .iter()
+                            .any(|n| n.contains("has no effect without use-clouds")),
+                        "{notices:?}"
+                    );
+                },
+            ),
+        ];
+        for (text, present, check) in rows {
+            let mut c = conf(text);
+            c.merge_clouds_yaml(&env, files(present))
+                .unwrap_or_else(|e| panic!("{text}: {e}"));
+            let notices: Vec<String> = c.notices().iter().map(ToString::to_string).collect();
+            check(
+                &c.to_config(false).unwrap_or_else(|e| panic!("{text}: {e}")),
+                &notices,
+            );
+        }
+        // Refused at start, naming the key: no file anywhere, no such cloud, several and none
+        // named (OS_CLOUD names one).
+        for (text, present, needle) in [
+            (
+                "[Global]\nuse-clouds = true\n",
+                &[][..],
+                "no clouds.yaml found; looked for /run/clouds.yaml, /home/ccm/.config/openstack/clouds.yaml, /etc/openstack/clouds.yaml",
+            ),
+            (
+                "[Global]\nuse-clouds = true\ncloud = nope\n",
+                &["/run/clouds.yaml"][..],
+                "has no cloud \"nope\"; its clouds: openstack, other",
+            ),
+            (
+                "[Global]\nuse-clouds = true\n",
+                &["/run/clouds.yaml"][..],
+                "has 2 clouds",
+            ),
+        ] {
+            let mut c = conf(text);
+            let e = c.merge_clouds_yaml(&env, files(present)).unwrap_err();
+            assert_eq!(
+                (e.line, e.key.as_deref()),
+                (Some(2), Some("[Global] use-clouds")),
+                "{e}"
+            );
+            assert!(e.to_string().contains(needle), "{text}: {e}");
+        }
+        let mut c = conf("[Global]\nuse-clouds = true\n");
+        let named = CloudsEnv {
+            cloud: Some("openstack".into()),
+            ..env.clone()
+        };
+        c.merge_clouds_yaml(&named, files(&["/run/clouds.yaml"])).unwrap();
+        assert_eq!(c.global.region, "RegionOne");
+    }
+
+    #[test]
+    fn cafilecontents_is_the_ca_bundle_unless_ca_file_is_set() {
+        let base = "[Global]\nauth-url = http://a/v3\nuser-id = u\npassword = p\n";
+        let c = config(&format!(
+            "{base}cafilecontents = \"-----BEGIN CERTIFICATE-----\\nMII\\n\"\n"
+        ));
+        assert_eq!(
+            c.credentials.tls.ca_pem.as_deref(),
+            Some("-----BEGIN CERTIFICATE-----\nMII\n")
+        );
+        let text = format!("{base}ca-file = /ca.pem\ncafilecontents = PEM\n");
+        let c = config(&text);
+        assert_eq!(c.credentials.tls.ca_pem, None);
+        assert!(
+            notices(&text)
+                .iter()
+                .any(|n| n.contains("cafilecontents") && n.contains("ca-file is set"))
+        );
     }
 
     #[test]

@@ -24,7 +24,8 @@
 //! calls on it, and decide nothing; the capabilities decide (pure planners) and call them for
 //! their I/O.
 //! - [`auth`]: who we are to Keystone and which endpoints we use (plain data).
-//! - [`cloud_config`]: OCCM's `cloud.conf`, read as OCCM reads it.
+//! - [`cloud_config`]: OCCM's `cloud.conf`, read as OCCM reads it; [`clouds_yaml`]: the
+//!   clouds.yaml it merges with `use-clouds`.
 //! - [`client`]: the authenticated HTTP client (Keystone tokens, catalog, typed API errors).
 //!   Keystone lives inside it because the client itself needs it to authenticate; the API
 //!   modules below are the client's users, beside it at the crate root.
@@ -42,6 +43,7 @@
 pub mod auth;
 pub mod client;
 pub mod cloud_config;
+pub mod clouds_yaml;
 pub mod gateway_args;
 pub mod instances;
 pub mod lenient;

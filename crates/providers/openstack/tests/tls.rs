@@ -160,6 +160,22 @@ async fn ca_file_with_the_private_ca_authenticates_and_lists() {
     drop(pki);
 }
 
+/// `cafilecontents` (OCCM's inline CA, a quoted value with `\n` escapes) is the CA bundle.
+#[tokio::test]
+async fn cafilecontents_with_the_private_ca_authenticates_and_lists() {
+    let pki = Pki::new();
+    let pem = pki.server_ca.pem().replace('\n', "\\n");
+    with_tls_region(pki.front(), move |region| async move {
+        let text = cloud_conf(&region, &format!("cafilecontents = \"{pem}\"\n"));
+        let provider = connect(&text)
+            .await
+            .unwrap_or_else(|e| panic!("connecting with cafilecontents: {e}"));
+        lists_servers_and_ports(&provider, &region).await;
+    })
+    .await;
+    drop(pki);
+}
+
 /// A TLS failure at start: the Keystone front's handshake failed on our side (we refused its
 /// certificate with an alert), nothing reached Keystone, and the message says, in words, that
 /// the certificate is not trusted and by which CAs (`roots`).

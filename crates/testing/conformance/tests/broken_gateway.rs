@@ -96,6 +96,7 @@ impl Identity for Gateway {
             load_balancers: false,
             routes: false,
             dry_run: false,
+            unavailable: Default::default(),
             limits: Some(pb::ProviderLimits {
                 max_instance_batch: 10,
                 read_rate_per_second: 10.0,

@@ -26,8 +26,9 @@
 //! per token life, that waits for Keystone.
 //!
 //! # Endpoints
-//! From the token's catalog: the service type, `credentials.region` (empty: any) and
-//! `credentials.interface`. Paths are relative to the API version: Nova's catalog URL carries
+//! From the token's catalog: the service type, `credentials.region` and
+//! `credentials.interface`. An empty region is settled at connect: the catalog's region when it
+//! lists one only ([`settle_region`]); with several, connect fails naming them. Paths are relative to the API version: Nova's catalog URL carries
 //! `/v2.1`; Neutron's usually has no version, so `/v2.0` is appended (`/ports`, not
 //! `/v2.0/ports`); Octavia gets `/v2` (`/lbaas/loadbalancers`); Keystone `/v3`.
 
@@ -282,10 +283,52 @@ struct RawResponse {
     body: Bytes,
 }
 
+/// Each service's base URL in `catalog` for `creds`' region and interface, or why there is none.
+fn endpoints(
+    catalog: &[keystone::CatalogEntry],
+    creds: &Credentials,
+) -> HashMap<Service, Result<String, String>> {
+    [
+        Service::Compute,
+        Service::Network,
+        Service::LoadBalancer,
+        Service::Identity,
+    ]
+    .into_iter()
+    .map(|s| {
+        let url = keystone::select_endpoint(catalog, s, &creds.region, creds.interface);
+        // Keystone itself: the auth URL serves when the catalog has no identity entry.
+        let url = match (s, url) {
+            (Service::Identity, Err(_)) => Ok(keystone::identity_base(&creds.auth_url)),
+            (_, url) => url,
+        };
+        (s, url)
+    })
+    .collect()
+}
+
+/// The region of a cloud.conf without `region`, from the catalog's regions for the interface:
+/// the only one; `None` when there is none (connect then says the catalog has no endpoint).
+///
+/// # Errors
+/// Several regions: which one is meant cannot be guessed (OCCM would take whichever the catalog
+/// lists first, and could manage another region's servers).
+pub fn settle_region(regions: &[String]) -> Result<Option<String>, String> {
+    match regions {
+        [] => Ok(None),
+        [only] => Ok(Some(only.clone())),
+        several => Err(format!(
+            "[Global] region is not set and the catalog lists several regions ({}): set region to the cluster's",
+            several.join(", ")
+        )),
+    }
+}
+
 impl Client {
     /// Authenticates with Keystone now and checks that the catalog has endpoints in the region
     /// for the interface: bad credentials or a wrong region fail here, as they fail OCCM's
-    /// start-up.
+    /// start-up. Without a region, the catalog's only one is used ([`Client::credentials`]
+    /// then names it).
     pub async fn connect(credentials: &Credentials) -> Result<Client, ApiError> {
         let config_err = |m: String| {
             ApiError::local(
@@ -344,6 +387,14 @@ impl Client {
             }),
         };
         let catalog = client.authenticate(1).await?;
+        let mut client = client;
+        if credentials.region.is_empty() {
+            let regions = keystone::catalog_regions(&catalog, credentials.interface);
+            if let Some(region) = settle_region(&regions).map_err(config_err)? {
+                client.settle(region, &catalog).map_err(config_err)?;
+            }
+        }
+        let credentials = client.inner.creds.clone();
         let (region, interface) = (&credentials.region, credentials.interface);
         let in_region = catalog.iter().flat_map(|s| &s.endpoints).any(|e| {
             e.interface == interface.as_str()
@@ -375,6 +426,24 @@ impl Client {
             ));
         }
         Ok(client)
+    }
+
+    /// Makes `region` the client's, right after the first token (no other holder of the
+    /// client yet), with the endpoints of `catalog` in it.
+    fn settle(&mut self, region: String, catalog: &[keystone::CatalogEntry]) -> Result<(), String> {
+        let inner =
+            Arc::get_mut(&mut self.inner).ok_or("the client is shared before its region is settled")?;
+        inner.creds.region = region;
+        let current = inner.session.get_mut().unwrap_or_else(|p| p.into_inner());
+        let endpoints = endpoints(catalog, &inner.creds);
+        *current = Arc::new(Session {
+            token: current.token.clone(),
+            generation: current.generation,
+            received: current.received,
+            info: current.info.clone(),
+            endpoints,
+        });
+        Ok(())
     }
 
     /// A request; see [`Request`].
@@ -569,23 +638,7 @@ impl Client {
             .ok_or_else(|| decode("Keystone's answer has no X-Subject-Token".into()))?
             .to_owned();
         let answer = keystone::parse_token(&raw.body, chrono::Utc::now()).map_err(decode)?;
-        let endpoints = [
-            Service::Compute,
-            Service::Network,
-            Service::LoadBalancer,
-            Service::Identity,
-        ]
-        .into_iter()
-        .map(|s| {
-            let url = keystone::select_endpoint(&answer.catalog, s, &creds.region, creds.interface);
-            // Keystone itself: the auth URL serves when the catalog has no identity entry.
-            let url = match (s, url) {
-                (Service::Identity, Err(_)) => Ok(keystone::identity_base(&creds.auth_url)),
-                (_, url) => url,
-            };
-            (s, url)
-        })
-        .collect();
+        let endpoints = endpoints(&answer.catalog, creds);
         tracing::debug!(
             generation,
             expires_at = %answer.info.expires_at,
@@ -1051,6 +1104,18 @@ mod tests {
     }
 
     #[test]
+    fn a_missing_region_is_the_catalogs_only_one() {
+        let r = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+        assert_eq!(settle_region(&r(&[])), Ok(None));
+        assert_eq!(settle_region(&r(&["RegionOne"])), Ok(Some("RegionOne".into())));
+        let e = settle_region(&r(&["RegionOne", "RegionTwo"])).unwrap_err();
+        assert!(
+            e.contains("RegionOne, RegionTwo") && e.contains("set region"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn pagination_links() {
         let page = json!({"servers": [], "servers_links": [
             {"rel": "self", "href": "http://x/self"},
@@ -1120,6 +1185,71 @@ mod tests {
             provider::ProviderError::from(e),
             provider::ProviderError::Unavailable(_)
         ));
+    }
+
+    /// A Keystone whose catalog lists Nova in each of `regions`.
+    async fn keystone_with_regions(regions: &'static [&'static str]) -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                let svc = hyper::service::service_fn(
+                    move |_req: http::Request<hyper::body::Incoming>| async move {
+                        let now = chrono::Utc::now();
+                        let endpoints: Vec<serde_json::Value> = regions
+                        .iter()
+                        .map(|r| json!({"interface": "public", "region_id": r, "url": format!("http://{addr}/{r}/compute")}))
+                        .collect();
+                        let body = json!({"token": {
+                        "issued_at": now.to_rfc3339(),
+                        "expires_at": (now + chrono::Duration::hours(1)).to_rfc3339(),
+                        "project": {"id": "p"},
+                        "catalog": [{"type": "compute", "endpoints": endpoints}]}});
+                        Ok::<_, std::convert::Infallible>(
+                            http::Response::builder()
+                                .status(201)
+                                .header("x-subject-token", "tok")
+                                .body(Full::new(Bytes::from(body.to_string())))
+                                .unwrap(),
+                        )
+                    },
+                );
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc),
+                );
+            }
+        });
+        addr
+    }
+
+    /// No `region`: the catalog's only region is used, endpoints included; with several,
+    /// connect fails naming them.
+    #[tokio::test]
+    async fn without_a_region_the_catalogs_only_region_is_used() {
+        let creds = |addr: std::net::SocketAddr| Credentials {
+            auth_url: format!("http://{addr}/v3"),
+            method: crate::auth::Method::Token {
+                token: Secret("t".into()),
+            },
+            scope: crate::auth::Scope::Implied,
+            region: String::new(),
+            interface: Interface::Public,
+            tls: crate::auth::Tls::default(),
+            request_timeout: Duration::from_secs(5),
+        };
+        let addr = keystone_with_regions(&["RegionOne"]).await;
+        let c = Client::connect(&creds(addr)).await.unwrap();
+        assert_eq!(c.credentials().region, "RegionOne");
+        assert_eq!(
+            c.endpoint(Service::Compute).unwrap(),
+            format!("http://{addr}/RegionOne/compute")
+        );
+        let addr = keystone_with_regions(&["RegionOne", "RegionTwo"]).await;
+        let e = Client::connect(&creds(addr)).await.unwrap_err();
+        assert_eq!(e.kind, ErrorKind::Config, "{e}");
+        assert!(e.to_string().contains("RegionOne, RegionTwo"), "{e}");
     }
 
     /// A Keystone that issues 2-second tokens, in front of a "compute" that accepts only the

@@ -1,5 +1,5 @@
 //! The rustls configuration of every connection to the cloud: ring, explicitly (never a process
-//! default); the system's roots, or `ca-file` instead of them; an optional client certificate;
+//! default); the system's roots, or `ca-file` (else `cafilecontents`) instead of them; an optional client certificate;
 //! `tls-insecure` as a verifier that accepts anything.
 //!
 //! A server certificate that does not chain to a trusted CA fails with a message naming the
@@ -35,7 +35,7 @@ pub fn client_config(tls: &Tls) -> Result<ClientConfig, String> {
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAnything(provider)))
     } else {
-        let verifier = Trusted::new(roots(tls.ca_file.as_deref())?, tls.ca_file.as_deref(), provider)?;
+        let verifier = Trusted::new(roots(tls)?, &roots_source(tls), provider)?;
         builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(verifier))
@@ -59,23 +59,43 @@ pub fn client_config(tls: &Tls) -> Result<ClientConfig, String> {
 
 fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let pem = std::fs::read(path).map_err(|e| format!("TLS {}: {e}", path.display()))?;
-    let certs = CertificateDer::pem_slice_iter(&pem)
+    pem_certs(&pem, &format!("TLS {}", path.display()))
+}
+
+/// The certificates of a PEM text; `what` names it in errors.
+fn pem_certs(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("TLS {}: {e}", path.display()))?;
+        .map_err(|e| format!("{what}: {e}"))?;
     if certs.is_empty() {
-        return Err(format!("TLS {}: no PEM certificate in it", path.display()));
+        return Err(format!("{what}: no PEM certificate in it"));
     }
     Ok(certs)
 }
 
-fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, String> {
+/// Where the trusted roots come from, for messages.
+fn roots_source(tls: &Tls) -> String {
+    match (&tls.ca_file, &tls.ca_pem) {
+        (Some(path), _) => format!("ca-file {}", path.display()),
+        (None, Some(_)) => "[Global] cafilecontents".to_owned(),
+        (None, None) => "the system's trust store (no ca-file is set)".to_owned(),
+    }
+}
+
+fn roots(tls: &Tls) -> Result<RootCertStore, String> {
     let mut store = RootCertStore::empty();
-    match ca_file {
-        Some(path) => {
-            for cert in read_certs(path)? {
-                store
-                    .add(cert)
-                    .map_err(|e| format!("TLS ca-file {}: {e}", path.display()))?;
+    let given = match (&tls.ca_file, &tls.ca_pem) {
+        (Some(path), _) => Some((read_certs(path)?, format!("TLS ca-file {}", path.display()))),
+        (None, Some(pem)) => Some((
+            pem_certs(pem.as_bytes(), "TLS [Global] cafilecontents")?,
+            "TLS [Global] cafilecontents".to_owned(),
+        )),
+        (None, None) => None,
+    };
+    match given {
+        Some((certs, what)) => {
+            for cert in certs {
+                store.add(cert).map_err(|e| format!("{what}: {e}"))?;
             }
         }
         None => {
@@ -105,11 +125,7 @@ struct Trusted {
 }
 
 impl Trusted {
-    fn new(
-        roots: RootCertStore,
-        ca_file: Option<&Path>,
-        provider: Arc<CryptoProvider>,
-    ) -> Result<Self, String> {
+    fn new(roots: RootCertStore, source: &str, provider: Arc<CryptoProvider>) -> Result<Self, String> {
         let webpki = if roots.is_empty() {
             None
         } else {
@@ -119,14 +135,10 @@ impl Trusted {
                     .map_err(|e| format!("TLS: {e}"))?,
             )
         };
-        let roots = match ca_file {
-            Some(path) => format!("ca-file {}", path.display()),
-            None => "the system's trust store (no ca-file is set)".to_owned(),
-        };
         Ok(Self {
             webpki,
             provider,
-            roots,
+            roots: source.to_owned(),
         })
     }
 
@@ -268,6 +280,23 @@ mod tests {
         })
         .unwrap_err();
         assert!(e.contains("no PEM certificate"), "{e}");
+        // cafilecontents: read inline, and only without a ca-file (OCCM's order).
+        let e = client_config(&Tls {
+            ca_pem: Some("not a certificate\n".into()),
+            ..Tls::default()
+        })
+        .unwrap_err();
+        assert!(
+            e.contains("cafilecontents") && e.contains("no PEM certificate"),
+            "{e}"
+        );
+        let e = client_config(&Tls {
+            ca_file: Some(empty.clone()),
+            ca_pem: Some("not read\n".into()),
+            ..Tls::default()
+        })
+        .unwrap_err();
+        assert!(e.contains(&empty.display().to_string()), "{e}");
         std::fs::remove_dir_all(&dir).ok();
     }
 
@@ -277,7 +306,8 @@ mod tests {
     #[test]
     fn no_roots_means_nothing_is_trusted() {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let verifier = Trusted::new(RootCertStore::empty(), None, provider).unwrap();
+        let verifier =
+            Trusted::new(RootCertStore::empty(), &roots_source(&Tls::default()), provider).unwrap();
         let e = verifier
             .verify_server_cert(
                 &CertificateDer::from(vec![0u8; 4]),

@@ -85,19 +85,22 @@ use service_conf::{FloatingSubnet, OctaviaFeatures, ServiceLbConf};
 /// How long a sync waits before asking again after a write, or while Octavia is busy.
 pub const PROVISIONING_POLL: Duration = Duration::from_secs(2);
 
-/// The `[LoadBalancer]` settings this provider does not implement, refused at start by name.
+/// The `[LoadBalancer]` settings this provider does not implement, named: any of them switches
+/// the load-balancer capability off, with this as its reason (the gateway still serves nodes and
+/// routes). Each concerns every load balancer: none could be built as OCCM would build it.
 pub fn refused_settings(settings: &LoadBalancerSettings) -> Option<String> {
     let refused = |key: &str, why: &str| Some(format!("[LoadBalancer] {key}: {why}"));
     if !settings.cascade_delete {
         return refused(
             "cascade-delete",
-            "false is not implemented: load balancers are deleted with cascade",
+            "false (deleting a load balancer's listeners, pools and members one by one) is not implemented: \
+             this provider deletes load balancers with cascade; remove the key, or set it to true, to serve load balancers",
         );
     }
     if settings.default_tls_container_ref.is_some() {
         return refused(
             "default-tls-container-ref",
-            "TLS termination needs Barbican, which this provider does not call; remove it",
+            "TLS termination (with Barbican) is not implemented yet; remove the key to serve load balancers without it",
         );
     }
     if let Err(e) = floating_subnets::SubnetMatch::parse(
