@@ -12,5 +12,7 @@
 //!   registration.
 
 pub mod addresses;
+pub mod config;
+pub mod credentials;
 pub mod instance_type;
 pub mod provider_id;
