@@ -16,3 +16,4 @@ pub mod config;
 pub mod credentials;
 pub mod instance_type;
 pub mod provider_id;
+pub mod soap;
