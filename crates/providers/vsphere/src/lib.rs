@@ -14,6 +14,11 @@
 pub mod addresses;
 pub mod config;
 pub mod credentials;
+pub mod gateway_args;
 pub mod instance_type;
+pub mod nodes;
+pub mod provider;
 pub mod provider_id;
 pub mod soap;
+
+pub use provider::VsphereProvider;

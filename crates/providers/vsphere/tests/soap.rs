@@ -18,7 +18,8 @@ fn client(vcsim: &Vcsim, extra_global: &str) -> std::sync::Arc<Client> {
 #[tokio::test]
 async fn searches_and_one_batched_read_in_one_session() {
     let vcsim = Vcsim::shared();
-    let a = Vm::ubuntu("soap-a", "10.20.0.1");
+    let ip = vcsim.unique_ipv4();
+    let a = Vm::ubuntu("soap-a", &ip);
     let b = Vm::ubuntu("soap-b", "10.20.0.2");
     let ma = vcsim.create_vm(&a);
     let mb = vcsim.create_vm(&b);
@@ -35,7 +36,7 @@ async fn searches_and_one_batched_read_in_one_session() {
     let by_name = c.find_all_by_dns_name(None, &b.guest.host_name).await.unwrap();
     assert_eq!(by_name, vec![Moref::new("VirtualMachine", &mb)]);
     assert_eq!(
-        c.find_by_ip(None, "10.20.0.1").await.unwrap(),
+        c.find_by_ip(None, &ip).await.unwrap(),
         Some(Moref::new("VirtualMachine", &ma))
     );
 
@@ -66,7 +67,7 @@ async fn searches_and_one_batched_read_in_one_session() {
     assert_eq!(oa.text("runtime.powerState"), "poweredOn");
     let nic = oa.prop("guest.net").unwrap().child("GuestNicInfo").unwrap();
     assert_eq!(nic.text_of("network"), Some("VM Network"));
-    assert_eq!(nic.text_of("ipAddress"), Some("10.20.0.1"));
+    assert_eq!(nic.text_of("ipAddress"), Some(ip.as_str()));
     assert_eq!(c.logins(), 1, "one login for all of it");
 
     let dcs = c.datacenters().await.unwrap();

@@ -207,6 +207,29 @@ impl Vcsim {
             .status();
     }
 
+    /// An IPv4 address no other VM of this vcsim was given by this method (a counter kept in
+    /// its directory under a lock: vcsim outlives test processes, and FindByIp picks any VM
+    /// with the address).
+    pub fn unique_ipv4(&self) -> String {
+        let path = self.dir.join("ip-counter");
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .expect("ip counter");
+        file.lock().expect("ip counter lock");
+        let n: u32 = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(0)
+            + 1;
+        std::fs::write(&path, n.to_string()).expect("ip counter");
+        let _ = file.unlock();
+        format!("10.{}.{}.{}", 100 + (n >> 16) % 100, (n >> 8) & 255, n & 255)
+    }
+
     /// Its certificate, for `ca-file`.
     pub fn ca_file(&self) -> PathBuf {
         self.dir.join("ca.pem")

@@ -293,7 +293,14 @@ impl Client {
         let content = self.content().await?.clone();
         let collector = &content.property_collector;
         let body = method("RetrievePropertiesEx", collector, &format!("{spec}<options/>"));
-        let mut answer = self.call(&body).await?;
+        let forgot = |answer: &Element| {
+            answer.child("returnval").is_some_and(|rv| {
+                objects(rv)
+                    .iter()
+                    .any(|o| o.missing.iter().any(|(_, fault)| fault == "NotAuthenticated"))
+            })
+        };
+        let mut answer = self.call_checked(&body, forgot).await?;
         let mut out = Vec::new();
         loop {
             let Some(rv) = answer.child("returnval") else {

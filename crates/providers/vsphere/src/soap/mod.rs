@@ -309,15 +309,30 @@ impl Client {
     /// Calls a method in the session, logging in first when there is none and once more when
     /// vCenter forgot it.
     pub async fn call(&self, body: &str) -> Result<Element, SoapError> {
+        self.call_checked(body, |_| false).await
+    }
+
+    /// [`Client::call`], where `forgot` also tells a forgotten session from an answer: the
+    /// property collector answers an unauthenticated read with each property "missing" for
+    /// NotAuthenticated instead of a fault (vcsim does; govmomi accepts both forms).
+    pub async fn call_checked(
+        &self,
+        body: &str,
+        forgot: impl Fn(&Element) -> bool,
+    ) -> Result<Element, SoapError> {
         let session = self.ensure_session(None).await?;
         match self.post(body, Some(&session.cookie)).await {
-            Err(e) if e.fault() == Some("NotAuthenticated") => {
-                tracing::info!(server = %self.vc.server, "vCenter forgot the session; logging in again");
-                let session = self.ensure_session(Some(session.generation)).await?;
-                Ok(self.post(body, Some(&session.cookie)).await?.0)
-            }
-            other => Ok(other?.0),
+            Ok((answer, _)) if !forgot(&answer) => Ok(answer),
+            Ok(_) => self.again(body, session.generation).await,
+            Err(e) if e.fault() == Some("NotAuthenticated") => self.again(body, session.generation).await,
+            Err(e) => Err(e),
         }
+    }
+
+    async fn again(&self, body: &str, generation: u64) -> Result<Element, SoapError> {
+        tracing::info!(server = %self.vc.server, "vCenter forgot the session; logging in again");
+        let session = self.ensure_session(Some(generation)).await?;
+        Ok(self.post(body, Some(&session.cookie)).await?.0)
     }
 
     /// Logs out (at shutdown), so the session does not count against vCenter's limit.
