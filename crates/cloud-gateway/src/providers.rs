@@ -41,6 +41,7 @@ pub static PROVIDERS: &[Entry] = providers![
     "simulator" => provider_simulator::gateway_args::REGISTRATION,
     "aws" => provider_aws::gateway_args::REGISTRATION,
     "openstack" => provider_openstack::gateway_args::REGISTRATION,
+    "vsphere" => provider_vsphere::gateway_args::REGISTRATION,
 ];
 
 /// The provider named `name`, if the list has it.
@@ -65,7 +66,7 @@ mod tests {
     #[test]
     fn every_provider_has_its_own_name_and_flag_prefix() {
         let names: Vec<&str> = PROVIDERS.iter().map(Entry::name).collect();
-        assert_eq!(names, ["simulator", "aws", "openstack"]);
+        assert_eq!(names, ["simulator", "aws", "openstack", "vsphere"]);
         for registration in built() {
             let command = registration.flags(clap::Command::new("cloud-gateway"));
             for arg in command.get_arguments() {

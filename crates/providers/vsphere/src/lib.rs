@@ -1,0 +1,24 @@
+//! vSphere as cloud-provider-vsphere (CPI) serves it on the node side: `cloud-gateway --provider
+//! vsphere --cloud-config vsphere.conf`.
+//!
+//! # Layout
+//! - [`config`]: CPI's `vsphere.conf`, YAML or INI, read unchanged; [`credentials`]: CPI's
+//!   Secret layouts.
+//! - [`provider_id`], [`addresses`], [`instance_type`]: CPI's rules, pure, table-tested with
+//!   CPI's own cases.
+//! - [`soap`]: the SOAP client of our own (one long-lived session per vCenter).
+//! - [`nodes`]: lookups by UUID, tools hostname and IP, and when a VM is definitely gone.
+//! - [`provider`]: the [`provider::Provider`] the gateway serves; [`gateway_args`] its
+//!   registration.
+
+pub mod addresses;
+pub mod config;
+pub mod credentials;
+pub mod gateway_args;
+pub mod instance_type;
+pub mod nodes;
+pub mod provider;
+pub mod provider_id;
+pub mod soap;
+
+pub use provider::VsphereProvider;
