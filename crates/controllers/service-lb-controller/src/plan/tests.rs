@@ -726,7 +726,8 @@ fn node_names_in_messages_are_sorted_and_limited_to_twenty() {
 #[test]
 fn provider_annotations_are_only_the_changed_ones_under_the_providers_prefix() {
     const P: &str = "loadbalancer.openstack.org/";
-    let answered = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+    type Pairs<'a> = &'a [(&'a str, &'a str)];
+    let map = |pairs: Pairs<'_>| -> BTreeMap<String, String> {
         pairs
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -739,58 +740,70 @@ fn provider_annotations_are_only_the_changed_ones_under_the_providers_prefix() {
         .annotation(id, "lb-1")
         .annotation(address, "203.0.113.7")
         .build();
-    let cases: Vec<(
-        &str,
-        &Service,
-        BTreeMap<String, String>,
-        &str,
-        Option<BTreeMap<String, String>>,
-    )> = vec![
-        (
-            "first ensure: both written",
-            &bare,
-            answered(&[(id, "lb-1"), (address, "203.0.113.7")]),
-            P,
-            Some(answered(&[(id, "lb-1"), (address, "203.0.113.7")])),
-        ),
-        (
-            "already there (OCCM wrote them): nothing",
-            &written,
-            answered(&[(id, "lb-1"), (address, "203.0.113.7")]),
-            P,
-            None,
-        ),
-        (
-            "a stale id replaced, the address kept",
-            &written,
-            answered(&[(id, "lb-2"), (address, "203.0.113.7")]),
-            P,
-            Some(answered(&[(id, "lb-2")])),
-        ),
-        (
-            "a key outside the prefix never",
-            &bare,
-            answered(&[("kubernetes.io/owner", "me"), (id, "lb-1")]),
-            P,
-            Some(answered(&[(id, "lb-1")])),
-        ),
-        (
-            "a provider that names no prefix writes nothing",
-            &bare,
-            answered(&[(id, "lb-1")]),
-            "",
-            None,
-        ),
-        (
-            "the prefix alone is no key",
-            &bare,
-            answered(&[(P, "x")]),
-            P,
-            None,
-        ),
-        ("nothing answered", &bare, answered(&[]), P, None),
+    struct Case<'a> {
+        name: &'a str,
+        service: &'a Service,
+        answered: Pairs<'a>,
+        prefix: &'a str,
+        want: Option<Pairs<'a>>,
+    }
+    let cases = [
+        Case {
+            name: "first ensure: both written",
+            service: &bare,
+            answered: &[(id, "lb-1"), (address, "203.0.113.7")],
+            prefix: P,
+            want: Some(&[(id, "lb-1"), (address, "203.0.113.7")]),
+        },
+        Case {
+            name: "already there (OCCM wrote them): nothing",
+            service: &written,
+            answered: &[(id, "lb-1"), (address, "203.0.113.7")],
+            prefix: P,
+            want: None,
+        },
+        Case {
+            name: "a stale id replaced, the address kept",
+            service: &written,
+            answered: &[(id, "lb-2"), (address, "203.0.113.7")],
+            prefix: P,
+            want: Some(&[(id, "lb-2")]),
+        },
+        Case {
+            name: "a key outside the prefix never",
+            service: &bare,
+            answered: &[("kubernetes.io/owner", "me"), (id, "lb-1")],
+            prefix: P,
+            want: Some(&[(id, "lb-1")]),
+        },
+        Case {
+            name: "a provider that names no prefix writes nothing",
+            service: &bare,
+            answered: &[(id, "lb-1")],
+            prefix: "",
+            want: None,
+        },
+        Case {
+            name: "the prefix alone is no key",
+            service: &bare,
+            answered: &[(P, "x")],
+            prefix: P,
+            want: None,
+        },
+        Case {
+            name: "nothing answered",
+            service: &bare,
+            answered: &[],
+            prefix: P,
+            want: None,
+        },
     ];
-    for (name, service, answered, prefix, want) in cases {
-        assert_eq!(provider_annotations(service, &answered, prefix), want, "{name}");
+    for c in cases {
+        assert_eq!(
+            provider_annotations(c.service, &map(c.answered), c.prefix),
+            c.want.map(map),
+            "{}",
+            c.name
+        );
     }
 }

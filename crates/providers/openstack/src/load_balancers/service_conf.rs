@@ -1056,7 +1056,9 @@ mod tests {
     #[test]
     fn a_value_occm_replaces_by_its_default_is_so_replaced_and_noticed() {
         let none = LoadBalancerSettings::default();
-        let cases: [(&str, &str, &str, fn(&ServiceLbConf) -> String); 7] = [
+        // What the Service is served with, read back from the resolved settings.
+        type Read = fn(&ServiceLbConf) -> String;
+        let cases: [(&str, &str, &str, Read); 7] = [
             (INTERNAL, "True", "false", |c| c.internal.to_string()),
             (KEEP_FLOATING_IP, "yes", "false", |c| {
                 c.keep_floating_ip.to_string()
