@@ -222,7 +222,7 @@ instances:
   unknown_provider_id: "openstack:///{}"
 load_balancers:
   invalid_service:
-    annotations: {{"loadbalancer.openstack.org/proxy-protocol": "v3"}}
+    annotations: {{"loadbalancer.openstack.org/connection-limit": "-2"}}
 routes:
   destination_cidr: {cidr}
   target_node: {}

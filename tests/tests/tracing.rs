@@ -604,6 +604,9 @@ async fn the_aws_sdk_operations_are_spans_under_the_provider_call() {
                     .iter()
                     .find(|s| s.service == "cloud-gateway" && s.name() == "EC2.DescribeInstances")?
                     .clone();
+                // A parent ends (and is exported) after its child: wait for the gateway's spans
+                // to arrive too, and for the SDK span's parent among them.
+                trace.iter().find(|s| s.span.span_id == sdk.span.parent_span_id)?;
                 Some((sdk, trace))
             }
         },
