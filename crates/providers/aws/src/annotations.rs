@@ -1,14 +1,22 @@
 //! The Service annotations cloud-provider-aws reads, which load balancer type each applies to,
-//! and the value syntaxes they share. Pure functions only.
+//! the value syntaxes they share, and what is read other than written. Pure functions only.
 //!
-//! Every `service.beta.kubernetes.io/aws-load-balancer-*` key is either one of upstream's (read
-//! as upstream reads it), one of the AWS Load Balancer Controller's whose value means what we
-//! build anyway, or refused by name: a Service never gets a load balancer that silently differs
-//! from what its manifest asks for.
+//! # What cloud-provider-aws accepts is accepted; what it ignores is ignored, and said
+//! Every `service.beta.kubernetes.io/aws-load-balancer-*` key is read as upstream reads it.
+//! Where upstream returns an error (a boolean `ParseBool` refuses, an integer `ParseInt`
+//! refuses, `proxy-protocol` other than `*`, `extra-security-groups` on an NLB,
+//! `target-group-attributes` on a Classic ELB) the Service is refused by name. Where upstream
+//! silently ignores or falls back (a key it does not read, an AWS Load Balancer Controller
+//! annotation, a key read only for the other load balancer type, the tail of `a=b=c`) the same
+//! happens here and a [`Notices`] entry says so; the service controller tells each once per
+//! Service in a Warning event.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    cell::RefCell,
+    collections::{BTreeMap, BTreeSet},
+};
 
-use provider::ProviderError;
+use provider::{ProviderError, ServiceNotice};
 
 /// Prefix of every key this module knows.
 pub const PREFIX: &str = "service.beta.kubernetes.io/aws-load-balancer-";
@@ -68,9 +76,9 @@ pub enum AppliesTo {
     Network,
 }
 
-/// Upstream's annotations and the types they apply to. An annotation on a type it does not apply
-/// to is refused by name (upstream ignores most of them: a proxy-protocol asked of an NLB would
-/// silently not happen).
+/// Upstream's annotations and the types they apply to. On the other type upstream ignores them
+/// (so does this provider, with a notice), except the two its validation refuses
+/// (`extra-security-groups` on an NLB, `target-group-attributes` on a Classic ELB).
 pub const KNOWN: &[(&str, AppliesTo)] = &[
     (TYPE, AppliesTo::Both),
     (INTERNAL, AppliesTo::Both),
@@ -104,16 +112,80 @@ pub const KNOWN: &[(&str, AppliesTo)] = &[
     (SUBNETS, AppliesTo::Both),
 ];
 
+/// AWS Load Balancer Controller annotations under [`PREFIX`] that upstream does not read (a
+/// notice names them as the controller's, not as a misspelling).
+const LOAD_BALANCER_CONTROLLER: &[&str] = &[
+    "name",
+    "ipv6-addresses",
+    "alpn-policy",
+    "attributes",
+    "healthcheck-success-codes",
+    "manage-backend-security-group-rules",
+    "security-group-prefix-lists",
+    "enable-prefix-for-ipv6-source-nat",
+    "source-nat-ipv6-prefixes",
+    "inbound-sg-rules-on-private-link-traffic",
+    "minimum-load-balancer-capacity",
+    "enable-icmp-for-path-mtu-discovery",
+    "multi-cluster-target-group",
+    "listener-attributes",
+];
+
+/// The event reason of a value read as cloud-provider-aws reads it, not as written (upstream
+/// has none: it falls back silently).
+pub const VALUE_IGNORED: &str = "AnnotationValueIgnored";
+/// The event reason of a key cloud-provider-aws does not read here (upstream ignores it
+/// silently).
+pub const KEY_IGNORED: &str = "AnnotationIgnored";
+
 pub(crate) fn invalid(msg: impl Into<String>) -> ProviderError {
     ProviderError::InvalidArgument(msg.into())
 }
 
-/// Refuses every `aws-load-balancer-*` annotation this provider does not read, and upstream's
-/// annotations on a type they do not apply to. `network`: the Service gets an NLB.
+/// What a Service's reading took other than written, in reading order. Interior mutability
+/// lets the pure readers note through a shared reference.
+#[derive(Debug, Default)]
+pub struct Notices(RefCell<Vec<ServiceNotice>>);
+
+impl Notices {
+    fn push(&self, reason: &str, message: String) {
+        self.0.borrow_mut().push(ServiceNotice {
+            reason: reason.to_owned(),
+            message,
+        });
+    }
+
+    /// `value` of `key` is not used as written: `instead` is, as upstream does.
+    pub fn value_ignored(&self, key: &str, value: &str, why: &str, instead: &str) {
+        self.push(
+            VALUE_IGNORED,
+            format!("annotation {key}: {value:?} {why}; {instead}, as cloud-provider-aws does"),
+        );
+    }
+
+    /// `key` is not read at all (`why`), as upstream does not read it.
+    pub fn key_ignored(&self, key: &str, why: &str) {
+        self.push(
+            KEY_IGNORED,
+            format!("annotation {key} {why}: ignored, as cloud-provider-aws ignores it"),
+        );
+    }
+
+    /// The notices, in order.
+    pub fn into_vec(self) -> Vec<ServiceNotice> {
+        self.0.into_inner()
+    }
+}
+
+/// Refuses what upstream's validation refuses (`extra-security-groups` on an NLB,
+/// `target-group-attributes` on a Classic ELB) and notes every other
+/// `aws-load-balancer-*` key that is ignored: unknown ones, the AWS Load Balancer Controller's,
+/// and upstream's on the type they are not read for. `network`: the Service gets an NLB.
 pub fn check_known(
     annotations: &BTreeMap<String, String>,
     network: bool,
     internal: bool,
+    notices: &Notices,
 ) -> Result<(), ProviderError> {
     for (key, value) in annotations {
         if !key.starts_with(PREFIX) {
@@ -125,64 +197,122 @@ pub fn check_known(
                 AppliesTo::Classic => !network,
                 AppliesTo::Network => network,
             };
-            if !fits {
-                let (this, other) = if network {
-                    ("a network load balancer", "Classic ELBs")
-                } else {
-                    (
-                        "a Classic ELB",
-                        "network load balancers (aws-load-balancer-type: nlb)",
-                    )
-                };
-                let hint = match key.as_str() {
-                    PROXY_PROTOCOL => {
-                        "; for an NLB use aws-load-balancer-target-group-attributes: proxy_protocol_v2.enabled=true"
-                    }
-                    _ => "",
-                };
-                return Err(invalid(format!(
-                    "{key} does not apply to {this}: it is read for {other} only{hint}"
-                )));
+            if fits {
+                continue;
             }
+            match key.as_str() {
+                EXTRA_SECURITY_GROUPS => {
+                    return Err(invalid(format!(
+                        "{key} is not supported on a network load balancer (cloud-provider-aws refuses it too)"
+                    )));
+                }
+                TARGET_GROUP_ATTRIBUTES => {
+                    return Err(invalid(format!(
+                        "{key} is only supported for network load balancers (aws-load-balancer-type: nlb), as in cloud-provider-aws"
+                    )));
+                }
+                _ => {}
+            }
+            let (this, other) = if network {
+                ("a network load balancer", "Classic ELBs")
+            } else {
+                (
+                    "a Classic ELB",
+                    "network load balancers (aws-load-balancer-type: nlb)",
+                )
+            };
+            let hint = match key.as_str() {
+                PROXY_PROTOCOL => {
+                    "; for an NLB use aws-load-balancer-target-group-attributes: proxy_protocol_v2.enabled=true"
+                }
+                _ => "",
+            };
+            notices.key_ignored(key, &format!("is read for {other} only, not for {this}{hint}"));
             continue;
         }
-        check_load_balancer_controller(key, value, network, internal)?;
+        not_read(key, value, internal, notices);
     }
     Ok(())
 }
 
-/// AWS Load Balancer Controller annotations: accepted only where the value asks for what this
-/// provider builds; everything else would change the meaning, so it is refused by name.
-fn check_load_balancer_controller(
-    key: &str,
-    value: &str,
-    network: bool,
-    internal: bool,
-) -> Result<(), ProviderError> {
-    let refused = |why: &str| {
-        Err(invalid(format!(
-            "{key}={value:?} is an AWS Load Balancer Controller annotation this provider cannot honour: {why}"
-        )))
+/// Keys upstream does not read. The AWS Load Balancer Controller's three that are often set
+/// next to upstream's are silent when their value means what is built anyway; every other is
+/// ignored with a notice saying what is built instead, or which key was likely meant.
+fn not_read(key: &str, value: &str, internal: bool, notices: &Notices) {
+    let controllers = |built: &str| {
+        notices.key_ignored(
+            key,
+            &format!(
+                "is an AWS Load Balancer Controller annotation, which cloud-provider-aws does not read ({value:?}; {built}; for that controller set aws-load-balancer-type: external)"
+            ),
+        );
     };
     match key {
         LBC_SCHEME => match value {
-            "internet-facing" if !internal => Ok(()),
-            "internal" if internal => Ok(()),
-            "internal" => refused(&format!(
-                "set {INTERNAL}: \"true\" for an internal load balancer (without it the load balancer would be internet-facing)"
+            "internet-facing" if !internal => {}
+            "internal" if internal => {}
+            _ if internal => controllers(&format!("the load balancer is internal, as {INTERNAL} asks")),
+            _ => controllers(&format!(
+                "the load balancer is INTERNET-FACING: set {INTERNAL}: \"true\" for an internal one"
             )),
-            _ => refused(&format!("the scheme follows {INTERNAL}")),
         },
-        LBC_NLB_TARGET_TYPE if network && value == "instance" => Ok(()),
-        LBC_NLB_TARGET_TYPE => refused(
-            "this provider registers instances on their node ports; IP targets need the AWS Load Balancer Controller (aws-load-balancer-type: external)",
-        ),
-        LBC_IP_ADDRESS_TYPE if value == "ipv4" => Ok(()),
-        LBC_IP_ADDRESS_TYPE => refused("this provider builds IPv4 load balancers"),
-        _ => Err(invalid(format!(
-            "{key} is not an annotation of cloud-provider-aws, which this provider follows; remove it (for the AWS Load Balancer Controller's annotations set aws-load-balancer-type: external)"
-        ))),
+        LBC_NLB_TARGET_TYPE if value == "instance" => {}
+        LBC_NLB_TARGET_TYPE => controllers("the nodes' instances are registered on their node ports"),
+        LBC_IP_ADDRESS_TYPE if value == "ipv4" => {}
+        LBC_IP_ADDRESS_TYPE => controllers("the load balancer is IPv4 only"),
+        _ => {
+            let suffix = &key[PREFIX.len()..];
+            if LOAD_BALANCER_CONTROLLER
+                .iter()
+                .any(|c| suffix == *c || suffix.starts_with(&format!("{c}.")))
+            {
+                controllers("nothing is built from it");
+            } else {
+                let meant = likely_meant(suffix)
+                    .map(|k| format!(" (did you mean {k}?)"))
+                    .unwrap_or_default();
+                notices.key_ignored(key, &format!("is not one cloud-provider-aws reads{meant}"));
+            }
+        }
     }
+}
+
+/// The known key a misspelt suffix most likely stands for: the nearest within three edits, or
+/// one it cuts short or extends (`ssl-cert-arn`), nearest first.
+fn likely_meant(suffix: &str) -> Option<&'static str> {
+    KNOWN
+        .iter()
+        .map(|(k, _)| *k)
+        .filter_map(|k| {
+            let known = &k[PREFIX.len()..];
+            let distance = edit_distance(suffix, known);
+            let (short, long) = if suffix.len() < known.len() {
+                (suffix, known)
+            } else {
+                (known, suffix)
+            };
+            let extends = short.len() >= 6 && long.starts_with(short);
+            (distance <= 3 || extends).then_some((distance, k))
+        })
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+/// Levenshtein distance over characters. Hand-written: a dozen lines for one hint, where a
+/// crate would add a dependency to the provider.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1).min(row[j] + 1).min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
 }
 
 /// Go's `strconv.ParseBool`, which upstream uses for boolean annotations.
@@ -243,17 +373,18 @@ pub fn list(value: &str) -> Vec<String> {
 }
 
 /// Upstream's `K1=V1,K2=V2,K3=,K4` lists (additional tags, target-group attributes, target-node
-/// labels): each entry trimmed; a bare key has an empty value.
-///
-/// Upstream keeps only the text between the first and the second `=`, so `a=b=c` gives `b`;
-/// here the value is everything after the first `=` (`b=c`), as written.
+/// labels, `getKeyValuePropertiesFromAnnotation`), entry by entry in written order: the whole
+/// value and each entry trimmed, an entry split on `=`, its key the first part and its value
+/// the second, so `a=b=c` gives `b`, as upstream reads it; a bare key has an empty value; an
+/// entry without a key is dropped.
 pub fn key_values(value: &str) -> Vec<(String, String)> {
     value
         .trim()
         .split(',')
-        .map(str::trim)
         .filter_map(|entry| {
-            let (key, value) = entry.split_once('=').unwrap_or((entry, ""));
+            let mut parts = entry.trim().split('=');
+            let key = parts.next().unwrap_or_default();
+            let value = parts.next().unwrap_or_default();
             (!key.is_empty()).then(|| (key.to_owned(), value.to_owned()))
         })
         .collect()
@@ -262,6 +393,37 @@ pub fn key_values(value: &str) -> Vec<(String, String)> {
 /// `key_values` as a map (a repeated key keeps its last value, as upstream's map does).
 pub fn key_value_map(value: &str) -> BTreeMap<String, String> {
     key_values(value).into_iter().collect()
+}
+
+/// [`key_value_map`] of the annotation `key`, noting what is read other than written: the part
+/// of an entry after a second `=`, and an earlier value of a key set twice.
+pub fn key_value_map_noting(key: &str, value: &str, notices: &Notices) -> BTreeMap<String, String> {
+    for entry in value.trim().split(',').map(str::trim) {
+        let mut parts = entry.splitn(3, '=');
+        if let (Some(k), Some(v), Some(_)) = (parts.next(), parts.next(), parts.next())
+            && !k.is_empty()
+        {
+            notices.value_ignored(
+                key,
+                entry,
+                "has a second \"=\"",
+                &format!("{k}={v:?} is used (the rest is dropped)"),
+            );
+        }
+    }
+    let pairs = key_values(value);
+    let map: BTreeMap<String, String> = pairs.iter().cloned().collect();
+    for (i, (k, v)) in pairs.iter().enumerate() {
+        if pairs[i + 1..].iter().any(|(later, _)| later == k) {
+            notices.value_ignored(
+                key,
+                &format!("{k}={v}"),
+                "is overridden by a later entry for the same key",
+                &format!("{k}={:?} is used", map[k]),
+            );
+        }
+    }
+    map
 }
 
 /// The ports `ssl-ports` names: `None` for all ports (absent, empty or `*`).
@@ -302,6 +464,27 @@ impl PortSet {
     }
 }
 
+/// `ssl-ports` of the annotations ([`PortSet::parse`]), noting each entry with spaces around
+/// it: upstream does not trim, so `443, 8443` names port 443 and a port called `" 8443"`.
+pub fn ssl_ports(annotations: &BTreeMap<String, String>, notices: &Notices) -> Option<PortSet> {
+    let value = annotations.get(SSL_PORTS).map(String::as_str);
+    let set = PortSet::parse(value)?;
+    for item in value.unwrap_or_default().split(',') {
+        if item != item.trim() && !item.trim().is_empty() {
+            notices.value_ignored(
+                SSL_PORTS,
+                item,
+                "has spaces around it, and entries are not trimmed",
+                &format!(
+                    "it names a port called {item:?}, so port {:?} gets no TLS from it",
+                    item.trim()
+                ),
+            );
+        }
+    }
+    Some(set)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,8 +497,8 @@ mod tests {
     }
 
     #[test]
-    fn key_values_read_like_upstream_except_for_a_second_equals_sign() {
-        // Upstream's TestGetKeyValuePropertiesFromAnnotation rows, then ours.
+    fn key_values_read_like_upstream() {
+        // Upstream's TestGetKeyValuePropertiesFromAnnotation rows, then a second `=`.
         let cases: &[(&str, &[(&str, &str)])] = &[
             ("key1=value1", &[("key1", "value1")]),
             (
@@ -332,7 +515,8 @@ mod tests {
             ("=value1", &[]),
             ("", &[]),
             (",,", &[]),
-            ("a=b=c", &[("a", "b=c")]),
+            ("a=b=c", &[("a", "b")]),
+            ("a=,a=2", &[("a", ""), ("a", "2")]),
         ];
         for (input, want) in cases {
             let want: Vec<(String, String)> = want
@@ -382,76 +566,205 @@ mod tests {
     }
 
     #[test]
-    fn unknown_and_misplaced_annotations_are_refused_by_name() {
-        type Row = (&'static str, &'static str, bool, bool, Option<&'static str>);
-        // (key, value, network, internal, refusal naming …)
+    fn a_second_equals_sign_and_a_repeated_key_are_noted() {
+        let notices = Notices::default();
+        let map = key_value_map_noting(ADDITIONAL_TAGS, "team=web=blue, cost=1,cost=2", &notices);
+        assert_eq!(map, annotations(&[("team", "web"), ("cost", "2")]));
+        let messages: Vec<String> = notices.into_vec().into_iter().map(|n| n.message).collect();
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert!(
+            messages[0].contains("team=web=blue") && messages[0].contains(r#"team="web""#),
+            "{messages:?}"
+        );
+        assert!(
+            messages[1].contains("cost=1") && messages[1].contains(r#"cost="2""#),
+            "{messages:?}"
+        );
+        let quiet = Notices::default();
+        key_value_map_noting(ADDITIONAL_TAGS, "a=1,b,c=", &quiet);
+        assert_eq!(quiet.into_vec(), []);
+    }
+
+    #[test]
+    fn untrimmed_ssl_ports_are_noted() {
+        let notices = Notices::default();
+        let set = ssl_ports(&annotations(&[(SSL_PORTS, "443, 8443")]), &notices).unwrap();
+        assert!(!PortSet::covers(Some(&set), 8443, ""));
+        let n = notices.into_vec();
+        assert_eq!(n.len(), 1);
+        assert!(n[0].message.contains(r#"" 8443""#), "{n:?}");
+        let quiet = Notices::default();
+        ssl_ports(&annotations(&[(SSL_PORTS, "443,https")]), &quiet);
+        assert_eq!(quiet.into_vec(), []);
+    }
+
+    #[test]
+    fn edit_distance_counts_edits() {
+        assert_eq!(edit_distance("", ""), 0);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("internel", "internal"), 1);
+        assert_eq!(edit_distance("abc", ""), 3);
+    }
+
+    #[test]
+    fn what_upstream_ignores_is_noted_and_what_it_refuses_is_refused() {
+        // (key, value, network, internal, Ok(noted: a text the notice holds) or Err(refusal naming …))
+        type Row = (
+            &'static str,
+            &'static str,
+            bool,
+            bool,
+            Result<Option<&'static str>, &'static str>,
+        );
+        let hc_success = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-success-codes";
         let rows: &[Row] = &[
-            (TYPE, "nlb", true, false, None),
-            (PROXY_PROTOCOL, "*", false, false, None),
-            (PROXY_PROTOCOL, "*", true, false, Some("proxy_protocol_v2")),
-            (IDLE_TIMEOUT, "60", true, false, Some(IDLE_TIMEOUT)),
-            (DRAINING_ENABLED, "true", true, false, Some(DRAINING_ENABLED)),
-            (SECURITY_GROUPS, "sg-1", true, false, Some(SECURITY_GROUPS)),
+            (TYPE, "nlb", true, false, Ok(None)),
+            (PROXY_PROTOCOL, "*", false, false, Ok(None)),
+            (CROSS_ZONE, "true", true, false, Ok(None)),
+            ("example.com/other", "x", true, false, Ok(None)),
+            // Upstream's validation (aws_validations.go) refuses these two.
             (
                 EXTRA_SECURITY_GROUPS,
                 "sg-1",
                 true,
                 false,
-                Some(EXTRA_SECURITY_GROUPS),
+                Err(EXTRA_SECURITY_GROUPS),
             ),
             (
                 TARGET_GROUP_ATTRIBUTES,
                 "x",
                 false,
                 false,
-                Some(TARGET_GROUP_ATTRIBUTES),
+                Err(TARGET_GROUP_ATTRIBUTES),
             ),
-            (EIP_ALLOCATIONS, "eipalloc-1", false, false, Some(EIP_ALLOCATIONS)),
-            (PRIVATE_IPV4, "10.0.0.5", false, false, Some(PRIVATE_IPV4)),
-            (CROSS_ZONE, "true", true, false, None),
-            (LBC_SCHEME, "internal", true, false, Some(INTERNAL)),
-            (LBC_SCHEME, "internal", true, true, None),
-            (LBC_SCHEME, "internet-facing", false, false, None),
-            (LBC_SCHEME, "internet-facing", false, true, Some(LBC_SCHEME)),
-            (LBC_NLB_TARGET_TYPE, "ip", true, false, Some(LBC_NLB_TARGET_TYPE)),
-            (LBC_NLB_TARGET_TYPE, "instance", true, false, None),
+            // Read for the other type only: upstream ignores them.
+            (PROXY_PROTOCOL, "*", true, false, Ok(Some("proxy_protocol_v2"))),
+            (IDLE_TIMEOUT, "60", true, false, Ok(Some("Classic ELBs only"))),
             (
-                LBC_NLB_TARGET_TYPE,
-                "instance",
+                ACCESS_LOG_EMIT_INTERVAL,
+                "5",
+                true,
                 false,
-                false,
-                Some(LBC_NLB_TARGET_TYPE),
+                Ok(Some("Classic ELBs only")),
             ),
+            (
+                DRAINING_ENABLED,
+                "true",
+                true,
+                false,
+                Ok(Some("Classic ELBs only")),
+            ),
+            (DRAINING_TIMEOUT, "x", true, false, Ok(Some("Classic ELBs only"))),
+            (
+                SECURITY_GROUPS,
+                "sg-1",
+                true,
+                false,
+                Ok(Some("Classic ELBs only")),
+            ),
+            (
+                EIP_ALLOCATIONS,
+                "eipalloc-1",
+                false,
+                false,
+                Ok(Some("network load balancers")),
+            ),
+            (
+                PRIVATE_IPV4,
+                "10.0.0.5",
+                false,
+                false,
+                Ok(Some("network load balancers")),
+            ),
+            // The AWS Load Balancer Controller's: silent where they mean what is built.
+            (LBC_SCHEME, "internal", true, true, Ok(None)),
+            (LBC_SCHEME, "internet-facing", false, false, Ok(None)),
+            (LBC_SCHEME, "internal", true, false, Ok(Some("INTERNET-FACING"))),
+            (
+                LBC_SCHEME,
+                "internet-facing",
+                false,
+                true,
+                Ok(Some("internal, as")),
+            ),
+            (LBC_NLB_TARGET_TYPE, "instance", true, false, Ok(None)),
+            (LBC_NLB_TARGET_TYPE, "instance", false, false, Ok(None)),
+            (LBC_NLB_TARGET_TYPE, "ip", true, false, Ok(Some("node ports"))),
+            (LBC_IP_ADDRESS_TYPE, "ipv4", true, false, Ok(None)),
             (
                 LBC_IP_ADDRESS_TYPE,
                 "dualstack",
                 true,
                 false,
-                Some(LBC_IP_ADDRESS_TYPE),
+                Ok(Some("IPv4 only")),
             ),
-            (LBC_IP_ADDRESS_TYPE, "ipv4", true, false, None),
             (
-                "service.beta.kubernetes.io/aws-load-balancer-healthcheck-success-codes",
+                hc_success,
                 "200",
                 true,
                 false,
-                Some("healthcheck-success-codes"),
+                Ok(Some("AWS Load Balancer Controller")),
             ),
             (
-                "service.beta.kubernetes.io/aws-load-balancer-name",
+                "service.beta.kubernetes.io/aws-load-balancer-listener-attributes.TCP-80",
                 "x",
+                true,
                 false,
-                false,
-                Some("-name"),
+                Ok(Some("AWS Load Balancer Controller")),
             ),
-            ("example.com/other", "x", true, false, None),
+            // Unknown: ignored, with the key likely meant.
+            (
+                "service.beta.kubernetes.io/aws-load-balancer-internel",
+                "true",
+                false,
+                false,
+                Ok(Some(
+                    "did you mean service.beta.kubernetes.io/aws-load-balancer-internal?",
+                )),
+            ),
+            (
+                "service.beta.kubernetes.io/aws-load-balancer-ssl-cert-arn",
+                "arn:x",
+                false,
+                false,
+                Ok(Some(
+                    "did you mean service.beta.kubernetes.io/aws-load-balancer-ssl-cert?",
+                )),
+            ),
+            (
+                "service.beta.kubernetes.io/aws-load-balancer-healthcheck-intervals",
+                "10",
+                false,
+                false,
+                Ok(Some(
+                    "did you mean service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval?",
+                )),
+            ),
+            (
+                "service.beta.kubernetes.io/aws-load-balancer-frobnicate",
+                "1",
+                false,
+                false,
+                Ok(Some("is not one cloud-provider-aws reads: ignored")),
+            ),
         ];
-        for (key, value, network, internal, refusal) in rows {
-            let got = check_known(&annotations(&[(key, value)]), *network, *internal);
-            match refusal {
-                None => assert_eq!(got, Ok(()), "{key}={value}"),
-                Some(named) => assert!(
-                    matches!(&got, Err(ProviderError::InvalidArgument(m)) if m.contains(key) && m.contains(named)),
+        for (key, value, network, internal, want) in rows {
+            let notices = Notices::default();
+            let got = check_known(&annotations(&[(key, value)]), *network, *internal, &notices);
+            let notices = notices.into_vec();
+            match want {
+                Ok(None) => assert_eq!((got, notices), (Ok(()), vec![]), "{key}={value}"),
+                Ok(Some(text)) => {
+                    assert_eq!(got, Ok(()), "{key}={value}");
+                    assert_eq!(notices.len(), 1, "{key}={value}: {notices:?}");
+                    assert_eq!(notices[0].reason, KEY_IGNORED);
+                    assert!(
+                        notices[0].message.contains(key) && notices[0].message.contains(text),
+                        "{key}={value} network={network}: {notices:?}"
+                    );
+                }
+                Err(named) => assert!(
+                    matches!(&got, Err(ProviderError::InvalidArgument(m)) if m.contains(named)),
                     "{key}={value} network={network}: {got:?}"
                 ),
             }

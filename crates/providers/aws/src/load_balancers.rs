@@ -1089,7 +1089,12 @@ impl AwsProvider {
             }
         }
         // Target groups an interrupted ensure left attached to nothing.
-        if let Ok(n) = NetworkSpec::parse(&tagging, &self.config.load_balancers, service) {
+        if let Ok(n) = NetworkSpec::parse(
+            &tagging,
+            &self.config.load_balancers,
+            service,
+            &crate::annotations::Notices::default(),
+        ) {
             for m in &n.mappings {
                 for g in self.target_groups(None, Some(&m.target_group_name)).await? {
                     let tags = self.elb_tags(std::slice::from_ref(&g.arn)).await?;
@@ -1350,6 +1355,15 @@ impl LoadBalancers for AwsProvider {
         nodes: &[LoadBalancerNode],
     ) -> Result<()> {
         self.converge(cluster, service, nodes, false).await.map(|_| ())
+    }
+
+    /// What cloud-provider-aws reads in the Service other than written (see
+    /// [`crate::annotations`]).
+    fn service_notices(&self, cluster: &str, service: &ServiceSpec) -> Vec<provider::ServiceNotice> {
+        match self.tagging(cluster) {
+            Ok(tagging) => spec::parse_noting(&tagging, &self.config.load_balancers, service).1,
+            Err(_) => Vec::new(),
+        }
     }
 
     fn read_batch_key(&self, _cluster: &str, service: &ServiceSpec) -> String {

@@ -126,21 +126,31 @@ fn service() -> impl Strategy<Value = ServiceSpec> {
         )
 }
 
-/// An annotation under upstream's prefix that is neither upstream's nor a Load Balancer
-/// Controller annotation this provider accepts.
-fn unknown_aws_annotation(annotations: &BTreeMap<String, String>) -> Option<&str> {
-    annotations.keys().map(String::as_str).find(|k| {
-        k.starts_with(a::PREFIX)
-            && !KNOWN.iter().any(|(known, _)| known == k)
-            && ![a::LBC_SCHEME, a::LBC_NLB_TARGET_TYPE, a::LBC_IP_ADDRESS_TYPE].contains(k)
-    })
+/// The annotations under upstream's prefix that are not upstream's (the Load Balancer
+/// Controller's three aside, which are silent when they mean what is built).
+fn unknown_aws_annotations(annotations: &BTreeMap<String, String>) -> Vec<&str> {
+    annotations
+        .keys()
+        .map(String::as_str)
+        .filter(|k| {
+            k.starts_with(a::PREFIX)
+                && !KNOWN.iter().any(|(known, _)| known == k)
+                && ![a::LBC_SCHEME, a::LBC_NLB_TARGET_TYPE, a::LBC_IP_ADDRESS_TYPE].contains(k)
+        })
+        .collect()
 }
 
 proptest! {
     #[test]
     fn fuzz_service_reading_answers_or_refuses_by_name(svc in service()) {
         let cluster = ClusterTagging::new("fuzz", false).unwrap();
-        let result = spec::parse(&cluster, &LbSettings::default(), &svc);
+        let (result, notices) = spec::parse_noting(&cluster, &LbSettings::default(), &svc);
+        // The same Service, the same notices (the service controller tells each once).
+        prop_assert_eq!(&spec::parse_noting(&cluster, &LbSettings::default(), &svc).1, &notices);
+        for n in &notices {
+            prop_assert!(n.reason == a::VALUE_IGNORED || n.reason == a::KEY_IGNORED, "{:?}", n);
+            prop_assert!(n.message.starts_with("annotation service.beta.kubernetes.io/"), "{:?}", n);
+        }
         let lb_type = svc.annotations.get(a::TYPE).map(String::as_str);
         match &result {
             Ok(parsed) => {
@@ -155,7 +165,12 @@ proptest! {
                 prop_assert!(!svc.session_affinity_client_ip);
                 prop_assert!(!parsed.source_ranges.is_empty());
                 // An annotation this provider does not read never passes silently.
-                prop_assert_eq!(unknown_aws_annotation(&svc.annotations), None);
+                for key in unknown_aws_annotations(&svc.annotations) {
+                    prop_assert!(
+                        notices.iter().any(|n| n.reason == a::KEY_IGNORED && n.message.starts_with(&format!("annotation {key} "))),
+                        "{} passed silently: {:?}", key, notices
+                    );
+                }
                 match &parsed.kind {
                     Kind::Network(_) => prop_assert!(lb_type == Some("nlb")),
                     Kind::Classic(_) => prop_assert!(lb_type != Some("nlb")),
@@ -190,8 +205,9 @@ proptest! {
     }
 
     #[test]
-    fn fuzz_key_values_round_trip(pairs in prop::collection::btree_map("[a-z][a-z0-9./_-]{0,10}", "[a-z0-9./_=-]{0,10}", 0..6)) {
-        let written: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    fn fuzz_key_values_round_trip(pairs in prop::collection::btree_map("[a-z][a-z0-9./_-]{0,10}", "[a-z0-9./_-]{0,10}", 0..6), tail in "(=[a-z0-9=]{0,4})?") {
+        let written: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}{tail}")).collect();
+        // Upstream keeps the part between the first and the second `=`.
         prop_assert_eq!(a::key_value_map(&written.join(",")), pairs);
     }
 

@@ -930,25 +930,21 @@ async fn refusals_are_typed_name_their_cause_and_touch_nothing() {
     udp_classic.ports[0].protocol = Protocol::Udp;
     let mut with_ip = service(17, &[]);
     with_ip.requested_ip = "10.0.0.10".into();
+    // What cloud-provider-aws refuses (what it ignores is built: see
+    // `what_upstream_ignores_is_built_and_its_notices_answered`).
     let rows: Vec<(ServiceSpec, &str)> = vec![
-        (service(18, &[(a::LBC_SCHEME, "internal")]), a::LBC_SCHEME),
+        (service(18, &[(a::PROXY_PROTOCOL, "v2")]), a::PROXY_PROTOCOL),
         (
-            service(19, &[(a::TYPE, "nlb"), (a::LBC_NLB_TARGET_TYPE, "ip")]),
-            a::LBC_NLB_TARGET_TYPE,
+            service(19, &[(a::TYPE, "nlb"), (a::EXTRA_SECURITY_GROUPS, "sg-1")]),
+            a::EXTRA_SECURITY_GROUPS,
         ),
+        (service(20, &[(a::CROSS_ZONE, "yes")]), a::CROSS_ZONE),
         (
             service(
-                20,
-                &[(
-                    "service.beta.kubernetes.io/aws-load-balancer-healthcheck-success-codes",
-                    "200",
-                )],
+                21,
+                &[(a::TARGET_GROUP_ATTRIBUTES, "proxy_protocol_v2.enabled=true")],
             ),
-            "success-codes",
-        ),
-        (
-            service(21, &[(a::TYPE, "nlb"), (a::PROXY_PROTOCOL, "*")]),
-            a::PROXY_PROTOCOL,
+            a::TARGET_GROUP_ATTRIBUTES,
         ),
         (service(22, &[(a::HC_INTERVAL, "2")]), a::HC_INTERVAL),
         (service(23, &[(a::SUBNETS, "no-such-subnet")]), a::SUBNETS),
@@ -970,6 +966,110 @@ async fn refusals_are_typed_name_their_cause_and_touch_nothing() {
         .ensure_load_balancer_deleted(&cluster, &elsewhere)
         .await
         .expect("delete");
+}
+
+/// Issue 38: a Service cloud-provider-aws serves (ignoring or falling back on some of its
+/// annotations) is served, and the provider answers what it read other than written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_upstream_ignores_is_built_and_its_notices_answered() {
+    const SUCCESS_CODES: &str = "service.beta.kubernetes.io/aws-load-balancer-healthcheck-success-codes";
+    let h = Harness::start("ignored", |_| {}).await;
+    let cluster = h.cluster().to_owned();
+    let a = h.cloud.run_instance(&h.network, 0).await;
+    let nlb = service(
+        40,
+        &[
+            (a::TYPE, "nlb"),
+            (a::PROXY_PROTOCOL, "*"),
+            (a::IDLE_TIMEOUT, "300"),
+            (a::LBC_SCHEME, "internal"),
+            (SUCCESS_CODES, "200-399"),
+            (a::ADDITIONAL_TAGS, "team=web=blue"),
+        ],
+    );
+    let classic = service(
+        41,
+        &[(a::BACKEND_PROTOCOL, "grpc"), (a::EIP_ALLOCATIONS, "eipalloc-1")],
+    );
+    for svc in [&nlb, &classic] {
+        h.provider
+            .ensure_load_balancer(&cluster, svc, &[lb_node(&a)])
+            .await
+            .expect("a Service upstream serves is built");
+    }
+
+    let lbs = h
+        .cloud
+        .elb
+        .describe_load_balancers()
+        .names(h.provider.load_balancer_name(&cluster, &nlb))
+        .send()
+        .await
+        .expect("NLB");
+    let lb = &lbs.load_balancers()[0];
+    // Upstream does not read the AWS Load Balancer Controller's scheme.
+    assert_eq!(lb.scheme().map(|s| s.as_str()), Some("internet-facing"));
+    let tags = h
+        .cloud
+        .elb
+        .describe_tags()
+        .resource_arns(lb.load_balancer_arn().unwrap())
+        .send()
+        .await
+        .expect("tags");
+    let team = tags.tag_descriptions()[0]
+        .tags()
+        .iter()
+        .find(|t| t.key() == Some("team"))
+        .and_then(|t| t.value().map(str::to_owned));
+    assert_eq!(
+        team.as_deref(),
+        Some("web"),
+        "upstream keeps the part before a second ="
+    );
+    let d = h
+        .cloud
+        .classic
+        .describe_load_balancers()
+        .load_balancer_names(h.provider.load_balancer_name(&cluster, &classic))
+        .send()
+        .await
+        .expect("ELB");
+    let listener = d.load_balancer_descriptions()[0].listener_descriptions()[0]
+        .listener()
+        .unwrap()
+        .clone();
+    assert_eq!((listener.protocol(), listener.instance_port()), ("TCP", 30080));
+
+    let keys = |svc: &ServiceSpec| -> Vec<(String, String)> {
+        h.provider
+            .service_notices(&cluster, svc)
+            .into_iter()
+            .map(|n| {
+                let key = n.message.split_whitespace().nth(1).unwrap_or_default();
+                (n.reason.clone(), key.trim_end_matches(':').to_owned())
+            })
+            .collect()
+    };
+    let pair = |r: &str, k: &str| (r.to_owned(), k.to_owned());
+    assert_eq!(
+        keys(&nlb),
+        vec![
+            pair(a::KEY_IGNORED, a::IDLE_TIMEOUT),
+            pair(a::KEY_IGNORED, SUCCESS_CODES),
+            pair(a::KEY_IGNORED, a::PROXY_PROTOCOL),
+            pair(a::KEY_IGNORED, a::LBC_SCHEME),
+            pair(a::VALUE_IGNORED, a::ADDITIONAL_TAGS),
+        ]
+    );
+    assert_eq!(
+        keys(&classic),
+        vec![
+            pair(a::KEY_IGNORED, a::EIP_ALLOCATIONS),
+            pair(a::VALUE_IGNORED, a::BACKEND_PROTOCOL),
+        ]
+    );
+    assert_eq!(keys(&service(42, &[])), vec![]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1033,6 +1133,7 @@ async fn a_target_group_left_by_a_crash_is_reused() {
         &provider_aws::tags::ClusterTagging::new(&cluster, false).unwrap(),
         &Default::default(),
         &svc,
+        &Default::default(),
     )
     .unwrap();
     let m = spec.mappings.iter().find(|m| m.port == 80).unwrap();

@@ -9,7 +9,7 @@ use ipnet::IpNet;
 use provider::{ExternalTrafficPolicy, Protocol, ProviderError, ServiceSpec};
 
 use crate::{
-    annotations::{self as a, PortSet, invalid},
+    annotations::{self as a, Notices, PortSet, invalid},
     config::{HealthProbe, LbSettings},
     security_groups::rules::{Rule, Source},
 };
@@ -197,6 +197,7 @@ fn health_check(
     settings: &LbSettings,
     service: &ServiceSpec,
     first_node_port: u16,
+    notices: &Notices,
 ) -> Result<HealthCheck, ProviderError> {
     let annotations = &service.annotations;
     let local = service.external_traffic_policy == ExternalTrafficPolicy::Local
@@ -253,6 +254,14 @@ fn health_check(
             path = p.to_owned();
         }
     } else {
+        if let Some(p) = a::non_empty(annotations, a::HC_PATH) {
+            notices.value_ignored(
+                a::HC_PATH,
+                p,
+                &format!("is read for HTTP and HTTPS health checks only, and this one is {protocol}"),
+                "the check has no path",
+            );
+        }
         path.clear();
     }
     let number = |key: &str, default: i32, min: i32| -> Result<i32, ProviderError> {
@@ -309,6 +318,7 @@ impl ClassicSpec {
         settings: &LbSettings,
         service: &ServiceSpec,
         source_ranges: &[IpNet],
+        notices: &Notices,
     ) -> Result<Self, ProviderError> {
         let annotations = &service.annotations;
         if let Some(p) = service.ports.iter().find(|p| p.protocol != Protocol::Tcp) {
@@ -318,16 +328,7 @@ impl ClassicSpec {
                 p.protocol.as_k8s_str()
             )));
         }
-        if let Some(b) = annotations.get(a::BACKEND_PROTOCOL)
-            && !b.is_empty()
-            && tls_protocol_for(b).is_none()
-        {
-            return Err(invalid(format!(
-                "{}={b:?}: a Classic ELB speaks http, https, ssl or tcp to its backends",
-                a::BACKEND_PROTOCOL
-            )));
-        }
-        let ssl_ports = PortSet::parse(annotations.get(a::SSL_PORTS).map(String::as_str));
+        let ssl_ports = a::ssl_ports(annotations, notices);
         let listeners = service
             .ports
             .iter()
@@ -340,7 +341,20 @@ impl ClassicSpec {
                 "no port of the Service has a nodePort: a Classic ELB forwards to node ports (allocateLoadBalancerNodePorts must not be false)",
             ));
         };
-        let health_check = health_check(settings, service, first.instance_port)?;
+        // Upstream reads the backend protocol for the listeners with a certificate (where an
+        // unknown one is refused, above) and for `http`; anything else leaves plain TCP.
+        if let Some(b) = annotations.get(a::BACKEND_PROTOCOL)
+            && !b.is_empty()
+            && tls_protocol_for(b).is_none()
+        {
+            notices.value_ignored(
+                a::BACKEND_PROTOCOL,
+                b,
+                "is not http, https, ssl or tcp (lower case), and no listener has a certificate to use it with",
+                "the listeners are plain TCP",
+            );
+        }
+        let health_check = health_check(settings, service, first.instance_port, notices)?;
         let proxy_protocol = match annotations.get(a::PROXY_PROTOCOL).map(String::as_str) {
             None | Some("") => false,
             Some("*") => true,
@@ -431,7 +445,28 @@ mod tests {
     }
 
     fn spec(s: &ServiceSpec) -> Result<ClassicSpec, ProviderError> {
-        ClassicSpec::parse(&LbSettings::default(), s, &world())
+        ClassicSpec::parse(&LbSettings::default(), s, &world(), &Notices::default())
+    }
+
+    /// The reading and the reasons and keys of its notices.
+    fn noting(s: &ServiceSpec) -> (Result<ClassicSpec, ProviderError>, Vec<(String, String)>) {
+        let notices = Notices::default();
+        let got = ClassicSpec::parse(&LbSettings::default(), s, &world(), &notices);
+        let keys = notices
+            .into_vec()
+            .into_iter()
+            .map(|n| {
+                let key = n
+                    .message
+                    .split_whitespace()
+                    .nth(1)
+                    .unwrap_or_default()
+                    .trim_end_matches(':')
+                    .to_owned();
+                (n.reason, key)
+            })
+            .collect();
+        (got, keys)
     }
 
     fn l(
@@ -534,11 +569,27 @@ mod tests {
     }
 
     #[test]
-    fn a_bad_backend_protocol_is_refused_by_name() {
-        let err = spec(&service(&[(a::BACKEND_PROTOCOL, "grpc")])).unwrap_err();
-        assert!(err.to_string().contains(a::BACKEND_PROTOCOL), "{err}");
-        let err = spec(&service(&[(a::BACKEND_PROTOCOL, "grpc"), (a::SSL_CERT, "arn:c")])).unwrap_err();
-        assert!(err.to_string().contains(a::BACKEND_PROTOCOL), "{err}");
+    fn an_unknown_backend_protocol_is_refused_only_where_a_certificate_needs_it() {
+        // Upstream's buildListener: refused for a listener with a certificate; elsewhere the
+        // listener stays plain TCP (noted).
+        let (got, notices) = noting(&service(&[(a::BACKEND_PROTOCOL, "grpc")]));
+        assert_eq!(got.unwrap().listeners, vec![l(80, "tcp", 30080, "tcp", None)]);
+        assert_eq!(
+            notices,
+            [(a::VALUE_IGNORED.to_owned(), a::BACKEND_PROTOCOL.to_owned())]
+        );
+        let (got, _) = noting(&service(&[(a::BACKEND_PROTOCOL, "HTTP"), (a::SSL_CERT, "arn:c")]));
+        assert!(got.unwrap_err().to_string().contains(a::BACKEND_PROTOCOL));
+        let (got, notices) = noting(&service(&[
+            (a::BACKEND_PROTOCOL, "grpc"),
+            (a::SSL_CERT, "arn:c"),
+            (a::SSL_PORTS, "443"),
+        ]));
+        assert_eq!(got.unwrap().listeners, vec![l(80, "tcp", 30080, "tcp", None)]);
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        let (got, notices) = noting(&service(&[(a::BACKEND_PROTOCOL, "http")]));
+        assert_eq!(got.unwrap().listeners, vec![l(80, "http", 30080, "http", None)]);
+        assert_eq!(notices, []);
     }
 
     #[test]
@@ -682,7 +733,8 @@ mod tests {
             ),
         ];
         for (s, settings, want) in rows {
-            let got = ClassicSpec::parse(&settings, &s, &world()).map(|c| c.health_check);
+            let got =
+                ClassicSpec::parse(&settings, &s, &world(), &Notices::default()).map(|c| c.health_check);
             match want {
                 Ok(hc) => assert_eq!(got, Ok(hc), "{:?}", s.annotations),
                 Err(named) => assert!(
@@ -790,6 +842,7 @@ mod tests {
             },
             &service(&[]),
             &world(),
+            &Notices::default(),
         )
         .unwrap();
         assert_eq!(shared.security_groups, SecurityGroups::Shared("sg-shared".into()));

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use provider::{ExternalTrafficPolicy, Protocol, ProviderError, ServiceSpec};
 
 use crate::{
-    annotations::{self as a, PortSet, invalid},
+    annotations::{self as a, Notices, PortSet, invalid},
     config::{HealthProbe, LbSettings},
     naming::{TargetGroupKey, target_group_name},
     tags::ClusterTagging,
@@ -119,7 +119,11 @@ pub struct NetworkSpec {
 }
 
 /// Upstream's `buildNLBHealthCheckConfiguration`.
-fn health_check(settings: &LbSettings, service: &ServiceSpec) -> Result<HealthCheck, ProviderError> {
+fn health_check(
+    settings: &LbSettings,
+    service: &ServiceSpec,
+    notices: &Notices,
+) -> Result<HealthCheck, ProviderError> {
     let an = &service.annotations;
     let local = service.external_traffic_policy == ExternalTrafficPolicy::Local;
     let mut hc = if local {
@@ -152,7 +156,19 @@ fn health_check(settings: &LbSettings, service: &ServiceSpec) -> Result<HealthCh
                 hc.path = Some(path.clone());
             }
         }
-        "TCP" => hc.path = None,
+        "TCP" => {
+            // (Under the shared probe the path is overridden, and noted, below.)
+            let shared = !local && matches!(settings.health_probe, HealthProbe::Shared { .. });
+            if let Some(p) = a::non_empty(an, a::HC_PATH).filter(|_| !shared) {
+                notices.value_ignored(
+                    a::HC_PATH,
+                    p,
+                    "is read for HTTP and HTTPS health checks only, and this one is TCP",
+                    "the check has no path",
+                );
+            }
+            hc.path = None;
+        }
         other => {
             return Err(invalid(format!(
                 "{}={other:?}: a network load balancer checks TCP, HTTP or HTTPS",
@@ -160,14 +176,24 @@ fn health_check(settings: &LbSettings, service: &ServiceSpec) -> Result<HealthCh
             )));
         }
     }
-    if let Some(p) = an.get(a::HC_PORT) {
-        hc.port = parse_port(p)?;
-    }
     if !local && let HealthProbe::Shared { port, path } = &settings.health_probe {
-        // Upstream's shared probe mode overrides the annotations for Cluster Services.
+        // Upstream's shared probe mode overrides the annotations for Cluster Services (an
+        // unparsable port included: it is replaced before it is checked).
+        for key in [a::HC_PROTOCOL, a::HC_PORT, a::HC_PATH] {
+            if let Some(v) = an.get(key) {
+                notices.value_ignored(
+                    key,
+                    v,
+                    "is overridden by the cloud config's ClusterServiceLoadBalancerHealthProbeMode = Shared for an externalTrafficPolicy: Cluster Service",
+                    &format!("HTTP on port {port} at {path} is checked"),
+                );
+            }
+        }
         hc.protocol = "HTTP".into();
         hc.port = HealthPort::Port(*port);
         hc.path = Some(path.clone());
+    } else if let Some(p) = an.get(a::HC_PORT) {
+        hc.port = parse_port(p)?;
     }
     if let Some(v) = a::int(an, a::HC_INTERVAL, false)? {
         hc.interval = v;
@@ -223,20 +249,19 @@ fn attributes(service: &ServiceSpec) -> Result<BTreeMap<String, String>, Provide
     Ok(attrs)
 }
 
-/// Upstream's `validateServiceAnnotationTargetGroupAttributes`.
+/// Upstream's `validateServiceAnnotationTargetGroupAttributes`, over its map reading (a key
+/// set twice keeps its last value, noted).
 fn target_group_attributes(
     service: &ServiceSpec,
     udp: bool,
+    notices: &Notices,
 ) -> Result<BTreeMap<String, String>, ProviderError> {
     let Some(value) = service.annotations.get(a::TARGET_GROUP_ATTRIBUTES) else {
         return Ok(BTreeMap::new());
     };
     let err = |m: String| invalid(format!("{}: {m}", a::TARGET_GROUP_ATTRIBUTES));
-    let mut attrs = BTreeMap::new();
-    for (key, value) in a::key_values(value) {
-        if attrs.contains_key(&key) {
-            return Err(err(format!("{key:?} is set twice")));
-        }
+    let attrs = a::key_value_map_noting(a::TARGET_GROUP_ATTRIBUTES, value, notices);
+    for (key, value) in &attrs {
         if value.is_empty() {
             return Err(err(format!("the value of {key:?} is empty")));
         }
@@ -253,7 +278,6 @@ fn target_group_attributes(
                 "client IP preservation can't be disabled for UDP ports".into()
             ));
         }
-        attrs.insert(key, value);
     }
     Ok(attrs)
 }
@@ -275,6 +299,7 @@ impl NetworkSpec {
         cluster: &ClusterTagging,
         settings: &LbSettings,
         service: &ServiceSpec,
+        notices: &Notices,
     ) -> Result<Self, ProviderError> {
         let an = &service.annotations;
         if let Some(p) = service.ports.iter().find(|p| p.protocol == Protocol::Sctp) {
@@ -283,17 +308,20 @@ impl NetworkSpec {
                 p.name
             )));
         }
+        // Upstream reads only `ssl` (TLS targets behind a TLS listener) for an NLB.
         if let Some(b) = an.get(a::BACKEND_PROTOCOL)
-            && !matches!(b.as_str(), "" | "tcp" | "ssl" | "http" | "https")
+            && !matches!(b.as_str(), "" | "tcp" | "ssl")
         {
-            return Err(invalid(format!(
-                "{}={b:?}: one of http, https, ssl or tcp (a network load balancer uses only ssl, for TLS targets)",
-                a::BACKEND_PROTOCOL
-            )));
+            notices.value_ignored(
+                a::BACKEND_PROTOCOL,
+                b,
+                "is not read for a network load balancer (only ssl is, for TLS targets)",
+                "the targets are TCP",
+            );
         }
-        let health_check = health_check(settings, service)?;
+        let health_check = health_check(settings, service, notices)?;
         let certificate = a::non_empty(an, a::SSL_CERT);
-        let ssl_ports = PortSet::parse(an.get(a::SSL_PORTS).map(String::as_str));
+        let ssl_ports = a::ssl_ports(an, notices);
         let ssl_policy = a::non_empty(an, a::SSL_NEGOTIATION_POLICY).map(str::to_owned);
         let tls_targets = an.get(a::BACKEND_PROTOCOL).map(String::as_str) == Some("ssl");
 
@@ -370,7 +398,7 @@ impl NetworkSpec {
         Ok(Self {
             mappings,
             attributes: attributes(service)?,
-            target_group_attributes: target_group_attributes(service, udp)?,
+            target_group_attributes: target_group_attributes(service, udp, notices)?,
             eip_allocations: list(a::EIP_ALLOCATIONS),
             private_ipv4_addresses: list(a::PRIVATE_IPV4),
         })
@@ -438,6 +466,7 @@ mod tests {
             &ClusterTagging::new("cluster-a", false).unwrap(),
             &LbSettings::default(),
             s,
+            &Notices::default(),
         )
     }
 
@@ -546,8 +575,13 @@ mod tests {
             ),
         ];
         for (s, settings, want) in rows {
-            let got = NetworkSpec::parse(&ClusterTagging::new("c", false).unwrap(), &settings, &s)
-                .map(|n| n.mappings[0].health_check.clone());
+            let got = NetworkSpec::parse(
+                &ClusterTagging::new("c", false).unwrap(),
+                &settings,
+                &s,
+                &Notices::default(),
+            )
+            .map(|n| n.mappings[0].health_check.clone());
             match want {
                 Ok(hc) => assert_eq!(got, Ok(hc), "{:?}", s.annotations),
                 Err(named) => assert!(
@@ -672,10 +706,12 @@ mod tests {
             ("preserve_client_ip.enabled=", Some("empty")),
             ("preserve_client_ip.enabled=yes", Some("true or false")),
             ("deregistration_delay.timeout_seconds=30", Some("not supported")),
+            // Upstream reads a map: the last value wins (noted here).
             (
                 "proxy_protocol_v2.enabled=true,proxy_protocol_v2.enabled=false",
-                Some("twice"),
+                None,
             ),
+            ("preserve_client_ip.enabled=true=1", None),
         ];
         for (value, refusal) in rows {
             let got = parse(&service(&[(a::TARGET_GROUP_ATTRIBUTES, value)]));
