@@ -104,6 +104,14 @@ impl CountingProxy {
     }
 }
 
+/// `url` with its scheme and authority replaced by the proxy's: an endpoint of the catalog
+/// made to go through it.
+pub fn through(url: &str, proxy: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let path = rest.find('/').map_or("", |i| &rest[i..]);
+    format!("{proxy}{path}")
+}
+
 /// `scheme://host:port` of a URL.
 fn origin(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
@@ -177,12 +185,24 @@ fn status(code: StatusCode, message: String) -> Response<Full<Bytes>> {
 
 #[cfg(test)]
 mod tests {
-    use super::origin;
+    use super::{origin, through};
 
     #[test]
     fn the_origin_drops_the_path() {
         assert_eq!(origin("http://127.0.0.1:15002/v2.1"), "http://127.0.0.1:15002");
         assert_eq!(origin("http://127.0.0.1:15000"), "http://127.0.0.1:15000");
         assert_eq!(origin("127.0.0.1:9/x"), "http://127.0.0.1:9");
+    }
+
+    #[test]
+    fn endpoints_keep_their_path_behind_the_proxy() {
+        assert_eq!(
+            through("http://127.0.0.1:15002/v2.1", "http://127.0.0.1:9"),
+            "http://127.0.0.1:9/v2.1"
+        );
+        assert_eq!(
+            through("http://127.0.0.1:15001", "http://127.0.0.1:9"),
+            "http://127.0.0.1:9"
+        );
     }
 }

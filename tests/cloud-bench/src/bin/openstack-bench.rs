@@ -35,7 +35,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use cloud_bench::counting_proxy::{Call, CountingProxy};
+use cloud_bench::counting_proxy::{Call, CountingProxy, through};
 use e2e::{Cluster, ClusterSpec, binary, counter, http_get, wait_for};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Node;
@@ -422,13 +422,6 @@ async fn proxy(cloud: &TestCloud, kind: &str) -> Result<CountingProxy, String> {
     CountingProxy::start(upstream)
         .await
         .map_err(|e| format!("starting the {kind} proxy: {e}"))
-}
-
-/// `url` with its scheme and authority replaced by the proxy's.
-fn through(url: &str, proxy: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, r)| r);
-    let path = rest.find('/').map_or("", |i| &rest[i..]);
-    format!("{proxy}{path}")
 }
 
 #[allow(clippy::too_many_lines)]
@@ -859,19 +852,7 @@ fn write_json(path: &Path, rows: &[Row]) {
 
 #[cfg(test)]
 mod tests {
-    use super::{summarize, through};
-
-    #[test]
-    fn endpoints_keep_their_path_behind_the_proxy() {
-        assert_eq!(
-            through("http://127.0.0.1:15002/v2.1", "http://127.0.0.1:9"),
-            "http://127.0.0.1:9/v2.1"
-        );
-        assert_eq!(
-            through("http://127.0.0.1:15001", "http://127.0.0.1:9"),
-            "http://127.0.0.1:9"
-        );
-    }
+    use super::summarize;
 
     #[test]
     fn repeated_calls_are_counted_once_in_order() {

@@ -21,6 +21,11 @@
 //!   octavia-worker on 2 cores applies the creates' flows about 0.5 s apart), which no
 //!   controller can beat.
 //!
+//! - **Node churn** (`churn.rs`): 50 nodes join while 50 internal Services of 3 ports (one with
+//!   monitors) are converged, the time until every pool has every member, and the calls, ours
+//!   beside OCCM's `UpdateLoadBalancer` replayed (a wait for ACTIVE after each pool's members);
+//!   then again with every Octavia write taking 10 s.
+//!
 //! Prints a table and writes it as JSON (`--json PATH`). Exits non-zero when a target of the
 //! issue is missed: an unchanged sync ≤ 2 calls and 0 writes, 200 after a restart ≤ 20 calls.
 
@@ -28,6 +33,8 @@ use std::{
     path::PathBuf,
     time::{Duration, Instant},
 };
+
+mod churn;
 
 use e2e::{Cluster, ClusterSpec, binary, ingress_ips, wait_for};
 use futures::{StreamExt, stream};
@@ -48,13 +55,30 @@ struct Args {
     json: Option<PathBuf>,
     restart_services: usize,
     created_services: usize,
+    churn: churn::Churn,
+    /// The groups of rows to measure (`unchanged`, `restart`, `created`, `churn`); all when empty.
+    only: Vec<String>,
 }
+
+impl Args {
+    fn measures(&self, group: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|g| g == group)
+    }
+}
+
+/// The groups of rows `--only` can name.
+const GROUPS: [&str; 4] = ["unchanged", "restart", "created", "churn"];
 
 fn args() -> Args {
     let mut args = Args {
         json: None,
         restart_services: 200,
         created_services: 50,
+        churn: churn::Churn {
+            services: 50,
+            joining: 50,
+        },
+        only: Vec::new(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -68,6 +92,15 @@ fn args() -> Args {
             "--json" => args.json = it.next().map(PathBuf::from),
             "--restart-services" => args.restart_services = number("--restart-services"),
             "--created-services" => args.created_services = number("--created-services"),
+            "--churn-services" => args.churn.services = number("--churn-services"),
+            "--joining-nodes" => args.churn.joining = number("--joining-nodes"),
+            "--only" => {
+                let groups = it.next().unwrap_or_default();
+                args.only = groups.split(',').map(str::to_owned).collect();
+                if let Some(g) = args.only.iter().find(|g| !GROUPS.contains(&g.as_str())) {
+                    usage(&format!("--only: no group {g} (groups: {})", GROUPS.join(", ")));
+                }
+            }
             "-h" | "--help" => usage(""),
             other => usage(&format!("unknown argument {other}")),
         }
@@ -77,7 +110,8 @@ fn args() -> Args {
 
 fn usage(problem: &str) -> ! {
     eprintln!(
-        "{problem}\nusage: openstack-lb-bench [--json PATH] [--restart-services 200] [--created-services 50]"
+        "{problem}\nusage: openstack-lb-bench [--json PATH] [--restart-services 200] [--created-services 50] \
+         [--churn-services 50] [--joining-nodes 50] [--only unchanged,restart,created,churn]"
     );
     std::process::exit(if problem.is_empty() { 0 } else { 64 })
 }
@@ -101,7 +135,7 @@ async fn main() {
     let admin = cloud.admin().await;
     let ccm = cloud.client(User::Ccm).await;
     let quotas = LiftedQuotas::lift(&admin, &cloud.info.ids.project_ccm, &[], &["port", "floatingip"]).await;
-    let outcome = run(cloud, &ccm, &args).await;
+    let outcome = run(cloud, &admin, &ccm, &args).await;
     set_delay(cloud, Duration::ZERO);
     quotas.restore(&admin).await;
     let rows = outcome.unwrap_or_else(|e| {
@@ -131,18 +165,33 @@ async fn main() {
     }
 }
 
-async fn run(cloud: &TestCloud, ccm: &Client, args: &Args) -> Result<Vec<Row>, String> {
+async fn run(cloud: &TestCloud, admin: &Client, ccm: &Client, args: &Args) -> Result<Vec<Row>, String> {
     let mut rows = Vec::new();
     let cluster = cloud.unique_name("lbbench");
-    for (ports, monitors) in [(1u16, false), (3, true)] {
-        rows.extend(unchanged_sync(cloud, ccm, &cluster, ports, monitors).await?);
-    }
-    rows.push(after_restart(cloud, ccm, &cluster, args.restart_services).await?);
     // Each row as it is measured, so a later failure loses none.
-    for r in &rows {
-        eprintln!("row: {} | {} | {}", r.work, r.ours, r.occm);
+    let told = |rows: &[Row]| {
+        for r in rows {
+            eprintln!("row: {} | {} | {}", r.work, r.ours, r.occm);
+        }
+    };
+    if args.measures("unchanged") {
+        for (ports, monitors) in [(1u16, false), (3, true)] {
+            let measured = unchanged_sync(cloud, ccm, &cluster, ports, monitors).await?;
+            told(&measured);
+            rows.extend(measured);
+        }
     }
-    rows.push(created_at_once(cloud, ccm, args.created_services).await?);
+    if args.measures("restart") {
+        rows.push(after_restart(cloud, ccm, &cluster, args.restart_services).await?);
+        told(&rows[rows.len() - 1..]);
+    }
+    if args.measures("created") {
+        rows.push(created_at_once(cloud, ccm, args.created_services).await?);
+        told(&rows[rows.len() - 1..]);
+    }
+    if args.measures("churn") {
+        rows.extend(churn::rows(cloud, admin, ccm, &args.churn).await?);
+    }
     Ok(rows)
 }
 
@@ -330,16 +379,18 @@ async fn created_at_once(cloud: &TestCloud, ccm: &Client, n: usize) -> Result<Ro
     })
 }
 
-/// The real binaries: the time until all `n` Services have their address.
-async fn ours_created_at_once(cloud: &TestCloud, n: usize) -> Result<f64, String> {
+/// fake-apiserver and the real gateway on the test cloud (`region`: another catalog region, one
+/// whose endpoints are counting proxies), its write limit out of the way: the subject is
+/// Octavia's time.
+async fn our_cluster(cloud: &TestCloud, region: Option<&str>) -> Result<Cluster, String> {
     let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
     let conf = cluster.dir.path().join("cloud.conf");
     let text = cloud.cloud_conf(&CloudConf {
         load_balancers: true,
+        region,
         ..CloudConf::default()
     });
     std::fs::write(&conf, text).map_err(|e| e.to_string())?;
-    // The gateway's write limit out of the way: the subject is Octavia's time.
     let gateway_args: Vec<String> = [
         "--insecure-plaintext",
         "--provider",
@@ -357,6 +408,12 @@ async fn ours_created_at_once(cloud: &TestCloud, n: usize) -> Result<f64, String
     cluster
         .swap_gateway(&binary("cloud-gateway"), &gateway_args, &[])
         .await;
+    Ok(cluster)
+}
+
+/// The real binaries: the time until all `n` Services have their address.
+async fn ours_created_at_once(cloud: &TestCloud, n: usize) -> Result<f64, String> {
+    let mut cluster = our_cluster(cloud, None).await?;
     let name = cloud.unique_name("created");
     cluster.start_controller(
         "service-lb-controller",
