@@ -13,11 +13,11 @@ mod runbooks_support;
 
 use std::time::Duration;
 
-use e2e::{Cluster, ClusterSpec, free_port};
+use e2e::{Cluster, ClusterSpec};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, api::PostParams};
 use openstack_fixture::TestCloud;
-use runbooks_support::{Kubelet, Runner, output_of, run_runbook};
+use runbooks_support::{Kubelet, Runner, local_port, output_of, run_runbook};
 use serde_json::json;
 
 /// OCCM's DaemonSet as its manifests ship it (`manifests/controller-manager/…-ds.yaml`): the
@@ -85,7 +85,7 @@ async fn the_openstack_runbook_runs_as_written() {
         .await
         .expect("OCCM's cloud-config Secret");
 
-    let port = free_port().to_string();
+    let port = local_port().to_string();
     let table = [
         ("<OCCM's --cluster-name>", cluster_name.clone()),
         // The operator's local port, free here.
@@ -99,13 +99,26 @@ async fn the_openstack_runbook_runs_as_written() {
         OCCM_DAEMONSET.replace("CLUSTER", &cluster_name),
     )
     .unwrap();
-    let mut kubelet = Kubelet::new(&dir, &runner.state, &cluster.kubeconfig, cluster.client.clone(), &[]);
+    let mut kubelet = Kubelet::new(
+        &dir,
+        &runner.state,
+        &cluster.kubeconfig,
+        cluster.client.clone(),
+        &[],
+    );
 
-    let markdown = std::fs::read_to_string(runbooks_support::repo().join("docs/migrating-from-openstack-ccm.md"))
-        .expect("the runbook");
+    let markdown =
+        std::fs::read_to_string(runbooks_support::repo().join("docs/migrating-from-openstack-ccm.md"))
+            .expect("the runbook");
     let ran = tokio::time::timeout(
         Duration::from_secs(240),
-        run_runbook("docs/migrating-from-openstack-ccm.md", &markdown, &table, &runner, &mut kubelet),
+        run_runbook(
+            "docs/migrating-from-openstack-ccm.md",
+            &markdown,
+            &table,
+            &runner,
+            &mut kubelet,
+        ),
     )
     .await;
     let ran = ran.unwrap_or_else(|_| panic!("the runbook took over 240 s\n{}", kubelet.logs()));
@@ -114,14 +127,24 @@ async fn the_openstack_runbook_runs_as_written() {
     // same addresses; §4: OCCM's DaemonSet back, the release gone.
     let found = output_of(&ran, "get ds openstack-cloud-controller-manager \\");
     assert!(found.starts_with("cloud-config\n"), "{found}");
-    assert!(found.contains(&format!("--cluster-name={cluster_name}")), "{found}");
+    assert!(
+        found.contains(&format!("--cluster-name={cluster_name}")),
+        "{found}"
+    );
     let warnings: Vec<&str> = output_of(&ran, "select(.kind == \"warning_event\")")
         .lines()
         .filter(|l| !l.starts_with("Forwarding from"))
         .collect();
     assert_eq!(warnings, Vec::<&str>::new(), "the shadow run's Warnings");
-    assert_eq!(output_of(&ran, "logs deploy/ccm-shadow-cloud-gateway"), "no write\n");
-    assert!(daemonsets.join("openstack-cloud-controller-manager.yaml").is_file());
+    assert_eq!(
+        output_of(&ran, "logs deploy/ccm-shadow-cloud-gateway"),
+        "no write\n"
+    );
+    assert!(
+        daemonsets
+            .join("openstack-cloud-controller-manager.yaml")
+            .is_file()
+    );
     assert!(!runner.state.join("releases/ccm-shadow.json").exists());
     kubelet.stop().await;
     cluster.stop().await;
@@ -180,7 +203,9 @@ async fn the_aws_runbook_runs_as_written() {
     // The cluster as upstream left it: its Nodes initialized, a Service on its Classic ELB.
     let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
     let args = aws_gateway_args(&endpoint, &network.vpc_id, &["--aws-cluster-id", AWS_CLUSTER_ID]);
-    cluster.swap_gateway(&binary("cloud-gateway"), &args, &MOTO_ENV).await;
+    cluster
+        .swap_gateway(&binary("cloud-gateway"), &args, &MOTO_ENV)
+        .await;
     let node_controller = cluster.start_controller("cloud-node-controller", "cloud-node-controller", &[]);
     for i in [&a, &b] {
         cluster.register_node(&i.node_name, true).await;
@@ -207,13 +232,17 @@ async fn the_aws_runbook_runs_as_written() {
         cluster_id: AWS_CLUSTER_ID.into(),
         legacy: false,
     };
-    let built = cloud.classic_as_upstream(&network, &id, &service, &[a.clone(), b.clone()]).await;
+    let built = cloud
+        .classic_as_upstream(&network, &id, &service, &[a.clone(), b.clone()])
+        .await;
     let services = cluster.services("default");
     services
         .patch(
             "web",
             &PatchParams::default(),
-            &Patch::Merge(json!({ "metadata": { "finalizers": ["service.kubernetes.io/load-balancer-cleanup"] } })),
+            &Patch::Merge(
+                json!({ "metadata": { "finalizers": ["service.kubernetes.io/load-balancer-cleanup"] } }),
+            ),
         )
         .await
         .expect("upstream's finalizer");
@@ -221,7 +250,9 @@ async fn the_aws_runbook_runs_as_written() {
         .patch_status(
             "web",
             &PatchParams::default(),
-            &Patch::Merge(json!({ "status": { "loadBalancer": { "ingress": [{ "hostname": built.dns_name }] } } })),
+            &Patch::Merge(
+                json!({ "status": { "loadBalancer": { "ingress": [{ "hostname": built.dns_name }] } } }),
+            ),
         )
         .await
         .expect("upstream's ingress");
@@ -245,9 +276,12 @@ async fn the_aws_runbook_runs_as_written() {
         .expect("upstream's cloud config");
 
     let dir = cluster.dir.path().to_owned();
-    let port = free_port().to_string();
+    let port = local_port().to_string();
     let table = [
-        ("<upstream's cloud-config ConfigMap>", "aws-cloud-config".to_owned()),
+        (
+            "<upstream's cloud-config ConfigMap>",
+            "aws-cloud-config".to_owned(),
+        ),
         ("<upstream's --cluster-name>", "kubernetes".to_owned()),
         ("<role>", "arn:aws:iam::123456789012:role/ccm".to_owned()),
         ("<instance>", a.id.clone()),
@@ -265,15 +299,32 @@ async fn the_aws_runbook_runs_as_written() {
     let runner = Runner::new(&dir, &cluster.kubeconfig, &cli_env);
     let daemonsets = runner.state.join("daemonsets");
     std::fs::create_dir_all(&daemonsets).unwrap();
-    std::fs::write(daemonsets.join("aws-cloud-controller-manager.yaml"), UPSTREAM_DAEMONSET).unwrap();
+    std::fs::write(
+        daemonsets.join("aws-cloud-controller-manager.yaml"),
+        UPSTREAM_DAEMONSET,
+    )
+    .unwrap();
     // The static test keys stand in for IRSA's.
-    let mut kubelet = Kubelet::new(&dir, &runner.state, &cluster.kubeconfig, cluster.client.clone(), &MOTO_ENV);
+    let mut kubelet = Kubelet::new(
+        &dir,
+        &runner.state,
+        &cluster.kubeconfig,
+        cluster.client.clone(),
+        &MOTO_ENV,
+    );
 
-    let markdown = std::fs::read_to_string(runbooks_support::repo().join("docs/migrating-from-cloud-provider-aws.md"))
-        .expect("the runbook");
+    let markdown =
+        std::fs::read_to_string(runbooks_support::repo().join("docs/migrating-from-cloud-provider-aws.md"))
+            .expect("the runbook");
     let ran = tokio::time::timeout(
         Duration::from_secs(240),
-        run_runbook("docs/migrating-from-cloud-provider-aws.md", &markdown, &table, &runner, &mut kubelet),
+        run_runbook(
+            "docs/migrating-from-cloud-provider-aws.md",
+            &markdown,
+            &table,
+            &runner,
+            &mut kubelet,
+        ),
     )
     .await;
     let ran = ran.unwrap_or_else(|_| panic!("the runbook took over 240 s\n{}", kubelet.logs()));
@@ -289,7 +340,10 @@ async fn the_aws_runbook_runs_as_written() {
     }
     assert_eq!(lists.lines().filter(|l| l.starts_with('{')).count(), 4, "{lists}");
     let tags = output_of(&ran, "aws ec2 describe-tags");
-    assert!(tags.contains(&format!("kubernetes.io/cluster/{AWS_CLUSTER_ID}")), "{tags}");
+    assert!(
+        tags.contains(&format!("kubernetes.io/cluster/{AWS_CLUSTER_ID}")),
+        "{tags}"
+    );
     assert_eq!(output_of(&ran, "grep 'AWS write'"), "no write\n");
     assert_eq!(cloud.census(&network).await, before, "AWS as upstream left it");
     assert!(daemonsets.join("aws-cloud-controller-manager.yaml").is_file());

@@ -131,7 +131,9 @@ pub fn substitute(text: &str, table: &[(&str, String)]) -> Result<String, String
     if left.is_empty() {
         Ok(out)
     } else {
-        Err(format!("placeholders the test's substitution table does not know: {left:?}"))
+        Err(format!(
+            "placeholders the test's substitution table does not know: {left:?}"
+        ))
     }
 }
 
@@ -220,9 +222,18 @@ impl Runner {
             ("REAL_KUBECTL".into(), tools.join("kubectl").display().to_string()),
             ("TOOLS_VENV".into(), tools.join("venv").display().to_string()),
             // helm's own state, away from the user's.
-            ("HELM_CACHE_HOME".into(), dir.join("helm/cache").display().to_string()),
-            ("HELM_CONFIG_HOME".into(), dir.join("helm/config").display().to_string()),
-            ("HELM_DATA_HOME".into(), dir.join("helm/data").display().to_string()),
+            (
+                "HELM_CACHE_HOME".into(),
+                dir.join("helm/cache").display().to_string(),
+            ),
+            (
+                "HELM_CONFIG_HOME".into(),
+                dir.join("helm/config").display().to_string(),
+            ),
+            (
+                "HELM_DATA_HOME".into(),
+                dir.join("helm/data").display().to_string(),
+            ),
         ];
         all.extend(env.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
         Self {
@@ -277,10 +288,12 @@ pub async fn run_runbook(
     let mut ran = Vec::new();
     for block in blocks.into_iter().filter(|b| b.kind == Kind::Run) {
         let command = substitute(&block.text, table).unwrap_or_else(|e| panic!("{name}:{}: {e}", block.line));
-        let stdout = runner
-            .run(&command)
-            .await
-            .unwrap_or_else(|e| panic!("{name}:{}: the runbook's command failed:\n{command}\n{e}", block.line));
+        let stdout = runner.run(&command).await.unwrap_or_else(|e| {
+            panic!(
+                "{name}:{}: the runbook's command failed:\n{command}\n{e}",
+                block.line
+            )
+        });
         kubelet.sync().await;
         ran.push(Ran {
             line: block.line,
@@ -289,6 +302,16 @@ pub async fn run_runbook(
         });
     }
     ran
+}
+
+/// A free port for the operator's side of `port-forward`, outside Linux's ephemeral range
+/// (32768–60999), where [`free_port`] finds the processes' ports: the two never collide.
+pub fn local_port() -> u16 {
+    let start = 20000 + (std::process::id() % 5000) as u16;
+    (start..30000)
+        .chain(20000..start)
+        .find(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .expect("a free port in 20000-29999")
 }
 
 /// The output of the block whose command contains `needle`.
@@ -324,7 +347,10 @@ impl Kubelet {
             state: state.to_owned(),
             kubeconfig: kubeconfig.to_owned(),
             client,
-            env: env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
             running: BTreeMap::new(),
         }
     }
@@ -391,17 +417,30 @@ impl Kubelet {
         let by = |kind: &str| -> BTreeMap<String, Value> {
             docs.iter()
                 .filter(|d| d["kind"] == kind)
-                .map(|d| (d["metadata"]["name"].as_str().unwrap_or_default().to_owned(), d.clone()))
+                .map(|d| {
+                    (
+                        d["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+                        d.clone(),
+                    )
+                })
                 .collect()
         };
         let (secrets, config_maps) = (by("Secret"), by("ConfigMap"));
         let mut deployments: Vec<Value> = by("Deployment").into_values().collect();
-        deployments.sort_by_key(|d| !d["metadata"]["name"].as_str().unwrap_or_default().ends_with("cloud-gateway"));
+        deployments.sort_by_key(|d| {
+            !d["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .ends_with("cloud-gateway")
+        });
         let (gw_grpc, gw_http) = (free_port(), free_port());
         let mut procs = Vec::new();
         for d in deployments {
             let name = d["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-            let namespace = d["metadata"]["namespace"].as_str().unwrap_or("default").to_owned();
+            let namespace = d["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default")
+                .to_owned();
             let pod = &d["spec"]["template"]["spec"];
             let container = &pod["containers"][0];
             let root = self.dir.join(&name);
@@ -418,7 +457,9 @@ impl Kubelet {
                     .flatten()
                     .find(|v| v["name"] == m["name"])
                     .unwrap_or_else(|| panic!("{name}: no volume {}", m["name"]));
-                let files = self.volume_files(volume, &namespace, &secrets, &config_maps).await;
+                let files = self
+                    .volume_files(volume, &namespace, &secrets, &config_maps)
+                    .await;
                 for (file, content) in files {
                     std::fs::write(at.join(file), content).expect("volume file");
                 }
@@ -489,9 +530,11 @@ impl Kubelet {
             std::fs::write(pods.join(&name), record).expect("pod record");
             // Ready before the next command, as `kubectl rollout status` would have it.
             if let Some(http) = proc.http {
-                wait_for(&format!("{name} from the render to be ready"), Duration::from_secs(60), || async move {
-                    matches!(http_get(http, "/readyz").await, Some((200, _))).then_some(())
-                })
+                wait_for(
+                    &format!("{name} from the render to be ready"),
+                    Duration::from_secs(60),
+                    || async move { matches!(http_get(http, "/readyz").await, Some((200, _))).then_some(()) },
+                )
                 .await;
             }
             procs.push(proc);
@@ -608,13 +651,26 @@ mod tests {
 
     #[test]
     fn blocks_are_run_or_output_by_their_language_and_keep_their_order() {
-        let md = "intro\n\n```sh\na \\\n  b\n```\n\n1. step:\n\n   ```bash\n   c\n   ```\n\n```text\nout\n```\n";
+        let md =
+            "intro\n\n```sh\na \\\n  b\n```\n\n1. step:\n\n   ```bash\n   c\n   ```\n\n```text\nout\n```\n";
         assert_eq!(
             blocks(md).unwrap(),
             [
-                Block { line: 3, kind: Kind::Run, text: "a \\\n  b\n".into() },
-                Block { line: 10, kind: Kind::Run, text: "c\n".into() },
-                Block { line: 14, kind: Kind::Output, text: "out\n".into() },
+                Block {
+                    line: 3,
+                    kind: Kind::Run,
+                    text: "a \\\n  b\n".into()
+                },
+                Block {
+                    line: 10,
+                    kind: Kind::Run,
+                    text: "c\n".into()
+                },
+                Block {
+                    line: 14,
+                    kind: Kind::Output,
+                    text: "out\n".into()
+                },
             ]
         );
     }
@@ -622,8 +678,14 @@ mod tests {
     #[test]
     fn a_block_neither_run_nor_output_fails_by_its_line() {
         for (md, want) in [
-            ("x\n```\nkubectl get svc\n```\n", "line 2: a block fenced ``` is neither"),
-            ("```shell\nls\n```\n", "line 1: a block fenced ```shell is neither"),
+            (
+                "x\n```\nkubectl get svc\n```\n",
+                "line 2: a block fenced ``` is neither",
+            ),
+            (
+                "```shell\nls\n```\n",
+                "line 1: a block fenced ```shell is neither",
+            ),
             ("```sh\nls\n", "line 1: a fence never closed"),
         ] {
             let err = blocks(md).unwrap_err();
