@@ -1,0 +1,352 @@
+//! The runbooks are tests (issue 38): every `sh` block of docs/migrating-from-openstack-ccm.md
+//! and docs/migrating-from-cloud-provider-aws.md runs, in order, as written (the convention and
+//! the stand-ins are in `runbooks_support`). The cluster is fake-apiserver holding what the
+//! vendor's CCM left (its DaemonSet, its cloud config, its Services); `helm install` runs the
+//! chart's render as processes (the shadow run, then the switch) on the real cloud: the
+//! OpenStack test cloud, moto for AWS, with load balancers made the vendor CCM's way.
+//!
+//! The substitution table of each runbook (placeholder → what the test fills in) is the
+//! `table` of its test; nothing else of a command is changed.
+
+mod openstack_support;
+mod runbooks_support;
+
+use std::time::Duration;
+
+use e2e::{Cluster, ClusterSpec};
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, api::PostParams};
+use openstack_fixture::TestCloud;
+use runbooks_support::{Kubelet, Runner, local_port, output_of, run_runbook};
+use serde_json::json;
+
+/// OCCM's DaemonSet as its manifests ship it (`manifests/controller-manager/…-ds.yaml`): the
+/// fields the runbook reads, its label, its `cloud-config` Secret and the node's PKI.
+const OCCM_DAEMONSET: &str = "\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: openstack-cloud-controller-manager
+  namespace: kube-system
+  labels:
+    k8s-app: openstack-cloud-controller-manager
+spec:
+  selector:
+    matchLabels:
+      k8s-app: openstack-cloud-controller-manager
+  template:
+    metadata:
+      labels:
+        k8s-app: openstack-cloud-controller-manager
+    spec:
+      serviceAccountName: cloud-controller-manager
+      hostNetwork: true
+      containers:
+        - name: openstack-cloud-controller-manager
+          image: registry.k8s.io/provider-os/openstack-cloud-controller-manager:v1.31.0
+          args:
+            - /bin/openstack-cloud-controller-manager
+            - --v=1
+            - --cluster-name=CLUSTER
+            - --cloud-config=/etc/config/cloud.conf
+            - --cloud-provider=openstack
+            - --use-service-account-credentials=false
+            - --bind-address=127.0.0.1
+          volumeMounts:
+            - {mountPath: /etc/kubernetes/pki, name: k8s-certs, readOnly: true}
+            - {mountPath: /etc/config, name: cloud-config-volume, readOnly: true}
+      volumes:
+        - name: k8s-certs
+          hostPath: {path: /etc/kubernetes/pki, type: DirectoryOrCreate}
+        - name: cloud-config-volume
+          secret:
+            secretName: cloud-config
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openstack_runbook_runs_as_written() {
+    let cloud = TestCloud::shared();
+    let cluster_name = cloud.unique_name("runbook");
+    let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
+    // Only the API server is the cluster's; the gateway comes from the chart.
+    cluster.stop_gateway().await;
+    let dir = cluster.dir.path().to_owned();
+
+    // What OCCM left: its Secret as its chart and manifests make it, its DaemonSet.
+    let conf_path = openstack_support::write_cloud_conf(cloud, &dir, None);
+    let conf = std::fs::read_to_string(&conf_path).expect("cloud.conf");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": { "name": "cloud-config", "namespace": "kube-system" },
+        "stringData": { "cloud.conf": conf },
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(cluster.client.clone(), "kube-system")
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("OCCM's cloud-config Secret");
+
+    let port = local_port().to_string();
+    let table = [
+        ("<OCCM's --cluster-name>", cluster_name.clone()),
+        // The operator's local port, free here.
+        ("18080", port),
+    ];
+    let runner = Runner::new(&dir, &cluster.kubeconfig, &[]);
+    let daemonsets = runner.state.join("daemonsets");
+    std::fs::create_dir_all(&daemonsets).unwrap();
+    std::fs::write(
+        daemonsets.join("openstack-cloud-controller-manager.yaml"),
+        OCCM_DAEMONSET.replace("CLUSTER", &cluster_name),
+    )
+    .unwrap();
+    let mut kubelet = Kubelet::new(
+        &dir,
+        &runner.state,
+        &cluster.kubeconfig,
+        cluster.client.clone(),
+        &[],
+    );
+
+    let markdown =
+        std::fs::read_to_string(runbooks_support::repo().join("docs/migrating-from-openstack-ccm.md"))
+            .expect("the runbook");
+    let ran = tokio::time::timeout(
+        Duration::from_secs(240),
+        run_runbook(
+            "docs/migrating-from-openstack-ccm.md",
+            &markdown,
+            &table,
+            &runner,
+            &mut kubelet,
+        ),
+    )
+    .await;
+    let ran = ran.unwrap_or_else(|_| panic!("the runbook took over 240 s\n{}", kubelet.logs()));
+
+    // §0 found OCCM's Secret and flags; §1's shadow run listed no Warning; §3: no write, the
+    // same addresses; §4: OCCM's DaemonSet back, the release gone.
+    let found = output_of(&ran, "get ds openstack-cloud-controller-manager \\");
+    assert!(found.starts_with("cloud-config\n"), "{found}");
+    assert!(
+        found.contains(&format!("--cluster-name={cluster_name}")),
+        "{found}"
+    );
+    let warnings: Vec<&str> = output_of(&ran, "select(.kind == \"warning_event\")")
+        .lines()
+        .filter(|l| !l.starts_with("Forwarding from"))
+        .collect();
+    assert_eq!(warnings, Vec::<&str>::new(), "the shadow run's Warnings");
+    assert_eq!(
+        output_of(&ran, "logs deploy/ccm-shadow-cloud-gateway"),
+        "no write\n"
+    );
+    assert!(
+        daemonsets
+            .join("openstack-cloud-controller-manager.yaml")
+            .is_file()
+    );
+    assert!(!runner.state.join("releases/ccm-shadow.json").exists());
+    kubelet.stop().await;
+    cluster.stop().await;
+}
+
+/// The cluster ID of upstream's cloud config.
+const AWS_CLUSTER_ID: &str = "runbook-east";
+
+/// cloud-provider-aws's DaemonSet as its manifests ship it: its label and flags.
+const UPSTREAM_DAEMONSET: &str = "\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: aws-cloud-controller-manager
+  namespace: kube-system
+  labels:
+    k8s-app: aws-cloud-controller-manager
+spec:
+  selector:
+    matchLabels:
+      k8s-app: aws-cloud-controller-manager
+  template:
+    metadata:
+      labels:
+        k8s-app: aws-cloud-controller-manager
+    spec:
+      hostNetwork: true
+      serviceAccountName: cloud-controller-manager
+      containers:
+        - name: aws-cloud-controller-manager
+          image: registry.k8s.io/provider-aws/cloud-controller-manager:v1.31.0
+          args: [--v=2, --cloud-provider=aws, --cloud-config=/etc/aws/cloud.conf, --configure-cloud-routes=false]
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_aws_runbook_runs_as_written() {
+    use aws_fixture::{
+        Cloud,
+        upstream::{self, Identity, Port},
+    };
+    use e2e::{MOTO_ENV, aws_gateway_args, binary, start_moto};
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::{
+        ResourceExt,
+        api::{Patch, PatchParams},
+    };
+
+    let moto_dir = tempfile::tempdir().unwrap();
+    let (_moto, moto) = start_moto(moto_dir.path()).await;
+    let endpoint = format!("http://{moto}");
+    let cloud = Cloud::connect(&endpoint).await;
+    let network = cloud.network(AWS_CLUSTER_ID).await;
+    let a = cloud.run_instance(&network, 0).await;
+    let b = cloud.run_instance(&network, 1).await;
+
+    // The cluster as upstream left it: its Nodes initialized, a Service on its Classic ELB.
+    let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
+    let args = aws_gateway_args(&endpoint, &network.vpc_id, &["--aws-cluster-id", AWS_CLUSTER_ID]);
+    cluster
+        .swap_gateway(&binary("cloud-gateway"), &args, &MOTO_ENV)
+        .await;
+    let node_controller = cluster.start_controller("cloud-node-controller", "cloud-node-controller", &[]);
+    for i in [&a, &b] {
+        cluster.register_node(&i.node_name, true).await;
+    }
+    cluster.nodes_initialized(2, "aws://").await;
+    cluster.procs[node_controller].stop(Duration::from_secs(10)).await;
+    cluster.stop_gateway().await;
+    let web = cluster.create_lb_service("default", "web", json!({})).await;
+    let service = upstream::Service {
+        uid: web.uid().expect("uid"),
+        namespace: "default".into(),
+        name: "web".into(),
+        ports: vec![Port {
+            port: 80,
+            node_port: web.spec.as_ref().and_then(|s| s.ports.as_ref()).expect("ports")[0]
+                .node_port
+                .expect("a node port") as u16,
+            tls: false,
+        }],
+        source_ranges: Vec::new(),
+        ssl_cert: None,
+    };
+    let id = Identity {
+        cluster_id: AWS_CLUSTER_ID.into(),
+        legacy: false,
+    };
+    let built = cloud
+        .classic_as_upstream(&network, &id, &service, &[a.clone(), b.clone()])
+        .await;
+    let services = cluster.services("default");
+    services
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({ "metadata": { "finalizers": ["service.kubernetes.io/load-balancer-cleanup"] } }),
+            ),
+        )
+        .await
+        .expect("upstream's finalizer");
+    services
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({ "status": { "loadBalancer": { "ingress": [{ "hostname": built.dns_name }] } } }),
+            ),
+        )
+        .await
+        .expect("upstream's ingress");
+    let before = cloud.census(&network).await;
+
+    // Upstream's cloud config: its cluster ID, its region, moto as its endpoints (an off-AWS
+    // cluster's ServiceOverrides).
+    let conf = format!(
+        "[Global]\nRegion = us-east-1\nKubernetesClusterID = {AWS_CLUSTER_ID}\n\n\
+         [ServiceOverride \"ec2\"]\nService = ec2\nRegion = us-east-1\nURL = {endpoint}\nSigningRegion = us-east-1\n\n\
+         [ServiceOverride \"elb\"]\nService = elasticloadbalancing\nRegion = us-east-1\nURL = {endpoint}\nSigningRegion = us-east-1\n"
+    );
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "aws-cloud-config", "namespace": "kube-system" },
+        "data": { "cloud.conf": conf },
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(cluster.client.clone(), "kube-system")
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("upstream's cloud config");
+
+    let dir = cluster.dir.path().to_owned();
+    let port = local_port().to_string();
+    let table = [
+        (
+            "<upstream's cloud-config ConfigMap>",
+            "aws-cloud-config".to_owned(),
+        ),
+        ("<upstream's --cluster-name>", "kubernetes".to_owned()),
+        ("<role>", "arn:aws:iam::123456789012:role/ccm".to_owned()),
+        ("<instance>", a.id.clone()),
+        ("18080", port),
+    ];
+    // The aws CLI on moto, by the environment only.
+    let cli_env: Vec<(&str, String)> = MOTO_ENV
+        .iter()
+        .map(|(k, v)| (*k, (*v).to_owned()))
+        .chain([
+            ("AWS_ENDPOINT_URL", endpoint.clone()),
+            ("AWS_DEFAULT_REGION", "us-east-1".to_owned()),
+        ])
+        .collect();
+    let runner = Runner::new(&dir, &cluster.kubeconfig, &cli_env);
+    let daemonsets = runner.state.join("daemonsets");
+    std::fs::create_dir_all(&daemonsets).unwrap();
+    std::fs::write(
+        daemonsets.join("aws-cloud-controller-manager.yaml"),
+        UPSTREAM_DAEMONSET,
+    )
+    .unwrap();
+    // The static test keys stand in for IRSA's.
+    let mut kubelet = Kubelet::new(
+        &dir,
+        &runner.state,
+        &cluster.kubeconfig,
+        cluster.client.clone(),
+        &MOTO_ENV,
+    );
+
+    let markdown =
+        std::fs::read_to_string(runbooks_support::repo().join("docs/migrating-from-cloud-provider-aws.md"))
+            .expect("the runbook");
+    let ran = tokio::time::timeout(
+        Duration::from_secs(240),
+        run_runbook(
+            "docs/migrating-from-cloud-provider-aws.md",
+            &markdown,
+            &table,
+            &runner,
+            &mut kubelet,
+        ),
+    )
+    .await;
+    let ran = ran.unwrap_or_else(|_| panic!("the runbook took over 240 s\n{}", kubelet.logs()));
+
+    // §1: every list empty (4 controllers and the gateway answered); §3: no write, the same
+    // hostname, AWS as upstream left it; §4: upstream's DaemonSet back.
+    let lists = output_of(&ran, "/dry-run; echo");
+    let answered: Vec<&str> = lists.lines().filter(|l| l.starts_with("== ")).collect();
+    assert_eq!(answered.len(), 4, "{lists}");
+    for list in lists.lines().filter(|l| l.starts_with('{')) {
+        let list: serde_json::Value = serde_json::from_str(list).expect("a /dry-run list");
+        assert_eq!(list["total"], 0, "planned beside upstream: {list}");
+    }
+    assert_eq!(lists.lines().filter(|l| l.starts_with('{')).count(), 4, "{lists}");
+    let tags = output_of(&ran, "aws ec2 describe-tags");
+    assert!(
+        tags.contains(&format!("kubernetes.io/cluster/{AWS_CLUSTER_ID}")),
+        "{tags}"
+    );
+    assert_eq!(output_of(&ran, "grep 'AWS write'"), "no write\n");
+    assert_eq!(cloud.census(&network).await, before, "AWS as upstream left it");
+    assert!(daemonsets.join("aws-cloud-controller-manager.yaml").is_file());
+    kubelet.stop().await;
+    cluster.stop().await;
+}
