@@ -164,18 +164,13 @@ pub fn repo() -> PathBuf {
 }
 
 /// Where helm, kubectl and the Python venv with kubernetes-validate are
-/// (scripts/tools/setup.sh installs them into `.tools`): `$RUNBOOK_TOOLS`, else the
-/// repository's `.tools`, else the main checkout's.
+/// (scripts/tools/setup.sh installs them into `.tools`, with the `aws` CLI in its venv):
+/// `$RUNBOOK_TOOLS`, else the repository's `.tools`.
 pub fn tools() -> PathBuf {
     if let Some(dir) = std::env::var_os("RUNBOOK_TOOLS") {
         return PathBuf::from(dir);
     }
-    let own = repo().join(".tools");
-    let dir = if own.join("helm").is_file() {
-        own
-    } else {
-        PathBuf::from("/work/main/.tools")
-    };
+    let dir = repo().join(".tools");
     assert!(
         dir.join("helm").is_file() && dir.join("kubectl").is_file(),
         "{}: no helm and kubectl: run scripts/tools/setup.sh",
@@ -209,9 +204,11 @@ impl Runner {
             std::fs::set_permissions(&path, perm).expect("shim mode");
         }
         let tools = tools();
+        // The shims first, then the tools' venv (the `aws` CLI), then the machine's.
         let path = format!(
-            "{}:{}",
+            "{}:{}:{}",
             shims.display(),
+            tools.join("venv/bin").display(),
             std::env::var("PATH").unwrap_or_default()
         );
         let mut all: Vec<(String, String)> = vec![

@@ -18,8 +18,8 @@ use std::{
     time::{Duration, Instant},
 };
 
-use cloud_bench::counting_proxy::{CountingProxy, through};
-use e2e::{Cluster, ingress_ips, wait_for};
+use cloud_bench::counting_proxy::{Call, CountingProxy, through};
+use e2e::{Cluster, wait_for};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::PostParams;
@@ -159,47 +159,51 @@ async fn ours_in(
     let ccm = cloud.client(openstack_fixture::User::Ccm).await;
     let ccm = &ccm;
     let prefix = format!("kube_service_{name}_");
-    add_nodes(&cluster, 0..FIRST_NODES).await?;
     let services = cluster.services("default");
-    stream::iter(0..churn.services)
-        .for_each_concurrent(20, |i| {
-            let cluster = &cluster;
-            async move {
-                cluster
-                    .create_lb_service("default", &format!("svc-{i:03}"), service(i))
-                    .await;
-            }
-        })
-        .await;
-    wait_for("every Service's address", DEADLINE, || async {
-        let list = services.list(&Default::default()).await.ok()?;
-        let done = list.items.iter().filter(|s| !ingress_ips(s).is_empty()).count();
-        (done == churn.services).then_some(())
-    })
-    .await;
-    members_converged(ccm, &prefix, churn.services, FIRST_NODES).await;
-    let mut joined = Vec::new();
-    for (round, delay) in [Duration::ZERO, PROVISIONING].into_iter().enumerate() {
-        set_delay(cloud, delay);
-        let (before, after) = (
-            FIRST_NODES + round * churn.joining,
-            FIRST_NODES + (round + 1) * churn.joining,
-        );
-        octavia.take();
-        neutron.take();
-        let started = Instant::now();
-        add_nodes(&cluster, before..after).await?;
-        members_converged(ccm, &prefix, churn.services, after).await;
-        let seconds = started.elapsed().as_secs_f64();
-        let (o, n) = (octavia.take(), neutron.take());
-        joined.push(Joined {
-            seconds,
-            octavia: o.len(),
-            octavia_writes: o.iter().filter(|c| c.is_write()).count(),
-            neutron: n.len(),
-            polls: None,
-        });
+    let measured = async {
+        add_nodes(&cluster, 0..FIRST_NODES).await?;
+        stream::iter(0..churn.services)
+            .for_each_concurrent(20, |i| {
+                let cluster = &cluster;
+                async move {
+                    cluster
+                        .create_lb_service("default", &format!("svc-{i:03}"), service(i))
+                        .await;
+                }
+            })
+            .await;
+        members_converged(ccm, &prefix, churn.services, FIRST_NODES).await?;
+        let mut joined = Vec::new();
+        for (round, delay) in [Duration::ZERO, PROVISIONING].into_iter().enumerate() {
+            set_delay(cloud, delay);
+            let (before, after) = (
+                FIRST_NODES + round * churn.joining,
+                FIRST_NODES + (round + 1) * churn.joining,
+            );
+            octavia.take();
+            neutron.take();
+            let started = Instant::now();
+            add_nodes(&cluster, before..after).await?;
+            members_converged(ccm, &prefix, churn.services, after).await?;
+            let seconds = started.elapsed().as_secs_f64();
+            let (o, n) = (octavia.take(), neutron.take());
+            eprintln!(
+                "ours, join {}: Octavia {}; Neutron {}",
+                round + 1,
+                shapes(&o),
+                shapes(&n)
+            );
+            joined.push(Joined {
+                seconds,
+                octavia: o.len(),
+                octavia_writes: o.iter().filter(|c| c.is_write()).count(),
+                neutron: n.len(),
+                polls: None,
+            });
+        }
+        Ok::<_, String>(joined)
     }
+    .await;
     // Cleanup at full speed: the Services deleted, their load balancers with them.
     set_delay(cloud, Duration::ZERO);
     for i in 0..churn.services {
@@ -210,9 +214,37 @@ async fn ours_in(
     })
     .await;
     cluster.stop().await;
-    joined
+    measured?
         .try_into()
         .map_err(|_| "two joins were measured".to_owned())
+}
+
+/// The calls by method and path, ids left out, most frequent first: where a join's calls go.
+fn shapes(calls: &[Call]) -> String {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for call in calls {
+        let path: Vec<&str> = call
+            .path
+            .split('/')
+            .map(|s| {
+                if s.len() >= 32 && s.contains('-') {
+                    "{id}"
+                } else {
+                    s
+                }
+            })
+            .collect();
+        *counts
+            .entry(format!("{} {}", call.method, path.join("/")))
+            .or_default() += 1;
+    }
+    let mut sorted: Vec<(String, usize)> = counts.into_iter().collect();
+    sorted.sort_by(|a, b| b.1.cmp(&a.1));
+    sorted
+        .iter()
+        .map(|(c, n)| format!("{c} ×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Service `i`: internal (no floating IP: the subject is members), 3 ports, the first Service
@@ -282,40 +314,62 @@ async fn ours_lbs(ccm: &Client, prefix: &str) -> Option<Vec<Value>> {
 }
 
 /// Waits until the `services` load balancers named `prefix…` are ACTIVE with `nodes` members in
-/// each of their pools (read directly, not through the proxies).
-async fn members_converged(ccm: &Client, prefix: &str, services: usize, nodes: usize) {
-    wait_for(
-        &format!("{nodes} members in every pool, ACTIVE"),
-        DEADLINE,
-        || async {
-            let lbs = ours_lbs(ccm, prefix).await?;
-            let all_active = lbs.iter().all(|lb| lb["provisioning_status"] == "ACTIVE");
-            if lbs.len() != services || !all_active {
-                return None;
-            }
-            let ids: Vec<&str> = lbs.iter().filter_map(|lb| lb["id"].as_str()).collect();
-            let pools: Value = ccm
-                .get(Service::LoadBalancer, "/lbaas/pools")
-                .send_json()
-                .await
-                .ok()?;
-            let ours: Vec<&Value> = pools["pools"]
-                .as_array()?
-                .iter()
-                .filter(|p| {
-                    p["loadbalancers"].as_array().is_some_and(|l| {
-                        l.iter()
-                            .any(|lb| ids.contains(&lb["id"].as_str().unwrap_or_default()))
-                    })
-                })
-                .collect();
-            let full = ours
-                .iter()
-                .all(|p| p["members"].as_array().is_some_and(|m| m.len() == nodes));
-            (ours.len() == services * PORTS.len() && full).then_some(())
+/// each of their pools (read directly, not through the proxies). An error after [`DEADLINE`],
+/// so that the caller still cleans up.
+async fn members_converged(ccm: &Client, prefix: &str, services: usize, nodes: usize) -> Result<(), String> {
+    let deadline = Instant::now() + DEADLINE;
+    let mut seen = String::from("nothing read yet");
+    while Instant::now() < deadline {
+        match members(ccm, prefix, services, nodes).await {
+            Some(Ok(())) => return Ok(()),
+            Some(Err(progress)) => seen = progress,
+            None => {}
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(format!(
+        "{nodes} members in every pool, ACTIVE: not after {} s ({seen})",
+        DEADLINE.as_secs()
+    ))
+}
+
+/// `Ok` when converged, else how far: load balancers ACTIVE, pools with every member.
+async fn members(ccm: &Client, prefix: &str, services: usize, nodes: usize) -> Option<Result<(), String>> {
+    let lbs = ours_lbs(ccm, prefix).await?;
+    let active = lbs
+        .iter()
+        .filter(|lb| lb["provisioning_status"] == "ACTIVE")
+        .count();
+    let ids: Vec<&str> = lbs.iter().filter_map(|lb| lb["id"].as_str()).collect();
+    let pools: Value = ccm
+        .get(Service::LoadBalancer, "/lbaas/pools")
+        .send_json()
+        .await
+        .ok()?;
+    let ours: Vec<&Value> = pools["pools"]
+        .as_array()?
+        .iter()
+        .filter(|p| {
+            p["loadbalancers"].as_array().is_some_and(|l| {
+                l.iter()
+                    .any(|lb| ids.contains(&lb["id"].as_str().unwrap_or_default()))
+            })
+        })
+        .collect();
+    let full = ours
+        .iter()
+        .filter(|p| p["members"].as_array().is_some_and(|m| m.len() == nodes))
+        .count();
+    let pools = services * PORTS.len();
+    Some(
+        if lbs.len() == services && active == services && ours.len() == pools && full == pools {
+            Ok(())
+        } else {
+            Err(format!(
+                "{active} of {services} load balancers ACTIVE, {full} of {pools} pools with {nodes} members"
+            ))
         },
     )
-    .await;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -327,7 +381,7 @@ async fn occm(cloud: &TestCloud, ccm: &Client, churn: &Churn) -> Result<[Joined;
     let made = build_as_occm(cloud, ccm, &prefix, churn.services).await;
     let outcome = async {
         let lbs = made?;
-        members_converged(ccm, &prefix, churn.services, FIRST_NODES).await;
+        members_converged(ccm, &prefix, churn.services, FIRST_NODES).await?;
         let mut joined = Vec::new();
         for (round, delay) in [Duration::ZERO, PROVISIONING].into_iter().enumerate() {
             set_delay(cloud, delay);
