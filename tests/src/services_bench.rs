@@ -496,6 +496,33 @@ pub async fn spread_over_replicas(replicas: usize, sizes: Sizes) -> Row {
     let seconds = bench.wait_provisioned(n, started, Duration::from_secs(900)).await;
     let (calls, throttled) = bench.provider_calls().await;
     let api = bench.api_requests().await.saturating_sub(api_before);
+    // Where a sync's time goes: the provider's own time per ensure (200 ms and whatever the
+    // simulator adds), and each replica's time per Service reconcile (every reconcile counts,
+    // the ones that find nothing to do included).
+    let ensure_ms = mean_ms(
+        &measure::gateway_metrics(&bench.cluster).await,
+        "cloudgateway_provider_call_duration_seconds",
+        &[("operation", "ensure_load_balancer")],
+    );
+    let mut replica_metrics = String::new();
+    // The Services each replica ensured (its syncs over 160 ms: an ensure takes 200 ms at the
+    // provider, a sync with nothing to do a few): the shards split the Services by UID hash,
+    // not evenly, and the busiest replica sets the time.
+    let mut busiest = 0;
+    for &index in &bench.replicas {
+        let metrics = bench.metrics_of(index).await;
+        busiest = busiest.max(slower_than(
+            &metrics,
+            "service_lb_controller_reconcile_duration_seconds",
+            0.16,
+        ));
+        replica_metrics.push_str(&metrics);
+    }
+    let reconcile_ms = mean_ms(
+        &replica_metrics,
+        "service_lb_controller_reconcile_duration_seconds",
+        &[],
+    );
     let row = Row {
         scenario: format!(
             "(f) {n} Services, controller-bound (cloud 200 writes/s, 200 ms/call, 5 syncs per replica)"
@@ -510,10 +537,78 @@ pub async fn spread_over_replicas(replicas: usize, sizes: Sizes) -> Row {
         per: n,
         updates_per_load_balancer: None,
         peak_rss_mib: bench.peak_rss(),
-        note: did_not_converge(seconds),
+        note: [
+            did_not_converge(seconds),
+            format!(
+                "provider time per ensure {} ms, per reconcile {} ms; busiest replica ensured {busiest} (even share {})",
+                fmt_f(ensure_ms),
+                fmt_f(reconcile_ms),
+                n.div_ceil(replicas)
+            ),
+        ]
+        .into_iter()
+        .filter(|n| !n.is_empty())
+        .collect::<Vec<_>>()
+        .join("; "),
     };
     bench.cluster.stop().await;
     row
+}
+
+/// How many of a histogram's observations exceeded the bucket bound `le` (`_count` less that
+/// bucket; 0 when it has no such bucket).
+fn slower_than(metrics: &str, histogram: &str, le: f64) -> u64 {
+    let (mut count, mut within) = (None::<f64>, None::<f64>);
+    for line in metrics.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let Ok(value) = value.parse::<f64>() else {
+            continue;
+        };
+        let (metric, labels) = series.split_once('{').unwrap_or((series, ""));
+        if metric == format!("{histogram}_count") {
+            count = Some(value);
+        } else if metric == format!("{histogram}_bucket")
+            && labels
+                .split_once("le=\"")
+                .and_then(|(_, rest)| rest.split('"').next())
+                .and_then(|b| b.parse::<f64>().ok())
+                .is_some_and(|b| (b - le).abs() < 1e-9)
+        {
+            within = Some(value);
+        }
+    }
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)] // counts
+    match (count, within) {
+        (Some(count), Some(within)) => (count - within).max(0.0) as u64,
+        _ => 0,
+    }
+}
+
+/// The mean of a histogram's observations in milliseconds, over every series matching `with`
+/// (`_sum` over `_count`); NaN when it has none.
+fn mean_ms(metrics: &str, histogram: &str, with: &[(&str, &str)]) -> f64 {
+    let total = |suffix: &str| -> f64 {
+        let name = format!("{histogram}{suffix}");
+        metrics
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let (series, value) = l.rsplit_once(' ')?;
+                let (metric, labels) = series.split_once('{').unwrap_or((series, ""));
+                (metric == name && with.iter().all(|(k, v)| labels.contains(&format!("{k}=\"{v}\""))))
+                    .then(|| value.parse::<f64>().ok())
+                    .flatten()
+            })
+            .sum()
+    };
+    let count = total("_count");
+    if count > 0.0 {
+        total("_sum") * 1000.0 / count
+    } else {
+        f64::NAN
+    }
 }
 
 /// Prints the service scenarios' table and ratios.
@@ -552,5 +647,30 @@ pub fn print_table(rows: &[Row]) {
             rss,
             r.note
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const METRICS: &str = "# TYPE d histogram\n\
+        d_sum{operation=\"ensure_load_balancer\"} 1.5\n\
+        d_count{operation=\"ensure_load_balancer\"} 6\n\
+        d_sum{operation=\"read_load_balancers\"} 9\n\
+        d_count{operation=\"read_load_balancers\"} 1\n\
+        r_bucket{le=\"0.08\"} 4\n\
+        r_bucket{le=\"0.16\"} 7\n\
+        r_bucket{le=\"+Inf\"} 10\n\
+        r_count 10\n";
+
+    #[test]
+    fn a_histograms_mean_and_its_observations_over_a_bound() {
+        assert!((mean_ms(METRICS, "d", &[("operation", "ensure_load_balancer")]) - 250.0).abs() < 1e-9);
+        assert!((mean_ms(METRICS, "d", &[]) - 1500.0).abs() < 1e-9, "every series");
+        assert!(mean_ms(METRICS, "missing", &[]).is_nan());
+        assert_eq!(slower_than(METRICS, "r", 0.16), 3);
+        assert_eq!(slower_than(METRICS, "r", 0.08), 6);
+        assert_eq!(slower_than(METRICS, "r", 0.5), 0, "no such bucket");
     }
 }

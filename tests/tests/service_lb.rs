@@ -297,9 +297,9 @@ async fn retry_after_is_honoured_exactly_while_the_cloud_provisions() {
     let calls = |op: &str| stats["operations"][op]["calls"].as_u64().unwrap_or(0);
     assert_eq!(
         (calls("ensure_load_balancer"), calls("read_load_balancers")),
-        (1, 2),
-        "one ensure answered RETRY_AFTER (after the read that starts it); after exactly that \
-         delay, one read found the load balancer active, with no second write: {stats}"
+        (1, 1),
+        "one ensure answered RETRY_AFTER (a new Service's, with no read first); after exactly \
+         that delay, one read found the load balancer active, with no second write: {stats}"
     );
     cluster.stop().await;
 }
@@ -423,11 +423,14 @@ async fn a_service_the_cloud_cannot_serve_gets_a_warning_and_no_hot_retry_loop()
         note.contains("invalid argument") && note.contains("quantum"),
         "{note}"
     );
-    // The cloud wrote once, for the good one (the bad one's read, which every ensure starts
-    // with, answered its error), and is not asked again before a long backoff, even when the
-    // Service changes in ways that do not need the cloud (our own finalizer write, a label).
+    // The cloud was asked one ensure per Service (a new Service's goes straight to the cloud,
+    // without the read an ensure of a provisioned one starts with): the good one's made its load
+    // balancer, the bad one's answered its error and made nothing. The bad one is not asked
+    // again before a long backoff, even when the Service changes in ways that do not need the
+    // cloud (our own finalizer write, a label).
     let asked = cluster.sim(&["stats"]).await;
-    assert_eq!(asked["operations"]["ensure_load_balancer"]["calls"], 1, "{asked}");
+    assert_eq!(asked["operations"]["ensure_load_balancer"]["calls"], 2, "{asked}");
+    assert_eq!(asked["calls_total"], 2, "no other call: {asked}");
     let label = json!({"metadata": {"labels": {"team": "storage"}}});
     services
         .patch("bad", &PatchParams::default(), &Patch::Merge(&label))

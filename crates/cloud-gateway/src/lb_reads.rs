@@ -17,6 +17,12 @@
 //! whose every waiter has gone away gives its place up before it spends a token. Each read gets
 //! its own answer: a read that fails alone fails alone; a call that fails as a whole gives every
 //! read of it that error.
+//!
+//! An ensure of a Service the service controller says shows no sign of a load balancer yet
+//! ([`gateway_api::NO_LOAD_BALANCER_YET_HEADER`]: a Service just created) skips the read: it
+//! could only answer "absent", and would add a read call's latency (and the wait for the call in
+//! flight) to every new Service's sync. The provider's ensure reads for itself, so a load
+//! balancer made before a crash is still found and no second one is made.
 
 use std::{
     collections::HashMap,
@@ -73,6 +79,22 @@ struct Waiting {
 /// (else it waits for that call and takes what arrives meanwhile).
 fn may_go(pending: usize, batch_size: usize, in_flight: usize) -> bool {
     pending >= batch_size || in_flight == 0
+}
+
+/// Whether an ensure starts with the batched read: when the provider can answer it
+/// ([`provider::LoadBalancers::checks_before_ensure`]) and the Service may have a load balancer
+/// (the client did not say it shows no sign of one).
+pub fn check_before_ensure(provider_checks: bool, no_load_balancer_yet: bool) -> bool {
+    provider_checks && !no_load_balancer_yet
+}
+
+/// Whether a request carries [`gateway_api::NO_LOAD_BALANCER_YET_HEADER`] set to `true`
+/// (anything else, or nothing, is no hint).
+pub fn no_load_balancer_yet(metadata: &tonic::metadata::MetadataMap) -> bool {
+    metadata
+        .get(gateway_api::NO_LOAD_BALANCER_YET_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 
 /// Batched load-balancer reads over a provider.
@@ -474,6 +496,44 @@ mod tests {
                 want,
                 "{pending} pending, {in_flight} in flight"
             );
+        }
+    }
+
+    #[test]
+    fn an_ensure_reads_first_unless_the_provider_cannot_answer_or_the_service_shows_no_load_balancer() {
+        // (provider checks, client says no load balancer yet, read first)
+        let cases = [
+            (true, false, true),
+            (true, true, false),
+            (false, false, false),
+            (false, true, false),
+        ];
+        for (provider_checks, no_lb_yet, want) in cases {
+            assert_eq!(
+                check_before_ensure(provider_checks, no_lb_yet),
+                want,
+                "provider checks {provider_checks}, no load balancer yet {no_lb_yet}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_a_true_header_is_the_hint() {
+        // (header value, hint)
+        let cases = [
+            (None, false),
+            (Some("true"), true),
+            (Some(" TRUE "), true),
+            (Some("false"), false),
+            (Some(""), false),
+            (Some("yes"), false),
+        ];
+        for (value, want) in cases {
+            let mut metadata = tonic::metadata::MetadataMap::new();
+            if let Some(value) = value {
+                metadata.insert(gateway_api::NO_LOAD_BALANCER_YET_HEADER, value.parse().unwrap());
+            }
+            assert_eq!(no_load_balancer_yet(&metadata), want, "{value:?}");
         }
     }
 

@@ -11,7 +11,7 @@ use crate::{
     convert,
     dry_run::{self, DryRunLog},
     gate::ProviderGate,
-    lb_reads::LoadBalancerReads,
+    lb_reads::{self, LoadBalancerReads},
     lookups::InstanceLookups,
     metrics::{Metrics, RpcLabels},
     scheduler::Class,
@@ -390,12 +390,13 @@ impl pb::load_balancers_server::LoadBalancers for GatewayService {
         &self,
         request: Request<pb::EnsureLoadBalancerRequest>,
     ) -> RpcResult<pb::EnsureLoadBalancerResponse> {
+        let no_load_balancer_yet = lb_reads::no_load_balancer_yet(request.metadata());
         self.handle_write("EnsureLoadBalancer", request, |caller, req| async move {
             let (lbs, cluster, svc) = self.lb_request(&req.cluster_name, &req.cluster_id, req.service)?;
             let nodes = convert::lb_nodes(req.nodes)?;
             // The check an ensure starts with, batched with concurrent Services' reads: a load
             // balancer already as asked is answered without a write turn.
-            if lbs.checks_before_ensure()
+            if lb_reads::check_before_ensure(lbs.checks_before_ensure(), no_load_balancer_yet)
                 && let provider::LoadBalancerObservation::Converged(status) = self
                     .lb_reads
                     .read(

@@ -9,6 +9,8 @@
 //!   [`caller::NameCaller`] sets it on every request of a client.
 //! - [`DRY_RUN_HEADER`], [`DRY_RUN_WOULDS_HEADER`]: shadow mode, a write call planned and not
 //!   made.
+//! - [`NO_LOAD_BALANCER_YET_HEADER`]: an ensure of a Service that shows no sign of a load
+//!   balancer, which the gateway may send straight to the provider.
 
 pub mod caller;
 pub mod error;
@@ -43,6 +45,16 @@ pub const DRY_RUN_WOULDS_HEADER: &str = "cloudgateway-dry-run-woulds";
 /// Most bytes of [`DRY_RUN_WOULDS_HEADER`]'s value (gRPC metadata is kept small: HTTP/2
 /// servers refuse header lists beyond a few tens of kilobytes).
 pub const DRY_RUN_WOULDS_MAX_BYTES: usize = 8 * 1024;
+
+/// Request metadata key (value `true`) by which the service controller says, on an
+/// EnsureLoadBalancer, that the Service shows no sign of a load balancer yet: no
+/// `status.loadBalancer.ingress` and no cleanup finalizer before this sync (the finalizer is
+/// written before any cloud call, so a load balancer made before a crash always left it). The
+/// gateway may then skip the read an ensure starts with, which could only answer "absent" and
+/// would cost a call's latency. Only a hint: the provider's own ensure still finds a load
+/// balancer of the Service's name (every ensure is idempotent), so a wrong hint costs one write,
+/// never a second load balancer. A gateway that ignores it answers the same.
+pub const NO_LOAD_BALANCER_YET_HEADER: &str = "cloudgateway-no-load-balancer-yet";
 
 /// The identity used when a call carries no [`CALLER_HEADER`].
 pub const ANONYMOUS_CALLER: &str = "anonymous";

@@ -79,6 +79,19 @@ pub trait CloudLoadBalancers: Send + Sync {
         nodes: &[BackendNode],
     ) -> Result<Ensured, GatewayError>;
 
+    /// [`CloudLoadBalancers::ensure_load_balancer`] for a Service that shows no sign of a load
+    /// balancer yet (no status, no cleanup finalizer before this sync): the gateway is told so
+    /// ([`gateway_api::NO_LOAD_BALANCER_YET_HEADER`]) and may skip the read an ensure starts
+    /// with, which could only find nothing. By default, a plain ensure.
+    async fn ensure_new_load_balancer(
+        &self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[BackendNode],
+    ) -> Result<Ensured, GatewayError> {
+        self.ensure_load_balancer(cluster, service, nodes).await
+    }
+
     /// Replaces the backends of the existing load balancer.
     async fn update_load_balancer(
         &self,
@@ -125,6 +138,68 @@ pub struct ServingProvider {
     pub annotation_prefix: String,
 }
 
+impl GatewayClient {
+    /// EnsureLoadBalancer, with [`gateway_api::NO_LOAD_BALANCER_YET_HEADER`] when
+    /// `no_load_balancer_yet`.
+    async fn ensure(
+        &self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[BackendNode],
+        no_load_balancer_yet: bool,
+    ) -> Result<Ensured, GatewayError> {
+        let request = pb::EnsureLoadBalancerRequest {
+            cluster_name: cluster.to_owned(),
+            service: Some(service_to_pb(service)?),
+            cluster_id: self.cluster_id.clone(),
+            nodes: nodes.iter().map(node_to_pb).collect(),
+        };
+        let answer = self
+            .write_call(
+                "EnsureLoadBalancer",
+                KIND,
+                &service_object(service),
+                || summary(service, Some(nodes)),
+                |timeout| {
+                    let mut c = self.load_balancers.clone();
+                    let mut request = self.write_request(request.clone(), timeout);
+                    if no_load_balancer_yet {
+                        request.metadata_mut().insert(
+                            gateway_api::NO_LOAD_BALANCER_YET_HEADER,
+                            tonic::metadata::MetadataValue::from_static("true"),
+                        );
+                    }
+                    async move { c.ensure_load_balancer(request).await }
+                },
+            )
+            .await?;
+        // Dry-run with a gateway that cannot dry-run: not sent; the load balancer as it is.
+        let Some(answer) = answer else {
+            return Ok(self
+                .get_load_balancer(cluster, service)
+                .await?
+                .unwrap_or_default()
+                .into());
+        };
+        // Upstream refuses a nil status ("service status returned by EnsureLoadBalancer is nil").
+        let status = answer.status.ok_or_else(|| {
+            GatewayError::Internal("the gateway answered EnsureLoadBalancer without a status".into())
+        })?;
+        Ok(Ensured {
+            status: status_from_pb(status),
+            annotations: answer.service_annotations.into_iter().collect(),
+            notices: answer
+                .notices
+                .into_iter()
+                .map(|n| Notice {
+                    reason: n.reason,
+                    message: n.message,
+                })
+                .collect(),
+        })
+    }
+}
+
 #[async_trait::async_trait]
 impl CloudLoadBalancers for GatewayClient {
     async fn get_load_balancer(
@@ -156,49 +231,16 @@ impl CloudLoadBalancers for GatewayClient {
         service: &Service,
         nodes: &[BackendNode],
     ) -> Result<Ensured, GatewayError> {
-        let request = pb::EnsureLoadBalancerRequest {
-            cluster_name: cluster.to_owned(),
-            service: Some(service_to_pb(service)?),
-            cluster_id: self.cluster_id.clone(),
-            nodes: nodes.iter().map(node_to_pb).collect(),
-        };
-        let answer = self
-            .write_call(
-                "EnsureLoadBalancer",
-                KIND,
-                &service_object(service),
-                || summary(service, Some(nodes)),
-                |timeout| {
-                    let mut c = self.load_balancers.clone();
-                    let request = self.write_request(request.clone(), timeout);
-                    async move { c.ensure_load_balancer(request).await }
-                },
-            )
-            .await?;
-        // Dry-run with a gateway that cannot dry-run: not sent; the load balancer as it is.
-        let Some(answer) = answer else {
-            return Ok(self
-                .get_load_balancer(cluster, service)
-                .await?
-                .unwrap_or_default()
-                .into());
-        };
-        // Upstream refuses a nil status ("service status returned by EnsureLoadBalancer is nil").
-        let status = answer.status.ok_or_else(|| {
-            GatewayError::Internal("the gateway answered EnsureLoadBalancer without a status".into())
-        })?;
-        Ok(Ensured {
-            status: status_from_pb(status),
-            annotations: answer.service_annotations.into_iter().collect(),
-            notices: answer
-                .notices
-                .into_iter()
-                .map(|n| Notice {
-                    reason: n.reason,
-                    message: n.message,
-                })
-                .collect(),
-        })
+        self.ensure(cluster, service, nodes, false).await
+    }
+
+    async fn ensure_new_load_balancer(
+        &self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[BackendNode],
+    ) -> Result<Ensured, GatewayError> {
+        self.ensure(cluster, service, nodes, true).await
     }
 
     async fn update_load_balancer(

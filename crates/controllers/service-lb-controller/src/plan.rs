@@ -224,6 +224,21 @@ pub fn former_provider(svc: &Service, current: Option<&str>) -> Option<String> {
     (recorded != current && !recorded.is_empty()).then(|| recorded.clone())
 }
 
+/// Whether `svc`, as read before its finalizer is written, shows no sign of a load balancer:
+/// no cleanup finalizer (written before every cloud call, so a load balancer made before a crash
+/// left it) and no ingress in its status (a load balancer of a controller that predates
+/// finalizers). Its ensure then tells the gateway, which may skip the read an ensure starts with.
+/// Only a hint: the provider's ensure finds a load balancer of the Service's name either way.
+pub fn shows_no_load_balancer(svc: &Service) -> bool {
+    let has_ingress = svc
+        .status
+        .as_ref()
+        .and_then(|s| s.load_balancer.as_ref())
+        .and_then(|lb| lb.ingress.as_ref())
+        .is_some_and(|i| !i.is_empty());
+    !has_finalizer(svc) && !has_ingress
+}
+
 /// Before the first cloud call: the finalizer, and the provider that is about to hold the load
 /// balancer; `None` when both are there. The whole finalizer list is written, guarded by the
 /// resourceVersion it was read at, so no other finalizer is lost.

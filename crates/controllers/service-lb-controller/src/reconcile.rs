@@ -704,12 +704,16 @@ async fn ensure(
     let api = ctx.services(svc);
     let writer = ctx.writer(shard);
     let class = ctx.class.as_deref();
+    // Judged on the copy the finalizer's write last planned from: a finalizer another replica
+    // wrote meanwhile counts.
+    let mut no_load_balancer_yet = plan::shows_no_load_balancer(svc);
     let with_finalizer = write_service(
         &writer,
         &api,
         svc,
         "add load balancer cleanup finalizer",
         |fresh| {
+            no_load_balancer_yet = plan::shows_no_load_balancer(fresh);
             // Changed meanwhile so that it wants no load balancer: its next sync cleans up.
             if !plan::wants_load_balancer(fresh, class) || fresh.metadata.deletion_timestamp.is_some() {
                 return Patches::default();
@@ -735,13 +739,18 @@ async fn ensure(
             .await;
     }
     let identity = plan::backend_identity(backends);
-    let ensured = ctx
-        .fenced(
-            shard,
+    let ensure = async {
+        if no_load_balancer_yet {
             ctx.cloud
-                .ensure_load_balancer(&ctx.cluster_name, &current, backends),
-        )
-        .await?;
+                .ensure_new_load_balancer(&ctx.cluster_name, &current, backends)
+                .await
+        } else {
+            ctx.cloud
+                .ensure_load_balancer(&ctx.cluster_name, &current, backends)
+                .await
+        }
+    };
+    let ensured = ctx.fenced(shard, ensure).await?;
     let Ensured {
         status,
         annotations,

@@ -102,6 +102,7 @@ where
         cloud: cloud.clone(),
         load_balancers: AtomicBool::new(true),
         asked: AtomicUsize::new(0),
+        new_ensures: AtomicUsize::new(0),
     });
     let metrics = MetricsRegistry::new();
     let (store, writer) = reflector::store();
@@ -143,6 +144,8 @@ struct Gateway {
     load_balancers: AtomicBool,
     /// How many times it was asked which provider it serves.
     asked: AtomicUsize,
+    /// How many ensures said the Service shows no load balancer yet.
+    new_ensures: AtomicUsize,
 }
 
 #[async_trait::async_trait]
@@ -161,6 +164,16 @@ impl CloudLoadBalancers for Gateway {
         service: &Service,
         nodes: &[BackendNode],
     ) -> Result<Ensured, GatewayError> {
+        self.cloud.ensure_load_balancer(cluster, service, nodes).await
+    }
+
+    async fn ensure_new_load_balancer(
+        &self,
+        cluster: &str,
+        service: &Service,
+        nodes: &[BackendNode],
+    ) -> Result<Ensured, GatewayError> {
+        self.new_ensures.fetch_add(1, Ordering::SeqCst);
         self.cloud.ensure_load_balancer(cluster, service, nodes).await
     }
 
@@ -429,6 +442,48 @@ async fn ensure_writes_the_finalizer_before_the_cloud_call_then_the_status() {
     }
     assert_eq!(h.cloud.load_balancer_calls().len(), 1, "no second cloud call");
     assert_eq!(h.requests.sent().len(), requests, "no API write");
+}
+
+#[tokio::test]
+async fn only_the_first_ensure_of_a_new_service_tells_the_gateway_it_has_no_load_balancer_yet() {
+    let h = harness().await;
+    h.list_nodes(&[node("n1")]);
+    h.cloud.fail_load_balancer_calls(
+        LoadBalancerOp::Ensure,
+        Some(GatewayError::Unavailable("the cloud is down".into())),
+    );
+    let svc = h.create(ServiceBuilder::new("web")).await;
+    h.reconcile(&svc).await.unwrap_err();
+    assert_eq!(h.gateway.new_ensures.load(Ordering::SeqCst), 1, "just created");
+
+    // The failed ensure may have made the load balancer: the retry, with the finalizer now
+    // written, is a plain ensure (the gateway reads first).
+    h.cloud.fail_load_balancer_calls(LoadBalancerOp::Ensure, None);
+    let stored = h.service("web").await;
+    assert!(has_finalizer(&stored));
+    h.reconcile(&stored).await.unwrap();
+    assert_eq!(h.gateway.new_ensures.load(Ordering::SeqCst), 1, "finalizer seen");
+    assert_eq!(h.cloud.load_balancer_calls().len(), 2);
+
+    // The stale copy the watch delivered first: the finalizer's write finds it on the server.
+    let stale = h
+        .create(ServiceBuilder::new("api").ports(&[("TCP", 80, 30081)]))
+        .await;
+    h.services
+        .patch(
+            "api",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": [FINALIZER_LB_CLEANUP]}})),
+        )
+        .await
+        .unwrap();
+    assert!(!has_finalizer(&stale));
+    h.reconcile(&stale).await.unwrap();
+    assert_eq!(
+        h.gateway.new_ensures.load(Ordering::SeqCst),
+        1,
+        "a finalizer another replica wrote meanwhile counts"
+    );
 }
 
 #[tokio::test]

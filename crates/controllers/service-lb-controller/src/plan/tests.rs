@@ -807,3 +807,29 @@ fn provider_annotations_are_only_the_changed_ones_under_the_providers_prefix() {
         );
     }
 }
+
+#[test]
+fn only_a_service_without_finalizer_or_ingress_shows_no_load_balancer() {
+    // (case, Service as read before its finalizer is written, shows no load balancer)
+    let cases = [
+        ("just created", svc("s").build(), true),
+        (
+            "finalizer written, then a crash before the status",
+            svc("s").finalizer().build(),
+            false,
+        ),
+        (
+            "provisioned by a controller that predates finalizers",
+            svc("s").ingress(&["8.8.8.8"]).build(),
+            false,
+        ),
+        (
+            "provisioned",
+            svc("s").finalizer().ingress(&["8.8.8.8"]).build(),
+            false,
+        ),
+    ];
+    for (case, service, want) in cases {
+        assert_eq!(shows_no_load_balancer(&service), want, "{case}");
+    }
+}
