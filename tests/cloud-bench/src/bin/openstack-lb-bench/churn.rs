@@ -239,7 +239,7 @@ fn shapes(calls: &[Call]) -> String {
             .or_default() += 1;
     }
     let mut sorted: Vec<(String, usize)> = counts.into_iter().collect();
-    sorted.sort_by(|a, b| b.1.cmp(&a.1));
+    sorted.sort_by_key(|s| std::cmp::Reverse(s.1));
     sorted
         .iter()
         .map(|(c, n)| format!("{c} ×{n}"))
