@@ -329,8 +329,23 @@ async fn the_aws_runbook_runs_as_written() {
     .await;
     let ran = ran.unwrap_or_else(|_| panic!("the runbook took over 240 s\n{}", kubelet.logs()));
 
-    // §1: every list empty (4 controllers and the gateway answered); §3: no write, the same
-    // hostname, AWS as upstream left it; §4: upstream's DaemonSet back.
+    // §1: one full pass waited for (3 controllers enabled: each reached its count), then every
+    // list empty (4 controllers and the gateway answered); §3: no write, the same hostname, AWS
+    // as upstream left it; §4: upstream's DaemonSet back.
+    let passes = output_of(&ran, "one full pass is $want");
+    let reached: Vec<(u64, u64)> = passes
+        .lines()
+        .filter_map(|l| {
+            let (_, counts) = l.split_once(": ")?;
+            let (n, want) = counts.split_once(" reconciles, one full pass is ")?;
+            Some((n.parse().ok()?, want.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(reached.len(), 3, "{passes}");
+    assert!(
+        reached.iter().all(|(n, want)| *want >= 1 && n >= want),
+        "a controller never finished its pass: {passes}"
+    );
     let lists = output_of(&ran, "/dry-run; echo");
     let answered: Vec<&str> = lists.lines().filter(|l| l.starts_with("== ")).collect();
     assert_eq!(answered.len(), 4, "{lists}");
