@@ -91,7 +91,18 @@ async fn the_openstack_runbook_runs_as_written() {
         // The operator's local port, free here.
         ("18080", port),
     ];
-    let runner = Runner::new(&dir, &cluster.kubeconfig, &[]);
+    // The operator's credentials for the `openstack` CLI: those of OCCM's cloud.conf.
+    let ccm = &cloud.info.ccm;
+    let cli_env = [
+        ("OS_AUTH_URL", cloud.info.auth_url.clone()),
+        ("OS_REGION_NAME", cloud.info.region.clone()),
+        ("OS_USERNAME", ccm.username.clone()),
+        ("OS_PASSWORD", ccm.password.clone()),
+        ("OS_PROJECT_NAME", ccm.project_name.clone()),
+        ("OS_USER_DOMAIN_NAME", ccm.user_domain_name.clone()),
+        ("OS_PROJECT_DOMAIN_NAME", ccm.project_domain_name.clone()),
+    ];
+    let runner = Runner::new(&dir, &cluster.kubeconfig, &cli_env);
     let daemonsets = runner.state.join("daemonsets");
     std::fs::create_dir_all(&daemonsets).unwrap();
     std::fs::write(
@@ -125,6 +136,11 @@ async fn the_openstack_runbook_runs_as_written() {
 
     // §0 found OCCM's Secret and flags; §1's shadow run listed no Warning; §3: no write, the
     // same addresses; §4: OCCM's DaemonSet back, the release gone.
+    let extensions = output_of(&ran, "openstack extension list --network");
+    assert!(
+        extensions.lines().any(|l| l == "standard-attr-tag") && extensions.lines().any(|l| l == "extraroute"),
+        "the router-tag prerequisite: {extensions}"
+    );
     let found = output_of(&ran, "get ds openstack-cloud-controller-manager \\");
     assert!(found.starts_with("cloud-config\n"), "{found}");
     assert!(
