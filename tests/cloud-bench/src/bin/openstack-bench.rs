@@ -238,6 +238,7 @@ async fn main() {
         eprintln!("openstack-bench: booting the servers: {e}");
         if args.keep.is_none() {
             delete_all(&ccm, &servers).await;
+            gone(&ccm, &prefix).await;
         }
         quotas.restore(&admin).await;
         std::process::exit(1)
@@ -245,17 +246,22 @@ async fn main() {
     eprintln!("booted in {:.0} s", started.elapsed().as_secs_f64());
 
     let outcome = run(cloud, &admin, &args, &servers[..largest]).await;
+    // Said before the clean-up, which may fail in turn.
+    if let Err(e) = &outcome {
+        eprintln!("openstack-bench failed: {e}");
+    }
 
     if args.keep.is_none() {
         eprintln!("deleting the servers …");
         delete_all(&ccm, &servers).await;
+        // Nova refuses quotas below what its servers still use: they go first.
+        gone(&ccm, &prefix).await;
     }
     quotas.restore(&admin).await;
 
-    let rows = outcome.unwrap_or_else(|e| {
-        eprintln!("openstack-bench failed: {e}");
+    let Ok(rows) = outcome else {
         std::process::exit(1)
-    });
+    };
     print_table(&rows);
     if let Some(path) = &args.json {
         write_json(path, &rows);
@@ -367,6 +373,22 @@ async fn listed(ccm: &Client, prefix: &str) -> Result<Vec<(String, String)>, Str
         .collect();
     servers.sort();
     Ok(servers)
+}
+
+/// Waits up to 5 minutes until Nova lists no server named `<prefix>-…`; reports it if some
+/// remain.
+async fn gone(ccm: &Client, prefix: &str) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        match listed(ccm, prefix).await {
+            Ok(left) if left.is_empty() => return,
+            Ok(left) if Instant::now() > deadline => {
+                eprintln!("{} servers {prefix}-… still there after 5 minutes", left.len());
+                return;
+            }
+            _ => tokio::time::sleep(Duration::from_secs(2)).await,
+        }
+    }
 }
 
 /// Asks Nova to delete the servers (it finishes on its own); a failure is reported, not fatal.
