@@ -469,19 +469,15 @@ impl AwsProvider {
     /// described in batches. Unknown IDs are absent from the answer.
     pub(crate) async fn instances_cached(&self, ids: &[String]) -> Result<HashMap<String, InstanceView>> {
         let mut out = HashMap::new();
-        let mut missing = Vec::new();
-        {
-            let cache = self.caches.instances.lock().expect("instance cache");
-            for id in ids {
-                match cache.get(id) {
-                    Some((at, view)) if at.elapsed() < INSTANCE_TTL => {
-                        out.insert(id.clone(), view.clone());
-                    }
-                    _ => missing.push(id.clone()),
-                }
-            }
-        }
+        let missing = self.from_instance_cache(ids, &mut out);
         if !missing.is_empty() {
+            // One describe at a time: the callers that missed together wait for the first one,
+            // then find what it described (a node joining makes every load balancer miss).
+            let _describing = self.caches.instances_describing.lock().await;
+            let missing = self.from_instance_cache(&missing, &mut out);
+            if missing.is_empty() {
+                return Ok(out);
+            }
             let described = self.describe_instance_ids(&missing).await?;
             let now = std::time::Instant::now();
             let mut cache = self.caches.instances.lock().expect("instance cache");
@@ -492,6 +488,22 @@ impl AwsProvider {
             }
         }
         Ok(out)
+    }
+
+    /// Moves what the cache holds (described within [`INSTANCE_TTL`]) of `ids` into `out`;
+    /// the IDs it does not hold.
+    fn from_instance_cache(&self, ids: &[String], out: &mut HashMap<String, InstanceView>) -> Vec<String> {
+        let cache = self.caches.instances.lock().expect("instance cache");
+        let mut missing = Vec::new();
+        for id in ids {
+            match cache.get(id) {
+                Some((at, view)) if at.elapsed() < INSTANCE_TTL => {
+                    out.insert(id.clone(), view.clone());
+                }
+                _ => missing.push(id.clone()),
+            }
+        }
+        missing
     }
 
     /// Finds the instance of every node: the outer error fails the batch (throttled,

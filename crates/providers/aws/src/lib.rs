@@ -70,6 +70,9 @@ struct Caches {
     zones_describing: tokio::sync::Mutex<()>,
     /// Instances described for load balancers ([`instances::INSTANCE_TTL`]).
     instances: Mutex<HashMap<String, (Instant, instances::InstanceView)>>,
+    /// Held while missing instances are described, so that load balancers updated at once for
+    /// the same joining nodes make one call, not one each.
+    instances_describing: tokio::sync::Mutex<()>,
 }
 
 /// The AWS provider. Cheap to share: the SDK clients pool their connections.

@@ -616,6 +616,12 @@ async fn a_node_change_writes_only_the_members_never_a_tag_and_its_reads_are_bat
     assert!(reads("DescribeTags") <= 4, "{:?}", calls(&h));
     assert!(reads("DescribeTargetGroups") <= 3, "{:?}", calls(&h));
     assert_eq!(reads("DescribeTargetHealth"), 4, "{:?}", calls(&h));
+    assert_eq!(
+        reads("DescribeInstances"),
+        1,
+        "the joining node described once for the 8 load balancers: {:?}",
+        calls(&h)
+    );
     for s in &services {
         let name = h.provider.load_balancer_name(&cluster, s);
         assert_eq!(

@@ -12,6 +12,11 @@
 //!   one after a restart, then trusts a load balancer whose tag equals its request's fingerprint.
 //! - A full read that finds nothing to change is remembered in memory (a load balancer taken over
 //!   from OCCM unchanged is not written to; it is trusted while its tags stay as read).
+//! - The members are covered too, so a node change ends with the tag write (one provisioning
+//!   cycle more than OCCM's member updates). Octavia lists members only per pool, so a marker that
+//!   left them out could not be checked against them without reading every pool: a restarted
+//!   gateway would trust a load balancer whose members changed after its marker was written (a
+//!   node that left and came back across the restart, never put back).
 //! - Trust ends after [`VERIFY_PERIOD`]: the next sync reads it all again and repairs what was
 //!   changed behind the provider's back. Also the one hole a marker without a "converging" state
 //!   leaves: a Service edited, then edited back while a converge to the edit was half done and
