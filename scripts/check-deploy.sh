@@ -81,14 +81,14 @@ os_cc=(--set gateway.provider=openstack --set gateway.openstack.cloudConfigSecre
   --set gateway.openstack.caSecret.name=occm-ca --set gateway.openstack.caSecret.key=root.pem \
   > "$out/openstack-full.yaml"
 for f in "$out"/openstack.yaml "$out"/openstack-full.yaml; do
-  [ "$(grep -c -- '--cloud-config=/etc/cloud-gateway/cloud-config/cloud.conf' "$f")" = 1 ] \
-    && [ "$(grep -c 'mountPath: /etc/cloud-gateway/cloud-config' "$f")" = 1 ] \
+  [ "$(grep -c -- '--cloud-config=/etc/config/cloud' "$f")" = 1 ] \
+    && [ "$(grep -c 'mountPath: /etc/config,' "$f")" = 1 ] \
     && [ "$(grep -c 'secretName: occm-cloud-config' "$f")" = 1 ] \
     || { echo "$f: the gateway must get --cloud-config and the cloud-config Secret's mount (once)" >&2; exit 1; }
 done
-grep -q 'key: "cloud.conf", path: cloud.conf' "$out/openstack.yaml" \
+grep -q -- '--cloud-config=/etc/config/cloud.conf$' "$out/openstack.yaml" \
   && ! grep -q 'OS_CCM_REGIONAL\|openstack-ca' "$out/openstack.yaml" \
-  && grep -q 'key: "cloud-config", path: cloud.conf' "$out/openstack-full.yaml" \
+  && grep -q -- '--cloud-config=/etc/config/cloud-config$' "$out/openstack-full.yaml" \
   && [ "$(grep -c 'name: OS_CCM_REGIONAL, value: "true"' "$out/openstack-full.yaml")" = 1 ] \
   && [ "$(grep -c 'mountPath: /etc/cloud-gateway/openstack-ca' "$out/openstack-full.yaml")" = 1 ] \
   && grep -q 'key: "root.pem", path: ca.crt' "$out/openstack-full.yaml" \
@@ -115,7 +115,10 @@ deploys = {d["metadata"]["name"]: d["spec"]["template"]["spec"] for d in docs if
 gw = deploys.pop("ccm-cloud-gateway")
 vols = {v["name"]: v for v in gw["volumes"]}
 assert vols["cloud-config"]["secret"]["secretName"] == "cloud-config", vols["cloud-config"]
-assert vols["cloud-config"]["secret"]["items"] == [{"key": "cloud.conf", "path": "cloud.conf"}], vols["cloud-config"]
+# All of OCCM's Secret, where OCCM mounts it: a clouds.yaml beside cloud.conf is found.
+assert "items" not in vols["cloud-config"]["secret"], vols["cloud-config"]
+assert "--cloud-config=/etc/config/cloud.conf" in gw["containers"][0]["args"], gw["containers"][0]["args"]
+assert {"name": "cloud-config", "mountPath": "/etc/config", "readOnly": True} in gw["containers"][0]["volumeMounts"]
 assert vols["k8s-certs"] == {"name": "k8s-certs", "hostPath": {"path": "/etc/kubernetes/pki"}}, vols
 mounts = {m["name"]: m for m in gw["containers"][0]["volumeMounts"]}
 assert mounts["k8s-certs"] == {"name": "k8s-certs", "mountPath": "/etc/kubernetes/pki", "readOnly": True}, mounts
@@ -511,11 +514,14 @@ for name, cloud in (("openstack.yaml", {"occm-cloud-config"}), ("openstack-full.
     ds = deployments(m)
     gw = ds[GW]
     assert flag(gw, "provider") == "openstack"
-    assert args(gw).count("--cloud-config=/etc/cloud-gateway/cloud-config/cloud.conf") == 1, args(gw)
-    assert mounted_file(gw, flag(gw, "cloud-config")) == ("occm-cloud-config", "cloud-config" if "full" in name else "cloud.conf")
+    conf_key = "cloud-config" if "full" in name else "cloud.conf"
+    # Where OCCM's chart and manifests mount its Secret, all of it (a clouds.yaml beside it).
+    assert args(gw).count(f"--cloud-config=/etc/config/{conf_key}") == 1, args(gw)
+    assert mounted_file(gw, flag(gw, "cloud-config")) == ("occm-cloud-config", conf_key)
+    assert mounted_file(gw, "/etc/config/clouds.yaml") == ("occm-cloud-config", "clouds.yaml")
     assert secrets_referenced(gw) - {f"{GW}-tls"} == cloud, secrets_referenced(gw)
     mounts = {mt["mountPath"]: mt for mt in container(gw)["volumeMounts"]}
-    for path in ["/etc/cloud-gateway/cloud-config"] + (["/etc/cloud-gateway/openstack-ca"] if "occm-ca" in cloud else []):
+    for path in ["/etc/config"] + (["/etc/cloud-gateway/openstack-ca"] if "occm-ca" in cloud else []):
         assert mounts[path].get("readOnly") is True, mounts[path]
     if "occm-ca" in cloud:
         assert mounted_file(gw, "/etc/cloud-gateway/openstack-ca/ca.crt") == ("occm-ca", "root.pem")

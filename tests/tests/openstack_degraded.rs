@@ -5,6 +5,8 @@
 //! routes switched off), and names the reason in `GetCapabilities`, in its
 //! log (one line per capability off) and in `cloudgateway_capability`.
 
+mod openstack_support;
+
 use std::{net::SocketAddr, path::Path, time::Duration};
 
 use e2e::{binary, free_port, http_get, spawn, wait_for};
@@ -193,39 +195,14 @@ async fn clouds_yaml_and_cafilecontents_are_read() {
     let cloud = TestCloud::shared();
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
-    let full = cloud_conf(cloud, "");
-    let global = |key: &str| {
-        full.lines()
-            .find_map(|l| {
-                l.split_once('=')
-                    .filter(|(k, _)| k.trim() == key)
-                    .map(|(_, v)| v.trim().to_owned())
-            })
-            .unwrap_or_else(|| panic!("{key} in the test cloud's cloud.conf"))
-    };
     let clouds = dir.join("clouds.yaml");
-    std::fs::write(
-        &clouds,
-        format!(
-            "clouds:\n  other:\n    region_name: Elsewhere\n  e2e:\n    auth:\n      auth_url: {}\n      username: {}\n      password: {}\n      project_name: {}\n      user_domain_name: {}\n      project_domain_name: {}\n    region_name: {}\n    interface: public\n",
-            global("auth-url"),
-            global("username"),
-            global("password"),
-            global("tenant-name"),
-            global("domain-name"),
-            global("domain-name"),
-            global("region"),
-        ),
-    )
-    .unwrap();
-    // [Global] with no credential of its own; the rest of the test cloud's file as it is.
-    let rest = &full[full.find("\n[Route]").expect("the [Route] section")..];
     let ca = inline_ca_pem();
-    let text = format!(
-        "[Global]\nuse-clouds = true\nclouds-file = {}\ncloud = e2e\ncafilecontents = \"{}\"\n{rest}",
-        clouds.display(),
-        ca.replace('\n', "\\n"),
+    let (text, clouds_yaml) = openstack_support::with_clouds_yaml(
+        &cloud_conf(cloud, ""),
+        &clouds.display().to_string(),
+        &format!("cafilecontents = \"{}\"\n", ca.replace('\n', "\\n")),
     );
+    std::fs::write(&clouds, clouds_yaml).unwrap();
     check(dir, "clouds-yaml", &text, ALL, &[]).await;
 }
 

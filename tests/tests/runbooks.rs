@@ -63,21 +63,109 @@ spec:
             secretName: cloud-config
 ";
 
+/// The annotations of the Service OCCM serves before the switch: a bool written `"yes"` (OCCM
+/// reads exactly `true`/`false`, else its default: no monitor) and the key older OCCM docs
+/// spelled (`floating-subnet-tag`: unknown to OCCM, ignored).
+const READ_OTHER_THAN_WRITTEN: [(&str, &str); 2] = [
+    ("loadbalancer.openstack.org/enable-health-monitor", "yes"),
+    ("loadbalancer.openstack.org/floating-subnet-tag", "public"),
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openstack_runbook_runs_as_written() {
+    use e2e::binary;
+    use k8s_openapi::api::core::v1::Event;
+    use kube::{
+        ResourceExt,
+        api::{ListParams, Patch, PatchParams},
+    };
+    use openstack_fixture::{User, lb, occm};
+
     let cloud = TestCloud::shared();
+    let client = cloud.client(User::Ccm).await;
     let cluster_name = cloud.unique_name("runbook");
     let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
-    // Only the API server is the cluster's; the gateway comes from the chart.
-    cluster.stop_gateway().await;
     let dir = cluster.dir.path().to_owned();
 
-    // What OCCM left: its Secret as its chart and manifests make it, its DaemonSet.
+    // The cluster as OCCM left it: a server's Node initialized (by the provider, as OCCM
+    // initializes it), a Service on the load balancer OCCM built for it.
+    let server = openstack_support::boot(cloud, &client, "runbook-node", "m1.tiny").await;
+    let _leftovers = openstack_support::Leftovers::servers([&server]);
     let conf_path = openstack_support::write_cloud_conf(cloud, &dir, None);
-    let conf = std::fs::read_to_string(&conf_path).expect("cloud.conf");
+    cluster
+        .swap_gateway(
+            &binary("cloud-gateway"),
+            &openstack_support::gateway_args(&conf_path),
+            &[],
+        )
+        .await;
+    let node_controller = cluster.start_controller("cloud-node-controller", "cloud-node-controller", &[]);
+    cluster.register_node(&server.name, true).await;
+    cluster.nodes_initialized(1, "openstack://").await;
+    cluster.procs[node_controller].stop(Duration::from_secs(10)).await;
+    // Only the API server is the cluster's; the gateway comes from the chart.
+    cluster.stop_gateway().await;
+    let annotations: serde_json::Map<String, serde_json::Value> = READ_OTHER_THAN_WRITTEN
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), json!(v)))
+        .collect();
+    let web = cluster
+        .create_lb_service("default", "web", json!({ "metadata": { "annotations": annotations } }))
+        .await;
+    let node_port = web.spec.as_ref().and_then(|s| s.ports.as_ref()).expect("ports")[0]
+        .node_port
+        .expect("a node port") as u16;
+    let mut spec = lb::service(cloud, "default", 1, "");
+    spec.uid = web.uid().expect("uid");
+    spec.name = "web".into();
+    spec.ports[0].port = 80;
+    spec.ports[0].node_port = node_port;
+    spec.annotations = READ_OTHER_THAN_WRITTEN
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let member = provider::LoadBalancerNode {
+        name: server.name.clone(),
+        provider_id: server.provider_id(),
+        addresses: vec![provider::NodeAddress {
+            kind: provider::AddressType::InternalIP,
+            address: server.ipv4.clone(),
+        }],
+        labels: Default::default(),
+    };
+    let built = occm::build(cloud, &client, &cluster_name, &mut spec, &[member]).await;
+    let services = cluster.services("default");
+    services
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "metadata": {
+                "finalizers": ["service.kubernetes.io/load-balancer-cleanup"],
+                "annotations": spec.annotations,
+            }})),
+        )
+        .await
+        .expect("OCCM's finalizer and annotations");
+    services
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": { "loadBalancer": { "ingress": [{ "ip": built.floating_ip }] } } })),
+        )
+        .await
+        .expect("OCCM's ingress");
+    let octavia_before = occm_tree(&client, &built.id).await;
+
+    // What OCCM left: its Secret as its manifests make it (cloud.conf as OpenShift's operator
+    // writes it, its credentials in the clouds.yaml beside it), its DaemonSet.
+    let (conf, clouds_yaml) = openstack_support::with_clouds_yaml(
+        &std::fs::read_to_string(&conf_path).expect("cloud.conf"),
+        "/etc/config/clouds.yaml",
+        "",
+    );
     let secret: Secret = serde_json::from_value(json!({
         "metadata": { "name": "cloud-config", "namespace": "kube-system" },
-        "stringData": { "cloud.conf": conf },
+        "stringData": { "cloud.conf": conf, "clouds.yaml": clouds_yaml },
     }))
     .unwrap();
     Api::<Secret>::namespaced(cluster.client.clone(), "kube-system")
@@ -147,15 +235,74 @@ async fn the_openstack_runbook_runs_as_written() {
         found.contains(&format!("--cluster-name={cluster_name}")),
         "{found}"
     );
+    // §1 and §3 waited for a full pass of each enabled controller, the service controller's
+    // over the one LoadBalancer Service.
+    let waits: Vec<&str> = ran
+        .iter()
+        .filter(|r| r.command.contains("bash full-pass.sh"))
+        .map(|r| r.stdout.as_str())
+        .collect();
+    assert_eq!(waits.len(), 2, "§1 and §3 wait for a full pass");
+    for output in waits {
+        let reached = full_pass(output);
+        assert!(
+            reached.iter().any(|(c, _, want)| c == "service-lb-controller" && *want == 1),
+            "{output}"
+        );
+    }
+    // The shadow run listed, before the switch, the Service whose annotations OCCM reads other
+    // than written: one Warning per annotation, naming it and what is used instead.
     let warnings: Vec<&str> = output_of(&ran, "select(.kind == \"warning_event\")")
         .lines()
         .filter(|l| !l.starts_with("Forwarding from"))
         .collect();
-    assert_eq!(warnings, Vec::<&str>::new(), "the shadow run's Warnings");
+    assert_eq!(warnings.len(), 2, "the shadow run's Warnings: {warnings:#?}");
+    for (key, value) in READ_OTHER_THAN_WRITTEN {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.starts_with("Service/default/web ") && w.contains(key) && w.contains(value)),
+            "a Warning naming {key}={value}: {warnings:#?}"
+        );
+    }
+    // After the switch: the load balancer OCCM built served with no write (§3's log check and
+    // the same address), its tree as OCCM left it; the Service's two Warnings written once each.
     assert_eq!(
         output_of(&ran, "logs deploy/ccm-shadow-cloud-gateway"),
         "no write\n"
     );
+    assert_eq!(occm_tree(&client, &built.id).await, octavia_before, "OCCM's load balancer untouched");
+    let after = services.get("web").await.expect("web");
+    assert_eq!(
+        after.status.and_then(|s| s.load_balancer?.ingress?.into_iter().next()?.ip),
+        Some(built.floating_ip.clone())
+    );
+    let events_api = Api::<Event>::namespaced(cluster.client.clone(), "default");
+    let events: Vec<Event> = e2e::wait_for("the Warnings the switch wrote on web", Duration::from_secs(30), || {
+        let events_api = events_api.clone();
+        async move {
+            let warnings: Vec<Event> = events_api
+                .list(&ListParams::default())
+                .await
+                .ok()?
+                .items
+                .into_iter()
+                .filter(|e| {
+                    e.involved_object.name.as_deref() == Some("web") && e.type_.as_deref() == Some("Warning")
+                })
+                .collect();
+            (warnings.len() >= READ_OTHER_THAN_WRITTEN.len()).then_some(warnings)
+        }
+    })
+    .await;
+    for (key, _) in READ_OTHER_THAN_WRITTEN {
+        let naming: Vec<&Event> = events
+            .iter()
+            .filter(|e| e.message.as_deref().is_some_and(|m| m.contains(key)))
+            .collect();
+        assert_eq!(naming.len(), 1, "one Warning naming {key}: {events:#?}");
+        assert_eq!(naming[0].count.unwrap_or(1), 1, "said once: {:#?}", naming[0]);
+    }
     assert!(
         daemonsets
             .join("openstack-cloud-controller-manager.yaml")
@@ -164,6 +311,55 @@ async fn the_openstack_runbook_runs_as_written() {
     assert!(!runner.state.join("releases/ccm-shadow.json").exists());
     kubelet.stop().await;
     cluster.stop().await;
+}
+
+/// Each enabled controller's (reconciles, objects) in the output of a runbook's "wait for one
+/// full pass" command; fails the test when one never finished its pass.
+fn full_pass(output: &str) -> Vec<(String, u64, u64)> {
+    let reached: Vec<(String, u64, u64)> = output
+        .lines()
+        .filter_map(|l| {
+            let (controller, counts) = l.split_once(": ")?;
+            let (n, want) = counts.split_once(" reconciles, one full pass is ")?;
+            Some((controller.to_owned(), n.parse().ok()?, want.parse().ok()?))
+        })
+        .collect();
+    assert!(
+        reached.iter().all(|(_, n, want)| *want >= 1 && n >= want),
+        "a controller never finished its pass: {output}"
+    );
+    reached
+}
+
+/// What OCCM built under load balancer `id` as Octavia lists it, for a before/after comparison:
+/// the load balancer's tags and status, its listeners, pools and members (ids, names, addresses,
+/// ports, updated_at), and its monitors.
+async fn occm_tree(client: &provider_openstack::client::Client, id: &str) -> Vec<serde_json::Value> {
+    use provider_openstack::client::Service;
+    let get = |path: String| async move {
+        client
+            .get(Service::LoadBalancer, &path)
+            .send_json::<serde_json::Value>()
+            .await
+            .unwrap_or_else(|e| panic!("{path}: {e}"))
+    };
+    let lb = get(format!("/lbaas/loadbalancers/{id}")).await["loadbalancer"].clone();
+    let mut tree = vec![json!({ "tags": lb["tags"], "updated_at": lb["updated_at"], "vip": lb["vip_address"] })];
+    for pool in lb["pools"].as_array().cloned().unwrap_or_default() {
+        let pool_id = pool["id"].as_str().unwrap_or_default().to_owned();
+        let pool = get(format!("/lbaas/pools/{pool_id}")).await["pool"].clone();
+        tree.push(json!({ "pool": pool["name"], "updated_at": pool["updated_at"], "monitor": pool["healthmonitor_id"] }));
+        let members = get(format!("/lbaas/pools/{pool_id}/members")).await;
+        for m in members["members"].as_array().cloned().unwrap_or_default() {
+            tree.push(json!({ "member": m["name"], "address": m["address"], "port": m["protocol_port"], "updated_at": m["updated_at"] }));
+        }
+    }
+    for listener in lb["listeners"].as_array().cloned().unwrap_or_default() {
+        let listener_id = listener["id"].as_str().unwrap_or_default().to_owned();
+        let listener = get(format!("/lbaas/listeners/{listener_id}")).await["listener"].clone();
+        tree.push(json!({ "listener": listener["name"], "updated_at": listener["updated_at"], "tags": listener["tags"] }));
+    }
+    tree
 }
 
 /// The cluster ID of upstream's cloud config.
@@ -349,19 +545,7 @@ async fn the_aws_runbook_runs_as_written() {
     // list empty (4 controllers and the gateway answered); §3: no write, the same hostname, AWS
     // as upstream left it; §4: upstream's DaemonSet back.
     let passes = output_of(&ran, "one full pass is $want");
-    let reached: Vec<(u64, u64)> = passes
-        .lines()
-        .filter_map(|l| {
-            let (_, counts) = l.split_once(": ")?;
-            let (n, want) = counts.split_once(" reconciles, one full pass is ")?;
-            Some((n.parse().ok()?, want.parse().ok()?))
-        })
-        .collect();
-    assert_eq!(reached.len(), 3, "{passes}");
-    assert!(
-        reached.iter().all(|(n, want)| *want >= 1 && n >= want),
-        "a controller never finished its pass: {passes}"
-    );
+    assert_eq!(full_pass(passes).len(), 3, "{passes}");
     let lists = output_of(&ran, "/dry-run; echo");
     let answered: Vec<&str> = lists.lines().filter(|l| l.starts_with("== ")).collect();
     assert_eq!(answered.len(), 4, "{lists}");

@@ -187,6 +187,36 @@ pub fn write_cloud_conf(cloud: &TestCloud, dir: &Path, region: Option<&str>) -> 
     path
 }
 
+/// `conf` (the test cloud's cloud.conf, as [`write_cloud_conf`] hands it over) as OpenShift's
+/// CCM operator writes one (OCCM #323): `[Global]` holds only `use-clouds`, `clouds-file` (the
+/// path given) and `cloud = openstack`, then `global_extra`; the credentials move to the
+/// clouds.yaml returned, under `openstack`, beside another region's cloud. The other sections
+/// as they are. Returns (cloud.conf, clouds.yaml).
+pub fn with_clouds_yaml(conf: &str, clouds_file: &str, global_extra: &str) -> (String, String) {
+    let global = |key: &str| {
+        conf.lines()
+            .find_map(|l| {
+                l.split_once('=')
+                    .filter(|(k, _)| k.trim() == key)
+                    .map(|(_, v)| v.trim().to_owned())
+            })
+            .unwrap_or_else(|| panic!("{key} in the test cloud's cloud.conf"))
+    };
+    let clouds = format!(
+        "clouds:\n  other:\n    region_name: Elsewhere\n  openstack:\n    auth:\n      auth_url: {}\n      username: {}\n      password: {}\n      project_name: {}\n      user_domain_name: {}\n      project_domain_name: {}\n    region_name: {}\n    interface: public\n",
+        global("auth-url"),
+        global("username"),
+        global("password"),
+        global("tenant-name"),
+        global("domain-name"),
+        global("domain-name"),
+        global("region"),
+    );
+    let rest = &conf[conf.find("\n[").expect("a section after [Global]")..];
+    let conf = format!("[Global]\nuse-clouds = true\nclouds-file = {clouds_file}\ncloud = openstack\n{global_extra}{rest}");
+    (conf, clouds)
+}
+
 /// A number from `name`, to derive pod CIDRs no other test of the shared `router1` uses.
 pub fn spread(name: &str) -> u64 {
     let mut h = DefaultHasher::new();

@@ -405,8 +405,8 @@ impl Kubelet {
     }
 
     /// Starts the Deployments of a render, the gateway first, one replica each; waits until
-    /// the gateway is ready. In their args: an `/etc/…` path they mount is the file written
-    /// for it; `--*-listen=0.0.0.0:P` is a free loopback port; the gateway's Service address
+    /// the gateway is ready. In their args and in the files they mount: an `/etc/…` path they
+    /// mount is the file written for it; `--*-listen=0.0.0.0:P` is a free loopback port; the gateway's Service address
     /// (`--gateway-address`, `--peers`) is the gateway's loopback port (the TLS server name
     /// stays: the certificate names the Service); a controller gets `--kubeconfig` (in-cluster
     /// credentials stand-in).
@@ -444,6 +444,7 @@ impl Kubelet {
             let _ = std::fs::remove_dir_all(&root);
             // Volumes, written where the container mounts them.
             let mut mounts: Vec<(String, PathBuf)> = Vec::new();
+            let mut files_at: Vec<(PathBuf, Vec<u8>)> = Vec::new();
             for m in container["volumeMounts"].as_array().into_iter().flatten() {
                 let path = m["mountPath"].as_str().unwrap_or_default();
                 let at = root.join(path.trim_start_matches('/'));
@@ -457,12 +458,24 @@ impl Kubelet {
                 let files = self
                     .volume_files(volume, &namespace, &secrets, &config_maps)
                     .await;
-                for (file, content) in files {
-                    std::fs::write(at.join(file), content).expect("volume file");
-                }
+                files_at.extend(files.into_iter().map(|(file, content)| (at.join(file), content)));
                 mounts.push((path.to_owned(), at));
             }
             mounts.sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+            // A path in a mounted file that names a mounted file (cloud.conf's `clouds-file`)
+            // is where the container would see it: the file written for it here.
+            for (file, content) in files_at {
+                let content = match String::from_utf8(content) {
+                    Ok(mut text) => {
+                        for (path, at) in &mounts {
+                            text = text.replace(&format!("{path}/"), &format!("{}/", at.display()));
+                        }
+                        text.into_bytes()
+                    }
+                    Err(binary) => binary.into_bytes(),
+                };
+                std::fs::write(file, content).expect("volume file");
+            }
             let is_gateway = name.ends_with("cloud-gateway");
             let mut ports = BTreeMap::new();
             let mut args = Vec::new();

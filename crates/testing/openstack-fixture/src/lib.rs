@@ -21,6 +21,7 @@
 //! cloud's plain-HTTP services that way ([`TestCloud::add_tls_region`]).
 
 pub mod lb;
+pub mod occm;
 pub mod proxy;
 pub mod quotas;
 pub mod tls_front;

@@ -366,10 +366,10 @@ fn refused_annotations(annotations: &BTreeMap<String, String>) -> Option<Provide
 /// named with the key it may stand for (`floating-subnet-tag`, the spelling of older OCCM docs,
 /// for `floating-subnet-tags`).
 fn ignore_unknown_keys(a: &Annotations<'_>) {
-    for key in a
+    for (key, value) in a
         .values
-        .keys()
-        .filter(|k| k.starts_with(PREFIX) && !READ.contains(&k.as_str()))
+        .iter()
+        .filter(|(k, _)| k.starts_with(PREFIX) && !READ.contains(&k.as_str()))
     {
         // A known key it cuts short (`floating-subnet-tag`), else the longest it extends.
         let meant = READ
@@ -385,7 +385,7 @@ fn ignore_unknown_keys(a: &Annotations<'_>) {
         a.notice(
             KEY_IGNORED,
             format!(
-                "annotation {key} is not one the OpenStack cloud controller manager reads{meant}: ignored, as it ignores it"
+                "annotation {key} (set to {value:?}) is not one the OpenStack cloud controller manager reads{meant}: ignored, as it ignores it"
             ),
         );
     }
@@ -1142,8 +1142,9 @@ mod tests {
         assert!(
             notices[1]
                 .message
-                .contains(&format!("did you mean {FLOATING_SUBNET_TAGS}?")),
-            "{notices:?}"
+                .contains(&format!("did you mean {FLOATING_SUBNET_TAGS}?"))
+                && notices[1].message.contains("(set to \"public\")"),
+            "the key, its value and what it may stand for: {notices:?}"
         );
         let m = refused(
             &none,
