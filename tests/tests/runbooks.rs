@@ -110,7 +110,11 @@ async fn the_openstack_runbook_runs_as_written() {
         .map(|(k, v)| ((*k).to_owned(), json!(v)))
         .collect();
     let web = cluster
-        .create_lb_service("default", "web", json!({ "metadata": { "annotations": annotations } }))
+        .create_lb_service(
+            "default",
+            "web",
+            json!({ "metadata": { "annotations": annotations } }),
+        )
         .await;
     let node_port = web.spec.as_ref().and_then(|s| s.ports.as_ref()).expect("ports")[0]
         .node_port
@@ -150,7 +154,9 @@ async fn the_openstack_runbook_runs_as_written() {
         .patch_status(
             "web",
             &PatchParams::default(),
-            &Patch::Merge(json!({ "status": { "loadBalancer": { "ingress": [{ "ip": built.floating_ip }] } } })),
+            &Patch::Merge(
+                json!({ "status": { "loadBalancer": { "ingress": [{ "ip": built.floating_ip }] } } }),
+            ),
         )
         .await
         .expect("OCCM's ingress");
@@ -246,7 +252,9 @@ async fn the_openstack_runbook_runs_as_written() {
     for output in waits {
         let reached = full_pass(output);
         assert!(
-            reached.iter().any(|(c, _, want)| c == "service-lb-controller" && *want == 1),
+            reached
+                .iter()
+                .any(|(c, _, want)| c == "service-lb-controller" && *want == 1),
             "{output}"
         );
     }
@@ -271,29 +279,40 @@ async fn the_openstack_runbook_runs_as_written() {
         output_of(&ran, "logs deploy/ccm-shadow-cloud-gateway"),
         "no write\n"
     );
-    assert_eq!(occm_tree(&client, &built.id).await, octavia_before, "OCCM's load balancer untouched");
+    assert_eq!(
+        occm_tree(&client, &built.id).await,
+        octavia_before,
+        "OCCM's load balancer untouched"
+    );
     let after = services.get("web").await.expect("web");
     assert_eq!(
-        after.status.and_then(|s| s.load_balancer?.ingress?.into_iter().next()?.ip),
+        after
+            .status
+            .and_then(|s| s.load_balancer?.ingress?.into_iter().next()?.ip),
         Some(built.floating_ip.clone())
     );
     let events_api = Api::<Event>::namespaced(cluster.client.clone(), "default");
-    let events: Vec<Event> = e2e::wait_for("the Warnings the switch wrote on web", Duration::from_secs(30), || {
-        let events_api = events_api.clone();
-        async move {
-            let warnings: Vec<Event> = events_api
-                .list(&ListParams::default())
-                .await
-                .ok()?
-                .items
-                .into_iter()
-                .filter(|e| {
-                    e.involved_object.name.as_deref() == Some("web") && e.type_.as_deref() == Some("Warning")
-                })
-                .collect();
-            (warnings.len() >= READ_OTHER_THAN_WRITTEN.len()).then_some(warnings)
-        }
-    })
+    let events: Vec<Event> = e2e::wait_for(
+        "the Warnings the switch wrote on web",
+        Duration::from_secs(30),
+        || {
+            let events_api = events_api.clone();
+            async move {
+                let warnings: Vec<Event> = events_api
+                    .list(&ListParams::default())
+                    .await
+                    .ok()?
+                    .items
+                    .into_iter()
+                    .filter(|e| {
+                        e.involved_object.name.as_deref() == Some("web")
+                            && e.type_.as_deref() == Some("Warning")
+                    })
+                    .collect();
+                (warnings.len() >= READ_OTHER_THAN_WRITTEN.len()).then_some(warnings)
+            }
+        },
+    )
     .await;
     for (key, _) in READ_OTHER_THAN_WRITTEN {
         let naming: Vec<&Event> = events
@@ -344,7 +363,8 @@ async fn occm_tree(client: &provider_openstack::client::Client, id: &str) -> Vec
             .unwrap_or_else(|e| panic!("{path}: {e}"))
     };
     let lb = get(format!("/lbaas/loadbalancers/{id}")).await["loadbalancer"].clone();
-    let mut tree = vec![json!({ "tags": lb["tags"], "updated_at": lb["updated_at"], "vip": lb["vip_address"] })];
+    let mut tree =
+        vec![json!({ "tags": lb["tags"], "updated_at": lb["updated_at"], "vip": lb["vip_address"] })];
     for pool in lb["pools"].as_array().cloned().unwrap_or_default() {
         let pool_id = pool["id"].as_str().unwrap_or_default().to_owned();
         let pool = get(format!("/lbaas/pools/{pool_id}")).await["pool"].clone();

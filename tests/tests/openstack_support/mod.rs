@@ -213,7 +213,9 @@ pub fn with_clouds_yaml(conf: &str, clouds_file: &str, global_extra: &str) -> (S
         global("region"),
     );
     let rest = &conf[conf.find("\n[").expect("a section after [Global]")..];
-    let conf = format!("[Global]\nuse-clouds = true\nclouds-file = {clouds_file}\ncloud = openstack\n{global_extra}{rest}");
+    let conf = format!(
+        "[Global]\nuse-clouds = true\nclouds-file = {clouds_file}\ncloud = openstack\n{global_extra}{rest}"
+    );
     (conf, clouds)
 }
 

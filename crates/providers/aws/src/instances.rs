@@ -469,12 +469,12 @@ impl AwsProvider {
     /// described in batches. Unknown IDs are absent from the answer.
     pub(crate) async fn instances_cached(&self, ids: &[String]) -> Result<HashMap<String, InstanceView>> {
         let mut out = HashMap::new();
-        let missing = self.from_instance_cache(ids, &mut out);
+        let missing = self.take_cached_instances(ids, &mut out);
         if !missing.is_empty() {
             // One describe at a time: the callers that missed together wait for the first one,
             // then find what it described (a node joining makes every load balancer miss).
             let _describing = self.caches.instances_describing.lock().await;
-            let missing = self.from_instance_cache(&missing, &mut out);
+            let missing = self.take_cached_instances(&missing, &mut out);
             if missing.is_empty() {
                 return Ok(out);
             }
@@ -492,7 +492,7 @@ impl AwsProvider {
 
     /// Moves what the cache holds (described within [`INSTANCE_TTL`]) of `ids` into `out`;
     /// the IDs it does not hold.
-    fn from_instance_cache(&self, ids: &[String], out: &mut HashMap<String, InstanceView>) -> Vec<String> {
+    fn take_cached_instances(&self, ids: &[String], out: &mut HashMap<String, InstanceView>) -> Vec<String> {
         let cache = self.caches.instances.lock().expect("instance cache");
         let mut missing = Vec::new();
         for id in ids {

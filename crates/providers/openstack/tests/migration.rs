@@ -57,7 +57,6 @@ fn service(name: &str, ports: u16, monitors: bool) -> ServiceSpec {
     svc
 }
 
-
 async fn load_balancers(client: &Client) -> OpenStackLoadBalancers {
     lb::provider(cloud(), client, lb::settings(cloud()))
         .await

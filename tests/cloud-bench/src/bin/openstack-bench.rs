@@ -259,9 +259,7 @@ async fn main() {
     }
     quotas.restore(&admin).await;
 
-    let Ok(rows) = outcome else {
-        std::process::exit(1)
-    };
+    let Ok(rows) = outcome else { std::process::exit(1) };
     print_table(&rows);
     if let Some(path) = &args.json {
         write_json(path, &rows);
