@@ -30,7 +30,8 @@
 //!   Keystone lives inside it because the client itself needs it to authenticate; the API
 //!   modules below are the client's users, beside it at the crate root.
 //! - [`nova`]: servers and flavors. [`neutron`]: ports, networks, subnets, routers, floating
-//!   IPs, security groups. [`octavia`]: load balancers and what is under them.
+//!   IPs, security groups. [`octavia`]: load balancers and what is under them. [`barbican`]:
+//!   the one read of a TLS reference.
 //! - [`lenient`]: how their answers are read (lenient fields; [`lenient::Strict`] where a
 //!   caller writes a value back whole).
 //! - [`nodes`]: OCCM's node decisions (providerIDs, addresses, zone, instance type), pure.
@@ -41,6 +42,7 @@
 //!   registration with the gateway's command line.
 
 pub mod auth;
+pub mod barbican;
 pub mod client;
 pub mod cloud_config;
 pub mod clouds_yaml;

@@ -270,8 +270,8 @@ pub fn needs_renewal(now: Instant, received: Instant, lifetime: Duration) -> boo
 
 /// The base URL of `service` in the catalog, for `region` (empty: any) and `interface`, with
 /// the API version the client's paths are relative to: Neutron's `/v2.0`, Octavia's `/v2` and
-/// Keystone's `/v3` are appended when the catalog leaves them out (as it usually does for
-/// Neutron and Octavia); Nova's catalog URL carries its `/v2.1`.
+/// Keystone's `/v3` and Barbican's `/v1` are appended when the catalog leaves them out (as it
+/// usually does for Neutron, Octavia and Barbican); Nova's catalog URL carries its `/v2.1`.
 pub fn select_endpoint(
     catalog: &[CatalogEntry],
     service: Service,
@@ -296,6 +296,7 @@ pub fn select_endpoint(
         Service::Network if !url.ends_with("/v2.0") => format!("{url}/v2.0"),
         Service::LoadBalancer if !(url.ends_with("/v2") || url.ends_with("/v2.0")) => format!("{url}/v2"),
         Service::Identity => identity_base(&url),
+        Service::KeyManager if !url.ends_with("/v1") => format!("{url}/v1"),
         _ => url,
     })
 }

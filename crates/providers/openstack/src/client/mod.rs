@@ -30,7 +30,7 @@
 //! `credentials.interface`. An empty region is settled at connect: the catalog's region when it
 //! lists one only ([`settle_region`]); with several, connect fails naming them. Paths are relative to the API version: Nova's catalog URL carries
 //! `/v2.1`; Neutron's usually has no version, so `/v2.0` is appended (`/ports`, not
-//! `/v2.0/ports`); Octavia gets `/v2` (`/lbaas/loadbalancers`); Keystone `/v3`.
+//! `/v2.0/ports`); Octavia gets `/v2` (`/lbaas/loadbalancers`); Keystone `/v3`; Barbican `/v1`.
 
 pub mod error;
 pub mod keystone;
@@ -95,6 +95,8 @@ pub enum Service {
     LoadBalancer,
     /// Keystone (`identity`).
     Identity,
+    /// Barbican (`key-manager`): TLS containers and secrets, read only to check a reference.
+    KeyManager,
 }
 
 impl Service {
@@ -105,6 +107,7 @@ impl Service {
             Self::Network => "network",
             Self::LoadBalancer => "load-balancer",
             Self::Identity => "identity",
+            Self::KeyManager => "key-manager",
         }
     }
 
@@ -115,6 +118,7 @@ impl Service {
             Self::Network => "Neutron",
             Self::LoadBalancer => "Octavia",
             Self::Identity => "Keystone",
+            Self::KeyManager => "Barbican",
         }
     }
 }
@@ -293,6 +297,7 @@ fn endpoints(
         Service::Network,
         Service::LoadBalancer,
         Service::Identity,
+        Service::KeyManager,
     ]
     .into_iter()
     .map(|s| {
