@@ -4,7 +4,8 @@
 //!
 //! - [`build`]: `createOctaviaLoadBalancer` (fully populated: the name, description, provider and
 //!   tag; per port a listener with OCCM's connection limit, timeouts and tag, a pool with its
-//!   members named by node, a monitor when `enable-health-monitor` is exactly `true`), polled
+//!   members named by node, a monitor when `enable-health-monitor` is exactly `true`; with
+//!   `default-tls-container-ref`, TERMINATED_HTTPS listeners with it and HTTP pools), polled
 //!   until ACTIVE, then `ensureFloatingIP` (on the VIP port, with OCCM's description), then the
 //!   annotations OCCM writes on the Service.
 //! - [`join`]: a Service sharing another's load balancer through `load-balancer-id`.
@@ -43,23 +44,38 @@ pub async fn build(
         .annotations
         .get("loadbalancer.openstack.org/enable-health-monitor")
         .is_some_and(|v| v == "true");
+    // TLS (`default-tls-container-ref`): every listener TERMINATED_HTTPS with the reference,
+    // every pool HTTP (OCCM's getListenerProtocol and buildPoolCreateOpt).
+    let tls = svc
+        .annotations
+        .get("loadbalancer.openstack.org/default-tls-container-ref")
+        .filter(|r| !r.is_empty());
+    let (listener_protocol, pool_protocol) = if tls.is_some() {
+        ("TERMINATED_HTTPS", "HTTP")
+    } else {
+        ("TCP", "TCP")
+    };
     let listeners: Vec<Value> = svc
         .ports
         .iter()
         .enumerate()
         .map(|(i, port)| {
             let members = members(cloud, nodes, port.node_port);
-            let mut pool = json!({"name": format!("pool_{i}_{name}"), "protocol": "TCP",
+            let mut pool = json!({"name": format!("pool_{i}_{name}"), "protocol": pool_protocol,
                                   "lb_algorithm": "ROUND_ROBIN", "members": members});
             if monitors {
                 pool["healthmonitor"] = json!({"name": format!("monitor_{i}_{name}"), "type": "TCP",
                     "delay": 5, "timeout": 3, "max_retries": 1, "max_retries_down": 3});
             }
-            json!({"name": format!("listener_{i}_{name}"), "protocol": "TCP", "protocol_port": port.port,
-                   "connection_limit": -1, "tags": [name],
+            let mut listener = json!({"name": format!("listener_{i}_{name}"), "protocol": listener_protocol,
+                   "protocol_port": port.port, "connection_limit": -1, "tags": [name],
                    "timeout_client_data": 50000, "timeout_member_connect": 5000,
                    "timeout_member_data": 50000, "timeout_tcp_inspect": 0,
-                   "default_pool": pool})
+                   "default_pool": pool});
+            if let Some(reference) = tls {
+                listener["default_tls_container_ref"] = json!(reference);
+            }
+            listener
         })
         .collect();
     let body = json!({"loadbalancer": {

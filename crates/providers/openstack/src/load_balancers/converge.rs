@@ -81,6 +81,9 @@ impl OpenStackLoadBalancers {
         want: &[desired::Listener],
     ) -> Result<()> {
         let c = &self.client;
+        if let Some(reference) = write.tls_reference(want) {
+            self.check_tls_reference(reference).await?;
+        }
         if !self.may_write(&format!("octavia.{}", write.call()), &lb.id, || {
             format!("{write:?}")
         }) {

@@ -50,10 +50,12 @@ pub fn fingerprint(
     features: &OctaviaFeatures,
     security_group: Option<&security_groups::plan::Request>,
 ) -> String {
+    // TLS fields print only when set, so that a load balancer without TLS keeps the marker it
+    // was given before TLS was served (each would otherwise be read in full and re-tagged).
     let parts = [
         lb_name.to_owned(),
-        format!("{conf:?}"),
-        format!("{want:?}"),
+        format!("{conf:?}").replace(", tls_container_ref: None }", " }"),
+        format!("{want:?}").replace(", default_tls_container_ref: None }", " }"),
         format!("{features:?}"),
     ];
     let group = security_group.map(|g| format!("{g:?}"));
@@ -92,5 +94,65 @@ mod tests {
             tags(&["a", "b", "cloudgateway_spec_f2"])
         );
         assert_eq!(with_marker(&tags(&[]), "f1"), tags(&["cloudgateway_spec_f1"]));
+    }
+    #[test]
+    fn a_service_without_tls_keeps_the_fingerprint_it_had_before_tls_was_served() {
+        // Pinned: a field added to what the fingerprint covers must not move the markers that
+        // load balancers already carry (each would be read in full and re-tagged once).
+        use crate::load_balancers::{desired, service_conf, test_support::web_and_dns};
+        let service = web_and_dns(&[(service_conf::X_FORWARDED_FOR, "true")]);
+        let settings = crate::cloud_config::LoadBalancerSettings {
+            subnet_id: Some("subnet-1".into()),
+            ..Default::default()
+        };
+        let features = service_conf::OctaviaFeatures::of(2, 26, "amphora");
+        let conf = service_conf::resolve(&settings, &features, &service).expect("conf");
+        let node = provider::LoadBalancerNode {
+            name: "n1".into(),
+            addresses: vec![provider::NodeAddress {
+                kind: provider::AddressType::InternalIP,
+                address: "10.0.0.5".into(),
+            }],
+            ..Default::default()
+        };
+        let octavia = desired::Octavia {
+            features: &features,
+            provider: "amphora",
+            member_calls: desired::MemberCalls::Batch,
+        };
+        let want = desired::listeners(
+            &service,
+            &conf,
+            octavia,
+            "kube_service_c_default_web",
+            &[&node],
+            Some(desired::IpFamily::V4),
+        );
+        let got = fingerprint("kube_service_c_default_web", &conf, &want, &features, None);
+        assert_eq!(got, "fa58e115f5b7d814");
+        // With TLS, the reference is covered.
+        let tls = web_and_dns(&[(service_conf::TLS_CONTAINER_REF, "https://kms/v1/containers/c")]);
+        let conf = service_conf::resolve(&settings, &features, &tls).expect("conf");
+        let octavia = desired::Octavia {
+            features: &features,
+            provider: "amphora",
+            member_calls: desired::MemberCalls::Batch,
+        };
+        let want = desired::listeners(
+            &tls,
+            &conf,
+            octavia,
+            "kube_service_c_default_web",
+            &[&node],
+            Some(desired::IpFamily::V4),
+        );
+        let with_tls = fingerprint("kube_service_c_default_web", &conf, &want, &features, None);
+        assert_ne!(with_tls, got);
+        let mut other = conf.clone();
+        other.tls_container_ref = Some("https://kms/v1/containers/d".into());
+        assert_ne!(
+            fingerprint("kube_service_c_default_web", &other, &want, &features, None),
+            with_tls
+        );
     }
 }

@@ -52,6 +52,9 @@ impl OpenStackLoadBalancers {
             vip_subnet = Some(detected.clone());
             conf.member_subnet_id.get_or_insert(detected);
         }
+        if let Some(reference) = &conf.tls_container_ref {
+            self.check_tls_reference(reference).await?;
+        }
         let want = desired::listeners(service, &conf, self.octavia(), lb_name, nodes, family);
         let new = octavia::NewLoadBalancer {
             name: lb_name.to_owned(),

@@ -38,7 +38,7 @@ impl IpFamily {
 pub struct Listener {
     /// `listener_<i>_<lb name>`.
     pub name: String,
-    /// `TCP`, `UDP`, `SCTP`, or `HTTP` with `x-forwarded-for`.
+    /// `TCP`, `UDP`, `SCTP`, `HTTP` with `x-forwarded-for`, or `TERMINATED_HTTPS` with TLS.
     pub protocol: &'static str,
     /// The Service port.
     pub protocol_port: u16,
@@ -55,6 +55,9 @@ pub struct Listener {
     pub allowed_cidrs: Option<Vec<String>>,
     /// Its default pool.
     pub pool: Pool,
+    /// The Barbican container or secret it terminates TLS with. Last, so that a listener
+    /// without TLS keeps its fingerprint ([`super::converged`]).
+    pub default_tls_container_ref: Option<String>,
 }
 
 /// A listener's default pool.
@@ -63,7 +66,7 @@ pub struct Pool {
     /// `pool_<i>_<lb name>`.
     pub name: String,
     /// The listener's protocol, `PROXY`/`PROXYV2` with proxy protocol, `HTTP` with
-    /// `x-forwarded-for`.
+    /// `x-forwarded-for` or TLS.
     pub protocol: &'static str,
     /// `lb_algorithm`.
     pub lb_algorithm: String,
@@ -152,8 +155,12 @@ pub fn node_address_for_lb(addresses: &[NodeAddress], family: Option<IpFamily>) 
         })
 }
 
-/// The listener protocol of a Service port (`getListenerProtocol`).
+/// The listener protocol of a Service port (`getListenerProtocol`): TLS first, whatever the
+/// port's protocol, then `x-forwarded-for`.
 fn listener_protocol(protocol: Protocol, conf: &ServiceLbConf) -> &'static str {
+    if conf.tls_container_ref.is_some() {
+        return "TERMINATED_HTTPS";
+    }
     if conf.x_forwarded_for {
         return "HTTP";
     }
@@ -169,7 +176,7 @@ fn pool_protocol(listener: &'static str, conf: &ServiceLbConf) -> &'static str {
     match conf.proxy_protocol {
         Some(ProxyProtocol::V1) => "PROXY",
         Some(ProxyProtocol::V2) => "PROXYV2",
-        None if conf.x_forwarded_for => "HTTP",
+        None if conf.x_forwarded_for || conf.tls_container_ref.is_some() => "HTTP",
         None => listener,
     }
 }
@@ -271,6 +278,7 @@ pub fn listeners(
                     members,
                     monitor,
                 },
+                default_tls_container_ref: conf.tls_container_ref.clone(),
             }
         })
         .collect()
@@ -496,7 +504,8 @@ mod tests {
     fn protocols_of_listeners_and_pools() {
         type Annotations = &'static [(&'static str, &'static str)];
         let nodes = [node("n1", "10.0.0.1", &[])];
-        let cases: [(Protocol, Annotations, &str, &str); 7] = [
+        const TLS: &str = "https://kms/v1/containers/c1";
+        let cases: [(Protocol, Annotations, &str, &str); 11] = [
             (Protocol::Tcp, &[], "TCP", "TCP"),
             (Protocol::Udp, &[], "UDP", "UDP"),
             (Protocol::Sctp, &[], "SCTP", "SCTP"),
@@ -524,6 +533,37 @@ mod tests {
                 "TCP",
                 "PROXYV2",
             ),
+            (
+                Protocol::Tcp,
+                &[(service_conf::TLS_CONTAINER_REF, TLS)],
+                "TERMINATED_HTTPS",
+                "HTTP",
+            ),
+            // TLS whatever the port's protocol, as OCCM's getListenerProtocol.
+            (
+                Protocol::Udp,
+                &[(service_conf::TLS_CONTAINER_REF, TLS)],
+                "TERMINATED_HTTPS",
+                "HTTP",
+            ),
+            (
+                Protocol::Tcp,
+                &[
+                    (service_conf::TLS_CONTAINER_REF, TLS),
+                    (service_conf::X_FORWARDED_FOR, "true"),
+                ],
+                "TERMINATED_HTTPS",
+                "HTTP",
+            ),
+            (
+                Protocol::Tcp,
+                &[
+                    (service_conf::TLS_CONTAINER_REF, TLS),
+                    (service_conf::PROXY_PROTOCOL, "v2"),
+                ],
+                "TERMINATED_HTTPS",
+                "PROXYV2",
+            ),
         ];
         for (protocol, annotations, listener, pool) in cases {
             let built = build(
@@ -536,6 +576,14 @@ mod tests {
                 (built[0].protocol, built[0].pool.protocol),
                 (listener, pool),
                 "{protocol:?} {annotations:?}"
+            );
+            let tls = annotations
+                .iter()
+                .any(|(k, _)| *k == service_conf::TLS_CONTAINER_REF);
+            assert_eq!(
+                built[0].default_tls_container_ref.is_some(),
+                tls,
+                "{annotations:?}"
             );
         }
     }

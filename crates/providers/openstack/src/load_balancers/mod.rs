@@ -97,12 +97,6 @@ pub fn refused_settings(settings: &LoadBalancerSettings) -> Option<String> {
              this provider deletes load balancers with cascade; remove the key, or set it to true, to serve load balancers",
         );
     }
-    if settings.default_tls_container_ref.is_some() {
-        return refused(
-            "default-tls-container-ref",
-            "TLS termination (with Barbican) is not implemented yet; remove the key to serve load balancers without it",
-        );
-    }
     if let Err(e) = floating_subnets::SubnetMatch::parse(
         settings.floating_subnet.as_deref(),
         settings.floating_subnet_tags.as_deref(),
@@ -133,6 +127,8 @@ pub struct OpenStackLoadBalancers {
     subnet_cidrs: Mutex<HashMap<String, String>>,
     /// Services whose load balancer makes no progress ([`stalls`]).
     stalls: stalls::Stalls,
+    /// TLS references Barbican was asked about and has ([`Self::check_tls_reference`]).
+    tls_checked: Mutex<std::collections::HashSet<String>>,
 }
 
 fn wait(message: String) -> ProviderError {
@@ -173,6 +169,7 @@ impl OpenStackLoadBalancers {
             verified: provider::converged::Verified::new(converged::VERIFY_PERIOD),
             subnet_cidrs: Mutex::new(HashMap::new()),
             stalls: stalls::Stalls::new(stalls::STALL_AFTER),
+            tls_checked: Mutex::default(),
         }))
     }
 
@@ -237,7 +234,35 @@ impl OpenStackLoadBalancers {
     fn conf(&self, service: &ServiceSpec) -> Result<ServiceLbConf> {
         let conf = service_conf::resolve(&self.settings, &self.features, service)?;
         Self::subnet_match(&conf)?;
+        if conf.tls_container_ref.is_some()
+            && let Err(e) = self.client.endpoint(crate::client::Service::KeyManager)
+        {
+            // OCCM: "keymanager client is not initialized"; every other Service is served.
+            return Err(ProviderError::InvalidArgument(format!(
+                "TLS termination (annotation {} or [LoadBalancer] default-tls-container-ref) needs Barbican, the \
+                 key manager Octavia reads the certificate from: {}",
+                service_conf::TLS_CONTAINER_REF,
+                e.message
+            )));
+        }
         Ok(conf)
+    }
+
+    /// Checks in Barbican, once per reference, a TLS reference about to be written (OCCM checks
+    /// it on every sync; an unchanged Service costs no Barbican call here). Only with
+    /// `container-store = barbican`, as OCCM.
+    async fn check_tls_reference(&self, reference: &str) -> Result<()> {
+        if self.settings.container_store != "barbican"
+            || self.tls_checked.lock().is_ok_and(|c| c.contains(reference))
+        {
+            return Ok(());
+        }
+        let named = crate::barbican::TlsRef::parse(reference).map_err(ProviderError::InvalidArgument)?;
+        crate::barbican::check(&self.client, reference, &named).await?;
+        if let Ok(mut checked) = self.tls_checked.lock() {
+            checked.insert(reference.to_owned());
+        }
+        Ok(())
     }
 
     /// The floating subnet's name pattern and tags, when the subnet is chosen by them.

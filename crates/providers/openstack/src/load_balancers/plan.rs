@@ -105,6 +105,15 @@ impl Write {
             Self::DeleteMonitor { .. } => "delete_health_monitor",
         }
     }
+
+    /// The TLS reference this write hands Octavia, if any (checked in Barbican first).
+    pub fn tls_reference<'a>(&'a self, want: &'a [desired::Listener]) -> Option<&'a str> {
+        match self {
+            Self::CreateListener { index } => want.get(*index)?.default_tls_container_ref.as_deref(),
+            Self::UpdateListener { update, .. } => update.default_tls_container_ref.as_deref(),
+            _ => None,
+        }
+    }
 }
 
 /// The fields of a listener that differ (`None`: unchanged).
@@ -116,6 +125,8 @@ pub struct ListenerUpdate {
     pub allowed_cidrs: Option<Vec<String>>,
     /// The listener's tags with the Service's added.
     pub tags: Option<Vec<String>>,
+    /// A new certificate (another Barbican container or secret): one listener write, as OCCM.
+    pub default_tls_container_ref: Option<String>,
 }
 
 /// The L4 family Octavia keeps listener ports unique in: a second listener on a port of the
@@ -182,6 +193,13 @@ fn listener_update(
         let mut tags = have.tags.clone();
         tags.push(lb_name.to_owned());
         update.tags = Some(tags);
+    }
+    // Only on a TERMINATED_HTTPS listener: one without TLS has another protocol, and is
+    // replaced instead.
+    if let Some(reference) = &want.default_tls_container_ref
+        && have.default_tls_container_ref != *reference
+    {
+        update.default_tls_container_ref = Some(reference.clone());
     }
     (update != ListenerUpdate::default()).then_some(update)
 }
@@ -566,6 +584,7 @@ mod tests {
                 timeout_tcp_inspect: Some(t.tcp_inspect),
                 tags: w.tags.clone(),
                 allowed_cidrs: w.allowed_cidrs.clone().unwrap_or_default(),
+                default_tls_container_ref: w.default_tls_container_ref.clone().unwrap_or_default(),
             });
             tree.pools.push(observed::Pool {
                 id: format!("p{i}"),
@@ -626,6 +645,11 @@ mod tests {
                 (service_conf::PROXY_PROTOCOL, "v2"),
                 (service_conf::CONNECTION_LIMIT, "100"),
             ],
+            vec![(service_conf::TLS_CONTAINER_REF, TLS_A)],
+            vec![
+                (service_conf::TLS_CONTAINER_REF, TLS_A),
+                (service_conf::X_FORWARDED_FOR, "true"),
+            ],
         ] {
             let svc = service(&annotations);
             assert_eq!(
@@ -634,6 +658,46 @@ mod tests {
                 "{annotations:?}"
             );
         }
+    }
+
+    const TLS_A: &str = "https://kms:9311/v1/containers/a";
+
+    // OCCM's ensureOctaviaListener: a changed reference is one listener PUT with it alone; TLS
+    // switched on or off changes the protocol, so the listener (and its pool) is made again.
+    #[test]
+    fn a_new_certificate_is_one_listener_write_and_tls_switched_replaces_the_listener() {
+        let with_a = service(&[(service_conf::TLS_CONTAINER_REF, TLS_A)]);
+        let tree = built(&want_for(&with_a, 2));
+        let with_b = service(&[(service_conf::TLS_CONTAINER_REF, "https://kms:9311/v1/secrets/b")]);
+        assert_eq!(
+            plan(&tree, &with_b, 2),
+            Next::Write(Write::UpdateListener {
+                id: "l0".into(),
+                update: ListenerUpdate {
+                    default_tls_container_ref: Some("https://kms:9311/v1/secrets/b".into()),
+                    ..ListenerUpdate::default()
+                },
+                index: 0,
+            })
+        );
+        let plain = service(&[]);
+        assert!(
+            matches!(
+                plan(&tree, &plain, 2),
+                Next::Write(Write::DeletePool { .. } | Write::DeleteListener { .. })
+            ),
+            "{:?}",
+            plan(&tree, &plain, 2)
+        );
+        let plain_tree = built(&want_for(&plain, 2));
+        assert!(
+            matches!(
+                plan(&plain_tree, &with_a, 2),
+                Next::Write(Write::DeletePool { .. } | Write::DeleteListener { .. })
+            ),
+            "{:?}",
+            plan(&plain_tree, &with_a, 2)
+        );
     }
 
     #[test]

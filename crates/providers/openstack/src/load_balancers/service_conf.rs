@@ -15,8 +15,8 @@
 //! (OCCM's own event reason where it has one); [`resolve_noting`] answers them.
 //!
 //! # Where this differs from OCCM, on purpose
-//! - `default-tls-container-ref` is refused by name: TLS termination needs Barbican, which this
-//!   provider does not call yet.
+//! - A `default-tls-container-ref` is checked in Barbican only before a listener is written
+//!   with it (OCCM reads it on every sync): an unchanged Service costs no Barbican call.
 //! - `lb-method` is checked against Octavia's algorithms before any write; OCCM sends it and
 //!   emits `LoadBalancerLbMethodUnknown` when Octavia refuses it.
 //! - Connection limits, timeouts and health-monitor values that Octavia's API would refuse are
@@ -97,6 +97,7 @@ const READ: &[&str] = &[
     MONITOR_MAX_RETRIES,
     MONITOR_MAX_RETRIES_DOWN,
     HOSTNAME,
+    TLS_CONTAINER_REF,
     // Written by OCCM with the address in use; an output, read by nobody.
     LOAD_BALANCER_ADDRESS,
     LOAD_BALANCER_ID,
@@ -247,6 +248,10 @@ pub struct ServiceLbConf {
     pub source_ip_persistence: bool,
     /// `hostname`: the status names it instead of an address.
     pub hostname: Option<String>,
+    /// `default-tls-container-ref`, else the config's: every listener `TERMINATED_HTTPS` with
+    /// this Barbican container or secret, its pool HTTP. Last, so that a Service without TLS
+    /// keeps its fingerprint ([`super::converged`]).
+    pub tls_container_ref: Option<String>,
 }
 
 /// The event reason of a value read as OCCM reads it, not as written (OCCM has none: it falls
@@ -350,16 +355,6 @@ impl<'a> Annotations<'a> {
 
 fn invalid(key: &str, value: &str, why: &str) -> ProviderError {
     ProviderError::InvalidArgument(format!("annotation {key}: {value:?} {why}"))
-}
-
-/// TLS termination, refused by name: `None` when not asked.
-fn refused_annotations(annotations: &BTreeMap<String, String>) -> Option<ProviderError> {
-    annotations.contains_key(TLS_CONTAINER_REF).then(|| {
-        ProviderError::InvalidArgument(format!(
-            "annotation {TLS_CONTAINER_REF} is not supported by this provider: TLS termination needs \
-             Barbican, which it does not call; terminate TLS in the cluster (an Ingress) or remove the annotation"
-        ))
-    })
 }
 
 /// The keys under [`PREFIX`] that OCCM does not read: ignored, as OCCM ignores them, each
@@ -632,9 +627,6 @@ fn read(
     service: &ServiceSpec,
     a: &Annotations<'_>,
 ) -> Result<ServiceLbConf, ProviderError> {
-    if let Some(refused) = refused_annotations(&service.annotations) {
-        return Err(refused);
-    }
     if service.ports.is_empty() {
         return Err(ProviderError::InvalidArgument("the Service has no ports".into()));
     }
@@ -756,6 +748,7 @@ fn read(
         .then_some(service.health_check_node_port);
 
     let node_selector = parse_node_selector(a.get(NODE_SELECTOR).unwrap_or(&settings.node_selector));
+    let tls_container_ref = tls_container_ref(settings, a)?;
 
     Ok(ServiceLbConf {
         internal,
@@ -781,7 +774,34 @@ fn read(
         health_check_node_port,
         source_ip_persistence: service.session_affinity_client_ip,
         hostname: a.id(HOSTNAME),
+        tls_container_ref,
     })
+}
+
+/// `default-tls-container-ref`: the annotation (present but empty: no TLS, as OCCM reads it),
+/// else `[LoadBalancer] default-tls-container-ref`; with `container-store = barbican`, a
+/// reference Barbican's form (its existence is checked before it is written, not here: a
+/// resolve makes no call).
+fn tls_container_ref(
+    settings: &LoadBalancerSettings,
+    a: &Annotations<'_>,
+) -> Result<Option<String>, ProviderError> {
+    let reference = match a.get(TLS_CONTAINER_REF) {
+        Some(value) => (!value.is_empty()).then(|| value.to_owned()),
+        None => settings
+            .default_tls_container_ref
+            .clone()
+            .filter(|v| !v.is_empty()),
+    };
+    if let Some(reference) = &reference
+        && settings.container_store == "barbican"
+        && let Err(why) = crate::barbican::TlsRef::parse(reference)
+    {
+        return Err(ProviderError::InvalidArgument(format!(
+            "TLS reference (annotation {TLS_CONTAINER_REF} or [LoadBalancer] default-tls-container-ref): {why}"
+        )));
+    }
+    Ok(reference)
 }
 
 #[cfg(test)]
@@ -1115,7 +1135,7 @@ mod tests {
     // OCCM ignores a key it does not read; so does this provider, naming it once (it used to
     // refuse the Service).
     #[test]
-    fn unknown_keys_are_ignored_and_noticed_and_tls_is_refused_by_name() {
+    fn unknown_keys_are_ignored_and_noticed() {
         let none = LoadBalancerSettings::default();
         let (conf, notices) = noting(
             &none,
@@ -1146,11 +1166,6 @@ mod tests {
                 && notices[1].message.contains("(set to \"public\")"),
             "the key, its value and what it may stand for: {notices:?}"
         );
-        let m = refused(
-            &none,
-            &[(TLS_CONTAINER_REF, "https://barbican/v1/containers/abc")],
-        );
-        assert!(m.contains(TLS_CONTAINER_REF) && m.contains("Barbican"), "{m}");
         // Other prefixes are not ours to judge.
         resolved(
             &none,
@@ -1158,6 +1173,52 @@ mod tests {
                 ("example.com/owner", "team-a"),
                 (LOAD_BALANCER_ADDRESS, "1.2.3.4"),
             ],
+        );
+    }
+
+    // OCCM's checkService: the annotation, else the config (an empty annotation is no TLS);
+    // with container-store = barbican, the last two path segments are containers/<uuid> or
+    // secrets/<uuid>; with external, anything.
+    #[test]
+    fn tls_comes_from_the_annotation_then_the_config_as_occm_reads_it() {
+        let container = "https://kms:9311/v1/containers/c1";
+        let config = LoadBalancerSettings {
+            default_tls_container_ref: Some("https://kms:9311/v1/secrets/s1".into()),
+            ..LoadBalancerSettings::default()
+        };
+        let none = LoadBalancerSettings::default();
+        let tls = |settings: &LoadBalancerSettings, annotations: &[(&str, &str)]| {
+            resolved(settings, annotations).tls_container_ref
+        };
+        assert_eq!(tls(&none, &[]), None);
+        assert_eq!(
+            tls(&none, &[(TLS_CONTAINER_REF, container)]).as_deref(),
+            Some(container)
+        );
+        assert_eq!(
+            tls(&config, &[(TLS_CONTAINER_REF, container)]).as_deref(),
+            Some(container)
+        );
+        assert_eq!(
+            tls(&config, &[]).as_deref(),
+            Some("https://kms:9311/v1/secrets/s1")
+        );
+        assert_eq!(tls(&config, &[(TLS_CONTAINER_REF, "")]), None);
+        for bad in [
+            "c1",
+            "https://kms:9311/v1/orders/o1",
+            "https://kms/v1/containers/",
+        ] {
+            let m = refused(&none, &[(TLS_CONTAINER_REF, bad)]);
+            assert!(m.contains(TLS_CONTAINER_REF) && m.contains(bad), "{bad}: {m}");
+        }
+        let external = LoadBalancerSettings {
+            container_store: "external".into(),
+            ..LoadBalancerSettings::default()
+        };
+        assert_eq!(
+            tls(&external, &[(TLS_CONTAINER_REF, "vault:tls/web")]).as_deref(),
+            Some("vault:tls/web")
         );
     }
 

@@ -202,6 +202,9 @@ pub fn listener_body(l: &Listener) -> Map<String, Value> {
     if let Some(cidrs) = &l.allowed_cidrs {
         body.insert("allowed_cidrs".into(), json!(cidrs));
     }
+    if let Some(reference) = &l.default_tls_container_ref {
+        body.insert("default_tls_container_ref".into(), json!(reference));
+    }
     body.insert("default_pool".into(), Value::Object(pool_body(&l.pool)));
     body
 }
@@ -352,6 +355,9 @@ pub async fn update_listener(client: &Client, id: &str, update: &ListenerUpdate)
     if let Some(tags) = &update.tags {
         body.insert("tags".into(), json!(tags));
     }
+    if let Some(reference) = &update.default_tls_container_ref {
+        body.insert("default_tls_container_ref".into(), json!(reference));
+    }
     let path = format!("/lbaas/listeners/{}", path_segment(id));
     client
         .put(Service::LoadBalancer, &path)
@@ -499,8 +505,10 @@ mod tests {
             x_forwarded_for: false,
             allowed_cidrs: None,
             pool: pool.clone(),
+            default_tls_container_ref: None,
         };
         assert!(listener_body(&listener).contains_key("default_pool"));
+        assert!(!listener_body(&listener).contains_key("default_tls_container_ref"));
         let alone = listener_create_body(&listener);
         assert!(!alone.contains_key("default_pool") && alone["protocol_port"] == 80);
         let alone = pool_create_body(&pool);
@@ -555,6 +563,7 @@ mod tests {
                     },
                 }),
             },
+            default_tls_container_ref: Some("https://kms/v1/containers/c1".into()),
         };
         let lb = NewLoadBalancer {
             name: "lb".into(),
@@ -572,6 +581,7 @@ mod tests {
         assert!(body["loadbalancer"].get("vip_port_id").is_none());
         assert_eq!(l["timeout_tcp_inspect"], 4);
         assert!(l.get("insert_headers").is_none());
+        assert_eq!(l["default_tls_container_ref"], "https://kms/v1/containers/c1");
         assert_eq!(l["default_pool"]["session_persistence"]["type"], "SOURCE_IP");
         assert_eq!(l["default_pool"]["members"][0]["monitor_port"], 32000);
         assert_eq!(l["default_pool"]["healthmonitor"]["url_path"], "/healthz");

@@ -85,6 +85,10 @@ pub struct Listener {
     pub tags: Vec<String>,
     #[serde(default, deserialize_with = "null_default")]
     pub allowed_cidrs: Vec<String>,
+    /// The Barbican reference a `TERMINATED_HTTPS` listener serves its certificate from; empty
+    /// without TLS.
+    #[serde(default, deserialize_with = "null_default")]
+    pub default_tls_container_ref: String,
 }
 
 impl Listener {
