@@ -294,6 +294,48 @@ func terminateSessions(ctx context.Context) (int, error) {
 	return len(ids), err
 }
 
+// Ref is a managed object reference as the admin API answers it.
+type Ref struct {
+	Type  string `json:"type"`
+	Value string `json:"value"`
+}
+
+// placement is where a VM runs: its host, resource pool, and the host's cluster and
+// datacenter, for tests that tag them (zones and regions).
+func placement(vmRef types.ManagedObjectReference) (map[string]Ref, error) {
+	vm, ok := simulator.Map.Get(vmRef).(*simulator.VirtualMachine)
+	if !ok {
+		return nil, fmt.Errorf("no VM %s", vmRef.Value)
+	}
+	out := map[string]Ref{}
+	var host, pool *types.ManagedObjectReference
+	simulator.Map.WithLock(vm, func() {
+		host, pool = vm.Runtime.Host, vm.ResourcePool
+	})
+	if host == nil {
+		return nil, fmt.Errorf("VM %s has no host", vmRef.Value)
+	}
+	out["host"] = Ref{host.Type, host.Value}
+	if pool != nil {
+		out["pool"] = Ref{pool.Type, pool.Value}
+	}
+	for cur := *host; ; {
+		e, ok := simulator.Map.Get(cur).(mo.Entity)
+		if !ok || e.Entity().Parent == nil {
+			break
+		}
+		parent := *e.Entity().Parent
+		switch parent.Type {
+		case "ClusterComputeResource", "ComputeResource":
+			out["cluster"] = Ref{parent.Type, parent.Value}
+		case "Datacenter":
+			out["datacenter"] = Ref{parent.Type, parent.Value}
+		}
+		cur = parent
+	}
+	return out, nil
+}
+
 func reply(w http.ResponseWriter, v interface{}, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	if err != nil {
@@ -339,6 +381,9 @@ func adminAPI(w http.ResponseWriter, r *http.Request) {
 		}
 		err := setGuest(types.ManagedObjectReference{Type: "VirtualMachine", Value: parts[1]}, g)
 		reply(w, map[string]string{}, err)
+	case len(parts) == 3 && parts[0] == "vm" && parts[2] == "placement" && r.Method == http.MethodGet:
+		p, err := placement(types.ManagedObjectReference{Type: "VirtualMachine", Value: parts[1]})
+		reply(w, p, err)
 	case len(parts) == 3 && parts[0] == "vm" && r.Method == http.MethodPost:
 		err := vmAction(ctx, types.ManagedObjectReference{Type: "VirtualMachine", Value: parts[1]}, parts[2])
 		reply(w, map[string]string{}, err)

@@ -62,10 +62,6 @@ mod tests {
                 "[VirtualCenter \"v\"]\nuser = u\npassword = p\nport = x\n",
                 "line 4",
             ),
-            (
-                "[VirtualCenter \"v\"]\nuser = u\npassword = p\n[Labels]\nzone = z\nregion = r\n",
-                "not implemented",
-            ),
         ] {
             let file = tempfile::NamedTempFile::new().unwrap();
             std::fs::write(file.path(), text).unwrap();
@@ -81,5 +77,13 @@ mod tests {
             );
         }
         assert!(REGISTRATION.build(&flags, None).await.is_err());
+        // Zones and regions from tags are served: [Labels] starts.
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(
+            file.path(),
+            "[VirtualCenter \"v\"]\nuser = u\npassword = p\n[Labels]\nzone = z\nregion = r\n",
+        )
+        .unwrap();
+        assert!(REGISTRATION.build(&flags, Some(file.path())).await.is_ok());
     }
 }

@@ -6,7 +6,10 @@
 //!   Secret layouts.
 //! - [`provider_id`], [`addresses`], [`instance_type`]: CPI's rules, pure, table-tested with
 //!   CPI's own cases.
-//! - [`soap`]: the SOAP client of our own (one long-lived session per vCenter).
+//! - [`soap`]: the SOAP client of our own (one long-lived session per vCenter); [`tagging`]:
+//!   the tagging REST API beside it (one session too).
+//! - [`zones`]: zones and regions from tags, CPI's walk up the inventory, over tags read once
+//!   per period.
 //! - [`nodes`]: lookups by UUID, tools hostname and IP, and when a VM is definitely gone.
 //! - [`provider`]: the [`provider::Provider`] the gateway serves; [`gateway_args`] its
 //!   registration.
@@ -20,5 +23,7 @@ pub mod nodes;
 pub mod provider;
 pub mod provider_id;
 pub mod soap;
+pub mod tagging;
+pub mod zones;
 
 pub use provider::VsphereProvider;

@@ -33,6 +33,10 @@ pub const PROPERTIES: &[&str] = &[
     "runtime.powerState",
 ];
 
+/// Also read with [`PROPERTIES`] when zones are looked up: where the walks up start (CPI's
+/// order: the host, the resource pool, the VM's folder).
+pub const PLACEMENT: &[&str] = &["runtime.host", "resourcePool", "parent"];
+
 /// How a node is looked up.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Key {

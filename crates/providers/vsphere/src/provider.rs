@@ -27,6 +27,8 @@ use crate::{
     nodes::{self, Key, Rules, Search},
     provider_id,
     soap::{Client, Moref, SoapError, methods::ObjectContent},
+    tagging::Tagging,
+    zones::{self, Placement, ZoneTags},
 };
 
 /// Most nodes per batch (one RetrievePropertiesEx carries them all).
@@ -36,6 +38,8 @@ struct VCenterState {
     client: Arc<Client>,
     /// The datacenters searched: `[None]` (the whole inventory) when none are configured.
     scopes: OnceCell<Vec<Option<Moref>>>,
+    /// With `[Labels]`: the zone and region tags.
+    zones: Option<ZoneTags>,
 }
 
 /// The provider.
@@ -49,16 +53,17 @@ impl VsphereProvider {
     /// The provider for `config`; no call is made until the first lookup (as CPI: bad
     /// credentials do not stop start-up, they fail lookups without deleting anything).
     pub fn new(config: &Config) -> Result<Arc<Self>, String> {
-        if config.labels.zone.is_some() && config.labels.region.is_some() {
-            return Err("[Labels] zone and region: zones and regions from vSphere tags are not implemented by this provider yet; remove [Labels] to run without zone labels".into());
-        }
         let secrets: Option<PathBuf> = config.secrets_directory.clone();
+        let labels = config.labels.zone.as_deref().zip(config.labels.region.as_deref());
         let vcenters = config
             .vcenters
             .iter()
             .map(|vc| {
+                let client = Client::new(vc, secrets.clone())?;
                 Ok(VCenterState {
-                    client: Client::new(vc, secrets.clone())?,
+                    zones: labels
+                        .map(|(zone, region)| ZoneTags::new(Tagging::new(client.clone()), zone, region)),
+                    client,
                     scopes: OnceCell::new(),
                 })
             })
@@ -73,6 +78,13 @@ impl VsphereProvider {
     /// The SOAP clients, in config order (their call and login counts).
     pub fn clients(&self) -> impl Iterator<Item = &Arc<Client>> {
         self.vcenters.iter().map(|v| &v.client)
+    }
+
+    /// The tagging REST clients, with `[Labels]` (their call and login counts).
+    pub fn tagging(&self) -> impl Iterator<Item = &Tagging> {
+        self.vcenters
+            .iter()
+            .filter_map(|v| Some(v.zones.as_ref()?.tagging()))
     }
 
     async fn scopes(&self, vc: usize) -> Result<&Vec<Option<Moref>>, SoapError> {
@@ -188,9 +200,18 @@ impl VsphereProvider {
         }
         let mut out = BTreeMap::new();
         for (vc, refs) in by_vc {
+            let paths: Vec<&str> = if self.vcenters[vc].zones.is_some() {
+                nodes::PROPERTIES
+                    .iter()
+                    .chain(nodes::PLACEMENT)
+                    .copied()
+                    .collect()
+            } else {
+                nodes::PROPERTIES.to_vec()
+            };
             let answer = self.vcenters[vc]
                 .client
-                .retrieve("VirtualMachine", &refs, nodes::PROPERTIES)
+                .retrieve("VirtualMachine", &refs, &paths)
                 .await
                 .map(|(objects, gone)| {
                     let map = objects
@@ -202,6 +223,43 @@ impl VsphereProvider {
             out.insert(vc, answer);
         }
         out
+    }
+
+    /// Each VM's zone and region in `found` (of vCenter `vc`, with `[Labels]`): the tags (read
+    /// once per period) and the ancestors of the VMs' hosts, pools and folders (one call).
+    async fn placements(&self, vc: usize, found: &HashMap<Moref, ObjectContent>) -> Option<Placed> {
+        let tags = self.vcenters[vc].zones.as_ref()?;
+        Some(
+            async {
+                let starts: HashMap<&Moref, Vec<Moref>> = found
+                    .iter()
+                    .map(|(vm, content)| {
+                        let mut starts: Vec<Moref> = nodes::PLACEMENT[..2]
+                            .iter()
+                            .filter_map(|path| Moref::from(content.prop(path)?))
+                            .collect();
+                        starts.push(vm.clone());
+                        (vm, starts)
+                    })
+                    .collect();
+                let mut objects: Vec<Moref> = starts.values().flatten().cloned().collect();
+                objects.sort();
+                objects.dedup();
+                let index = tags.index().await?;
+                let parents = self.vcenters[vc].client.parents(&objects).await?;
+                Ok(starts
+                    .into_iter()
+                    .map(|(vm, starts)| {
+                        let starts: Vec<&Moref> = starts.iter().collect();
+                        (
+                            vm.clone(),
+                            zones::placement(&starts, &parents, &index, tags.categories()),
+                        )
+                    })
+                    .collect())
+            }
+            .await,
+        )
     }
 
     fn rules(&self, vc: usize) -> Rules<'_> {
@@ -271,6 +329,14 @@ impl Instances for VsphereProvider {
                 break;
             }
             let answers = self.read(&located).await;
+            let mut placed = BTreeMap::new();
+            for (vc, answer) in &answers {
+                if let Ok((found, _)) = answer
+                    && let Some(placements) = self.placements(*vc, found).await
+                {
+                    placed.insert(*vc, placements);
+                }
+            }
             for (step, node) in steps.iter_mut().zip(batch) {
                 let Step::At {
                     key,
@@ -284,7 +350,8 @@ impl Instances for VsphereProvider {
                 let next = match &answers[vc] {
                     Err(e) => Step::Done(Err(nodes::unknown(e))),
                     Ok((found, _)) if found.contains_key(vm) => {
-                        let answer = nodes::instance(&node.provider_id, &found[vm], self.rules(*vc));
+                        let answer = nodes::instance(&node.provider_id, &found[vm], self.rules(*vc))
+                            .and_then(|info| placed_in(info, placed.get(vc), vm));
                         self.seen
                             .lock()
                             .expect("seen")
@@ -322,6 +389,33 @@ impl Instances for VsphereProvider {
             })
             .collect())
     }
+}
+
+/// A batch's zones and regions by VM, or why none could be read.
+type Placed = Result<HashMap<Moref, Result<Placement, String>>, SoapError>;
+
+/// `info` with its zone and region, when `[Labels]` asks for them: a node whose zone cannot be
+/// found is not answered (as CPI: it stays uninitialized, and is asked about again), never
+/// answered without its zone.
+fn placed_in(
+    mut info: InstanceInfo,
+    placed: Option<&Placed>,
+    vm: &Moref,
+) -> Result<InstanceInfo, ProviderError> {
+    let Some(placed) = placed else {
+        return Ok(info);
+    };
+    let placement = match placed {
+        Err(e) => return Err(nodes::unknown(e)),
+        Ok(by_vm) => by_vm
+            .get(vm)
+            .cloned()
+            .unwrap_or_else(|| Err(format!("VM {} was not placed", vm.value))),
+    };
+    let placement = placement.map_err(ProviderError::Unavailable)?;
+    info.metadata.zone = placement.zone;
+    info.metadata.region = placement.region;
+    Ok(info)
 }
 
 impl Provider for VsphereProvider {

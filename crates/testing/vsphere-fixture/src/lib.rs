@@ -298,6 +298,102 @@ impl Vcsim {
             .unwrap_or(0)
     }
 
+    /// Where VM `moref` runs: `host`, `pool`, `cluster`, `datacenter`, each as (type, id).
+    pub fn placement(&self, moref: &str) -> BTreeMap<String, (String, String)> {
+        let v = self.admin("GET", &format!("vm/{moref}/placement"), None);
+        v.as_object()
+            .expect("a placement")
+            .iter()
+            .map(|(k, r)| {
+                let field = |f: &str| r[f].as_str().expect("a reference").to_owned();
+                (k.clone(), (field("type"), field("value")))
+            })
+            .collect()
+    }
+
+    /// A call of vCenter's tagging REST API (`/rest/com/vmware/cis…`), as an operator's `govc
+    /// tags.*` makes it, in a session of its own (not counted as the provider's: the admin's
+    /// user agent); the answer's `value`.
+    fn rest(&self, method: &str, path: &str, body: Option<&Value>) -> Value {
+        let base = self.info.url.strip_suffix("/sdk").unwrap_or(&self.info.url);
+        let curl = |args: &[&str]| {
+            let out = Command::new("curl")
+                .args([
+                    "-sS",
+                    "--fail-with-body",
+                    "--max-time",
+                    "60",
+                    "-A",
+                    "vcsim-admin",
+                    "--cacert",
+                ])
+                .arg(self.ca_file())
+                .args(args)
+                .output()
+                .expect("curl");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(out.status.success(), "vcsim REST {method} {path}: {text}");
+            // An attach answers 200 with no body.
+            if text.trim().is_empty() {
+                return Value::Null;
+            }
+            serde_json::from_str::<Value>(&text)
+                .unwrap_or_else(|_| panic!("vcsim REST {method} {path}: {text:?}"))
+        };
+        let credentials = format!("{}:{}", self.info.username, self.info.password);
+        let session = curl(&[
+            "-X",
+            "POST",
+            "-u",
+            &credentials,
+            &format!("{base}/rest/com/vmware/cis/session"),
+        ]);
+        let session = session["value"].as_str().expect("a REST session").to_owned();
+        let header = format!("vmware-api-session-id: {session}");
+        let url = format!("{base}/rest/com/vmware/cis{path}");
+        let mut args = vec!["-X", method, "-H", &header, &url];
+        let data = body.map(Value::to_string);
+        if let Some(data) = &data {
+            args.extend(["-H", "Content-Type: application/json", "--data-binary", data]);
+        }
+        curl(&args)["value"].clone()
+    }
+
+    /// How many tag categories vCenter has (tests share vcsim: others' included).
+    pub fn category_count(&self) -> usize {
+        self.rest("GET", "/tagging/category", None)
+            .as_array()
+            .map_or(0, Vec::len)
+    }
+
+    /// Creates tag category `name` (single cardinality, any object); its id.
+    pub fn create_category(&self, name: &str) -> String {
+        let spec = json!({"create_spec": {"name": name, "description": "", "cardinality": "SINGLE", "associable_types": []}});
+        self.rest("POST", "/tagging/category", Some(&spec))
+            .as_str()
+            .expect("a category id")
+            .to_owned()
+    }
+
+    /// Creates tag `name` in category `category_id`; its id.
+    pub fn create_tag(&self, category_id: &str, name: &str) -> String {
+        let spec = json!({"create_spec": {"name": name, "description": "", "category_id": category_id}});
+        self.rest("POST", "/tagging/tag", Some(&spec))
+            .as_str()
+            .expect("a tag id")
+            .to_owned()
+    }
+
+    /// Attaches tag `tag_id` to the object (type, id).
+    pub fn attach_tag(&self, tag_id: &str, object: &(String, String)) {
+        let body = json!({"object_id": {"type": object.0, "id": object.1}});
+        self.rest(
+            "POST",
+            &format!("/tagging/tag-association/id:{tag_id}?~action=attach"),
+            Some(&body),
+        );
+    }
+
     /// Calls counted since start or the last reset, by `soap <Method>` / `rest <VERB> <path>`.
     pub fn calls(&self) -> BTreeMap<String, u64> {
         serde_json::from_value(self.admin("GET", "calls", None)).expect("counts")

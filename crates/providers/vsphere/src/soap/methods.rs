@@ -22,7 +22,8 @@ impl Moref {
         }
     }
 
-    fn from(e: &Element) -> Option<Self> {
+    /// The reference an element holds (`type` attribute, id as text).
+    pub fn from(e: &Element) -> Option<Self> {
         Some(Self::new(e.ref_type.as_deref()?, e.text.trim()))
     }
 
@@ -268,6 +269,32 @@ impl Client {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// The parent of every object in `objects` and of each of their ancestors up to the root
+    /// folder, in one RetrievePropertiesEx (govmomi's `mo.Ancestors` traversal): where zones
+    /// and regions are looked up from ([`crate::zones`]).
+    pub async fn parents(
+        &self,
+        objects: &[Moref],
+    ) -> Result<std::collections::HashMap<Moref, Moref>, SoapError> {
+        if objects.is_empty() {
+            return Ok(Default::default());
+        }
+        let up = "<selectSet xsi:type=\"TraversalSpec\"><name>up</name><type>ManagedEntity</type><path>parent</path><skip>false</skip><selectSet><name>up</name></selectSet></selectSet>";
+        let object_set: String = objects
+            .iter()
+            .map(|o| format!("<objectSet>{}<skip>false</skip>{up}</objectSet>", o.xml("obj")))
+            .collect();
+        let spec = format!(
+            "<specSet><propSet><type>ManagedEntity</type><pathSet>parent</pathSet></propSet>{object_set}</specSet>"
+        );
+        Ok(self
+            .retrieve_spec(&spec)
+            .await?
+            .into_iter()
+            .filter_map(|o| Some((o.obj.clone()?, Moref::from(o.prop("parent")?)?)))
+            .collect())
     }
 
     /// Every datacenter under the root folder (through nested folders), with its name.

@@ -91,7 +91,7 @@ impl SoapError {
     }
 }
 
-type Http = HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>;
+pub(crate) type Http = HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 #[derive(Debug, Clone)]
 struct Session {
@@ -157,6 +157,11 @@ impl Client {
     /// The vCenter this client talks to.
     pub fn vcenter(&self) -> &VCenter {
         &self.vc
+    }
+
+    /// The connection pool, which the tagging REST API shares ([`crate::tagging`]).
+    pub(crate) fn http(&self) -> &Http {
+        &self.http
     }
 
     /// SOAP calls made so far (logins included).
@@ -278,7 +283,7 @@ impl Client {
 
     /// The logins to try, in order: the config's, then the mounted Secret's (read anew each
     /// time, so a rotated password is picked up, as CPI re-reads its Secret on InvalidLogin).
-    fn credentials(&self) -> Result<Vec<Credential>, SoapError> {
+    pub(crate) fn credentials(&self) -> Result<Vec<Credential>, SoapError> {
         let mut out = Vec::new();
         if !self.vc.user.is_empty() {
             out.push(Credential {
