@@ -95,6 +95,8 @@ pub enum Service {
     LoadBalancer,
     /// Keystone (`identity`).
     Identity,
+    /// Barbican (`key-manager`): TLS listeners' certificate containers and secrets.
+    KeyManager,
 }
 
 impl Service {
@@ -105,6 +107,7 @@ impl Service {
             Self::Network => "network",
             Self::LoadBalancer => "load-balancer",
             Self::Identity => "identity",
+            Self::KeyManager => "key-manager",
         }
     }
 
@@ -115,6 +118,7 @@ impl Service {
             Self::Network => "Neutron",
             Self::LoadBalancer => "Octavia",
             Self::Identity => "Keystone",
+            Self::KeyManager => "Barbican",
         }
     }
 }
@@ -293,6 +297,7 @@ fn endpoints(
         Service::Network,
         Service::LoadBalancer,
         Service::Identity,
+        Service::KeyManager,
     ]
     .into_iter()
     .map(|s| {
