@@ -11,7 +11,7 @@
 set -euo pipefail
 
 PACKAGES=(python3-nova python3-neutron python3-keystone python3-octavia python3-placement
-          python3-glance python3-openstackclient python3-octaviaclient rabbitmq-server)
+          python3-glance python3-barbican python3-openstackclient python3-octaviaclient rabbitmq-server)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -62,6 +62,6 @@ if pgrep -u rabbitmq -f beam >/dev/null 2>&1; then
     for pid in $(pgrep -u rabbitmq -x epmd || true); do "${SUDO[@]}" kill "$pid" 2>/dev/null || true; done
 fi
 
-/usr/bin/python3 -c 'import nova, neutron, keystone, octavia, placement, glance, gunicorn' \
+/usr/bin/python3 -c 'import nova, neutron, keystone, octavia, placement, glance, barbican, gunicorn' \
     || { echo "install.sh: the OpenStack modules do not import under /usr/bin/python3" >&2; exit 1; }
 echo "openstack packages installed"

@@ -5,8 +5,10 @@
 
 Boots, stops and deletes a server; adds and removes router extra routes; checks If-Match on
 router updates; creates a load balancer (listener, pool, member, health monitor), attaches a
-floating IP to its VIP port and deletes it with cascade; boots N servers one after another and
-N at once. Prints each step with its time; exits 1 on the first failure.
+floating IP to its VIP port and deletes it with cascade; terminates TLS on a listener with a
+certificate container in Barbican, then switches it to another container and to a PKCS12 secret
+(and checks Octavia's answer for a container that does not exist); boots N servers one after
+another and N at once. Prints each step with its time; exits 1 on the first failure.
 """
 import argparse
 import ipaddress
@@ -94,6 +96,133 @@ def boot(c, ids, name):
     return c.json("POST", "compute", "/servers", {"server": {
         "name": name, "flavorRef": ids["flavors"]["m1.tiny"], "imageRef": ids["image_cirros"],
         "networks": [{"uuid": ids["network_private"]}]}})["server"]["id"]
+
+
+def self_signed(cn):
+    """A real self-signed certificate for `cn` and its key, PEM, and the pair as PKCS12."""
+    import datetime
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives.serialization import pkcs12
+    from cryptography.x509.oid import NameOID
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    now = datetime.datetime.utcnow()
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=30))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(cn)]), critical=False)
+            .sign(key, hashes.SHA256()))
+    cert_pem = cert.public_bytes(serialization.Encoding.PEM).decode()
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption()).decode()
+    p12 = pkcs12.serialize_key_and_certificates(cn.encode(), key, cert, None, serialization.NoEncryption())
+    return cert_pem, key_pem, p12
+
+
+def tls_step(c, ids, tag):
+    """TERMINATED_HTTPS as OCCM builds it: the user's container (or PKCS12 secret) in Barbican,
+    its ref on the listener, an HTTP pool; then the ref changed, then everything deleted."""
+    import base64
+
+    def secret(name, payload, content_type="text/plain", encoding=None):
+        body = {"name": name, "payload": payload, "payload_content_type": content_type}
+        if encoding:
+            body["payload_content_encoding"] = encoding
+        return c.json("POST", "key-manager", "/v1/secrets", body)["secret_ref"]
+
+    def last_two(ref):
+        return "/v1/" + "/".join(ref.rstrip("/").split("/")[-2:])
+
+    made = {"containers": [], "secrets": []}
+
+    @step("barbican: 2 certificate containers, 1 PKCS12 secret")
+    def store():
+        refs = []
+        for i in (1, 2):
+            cert_pem, key_pem, _ = self_signed("smoke-%d.example.test" % i)
+            s_cert = secret("smoke-%s-%d-cert" % (tag, i), cert_pem)
+            s_key = secret("smoke-%s-%d-key" % (tag, i), key_pem)
+            made["secrets"] += [s_cert, s_key]
+            ref = c.json("POST", "key-manager", "/v1/containers", {
+                "name": "smoke-%s-%d" % (tag, i), "type": "certificate",
+                "secret_refs": [{"name": "certificate", "secret_ref": s_cert},
+                                {"name": "private_key", "secret_ref": s_key}]})["container_ref"]
+            made["containers"].append(ref)
+            refs.append(ref)
+        _, _, p12 = self_signed("smoke-p12.example.test")
+        p12_ref = secret("smoke-%s-p12" % tag, base64.b64encode(p12).decode(),
+                         "application/octet-stream", "base64")
+        made["secrets"].append(p12_ref)
+        return refs + [p12_ref]
+    ref1, ref2, p12_ref = store()
+
+    def lb_status(lid):
+        r = c.call("GET", "load-balancer", "/v2/lbaas/loadbalancers/" + lid, expect=(200, 404))
+        if r.status_code == 404:
+            return "404"
+        st = r.json()["loadbalancer"]["provisioning_status"]
+        if st == "ERROR":
+            raise AssertionError("load balancer ERROR")
+        return st
+
+    def settled(lid):
+        wait("LB ACTIVE", lambda: lb_status(lid) == "ACTIVE")
+
+    @step("TERMINATED_HTTPS listener + HTTP pool -> ACTIVE")
+    def create():
+        lb = c.json("POST", "load-balancer", "/v2/lbaas/loadbalancers", {"loadbalancer": {
+            "name": "smoke-tls-" + tag, "vip_subnet_id": ids["subnet_private"]}})["loadbalancer"]
+        settled(lb["id"])
+        li = c.json("POST", "load-balancer", "/v2/lbaas/listeners", {"listener": {
+            "loadbalancer_id": lb["id"], "protocol": "TERMINATED_HTTPS", "protocol_port": 443,
+            "default_tls_container_ref": ref1}})["listener"]
+        settled(lb["id"])
+        c.json("POST", "load-balancer", "/v2/lbaas/pools", {"pool": {
+            "listener_id": li["id"], "protocol": "HTTP", "lb_algorithm": "ROUND_ROBIN"}})
+        settled(lb["id"])
+        got = c.json("GET", "load-balancer", "/v2/lbaas/listeners/" + li["id"])["listener"]
+        assert got["provisioning_status"] == "ACTIVE", got
+        assert got["default_tls_container_ref"] == ref1, got
+        # Octavia added its service user to the read ACLs, with ccm's token.
+        acl = c.json("GET", "key-manager", last_two(ref1) + "/acl")
+        readers = acl.get("read", {}).get("users", [])
+        assert readers, acl
+        return lb["id"], li["id"], "container ACL readers %s" % readers
+    lid, li_id, _ = create()
+
+    @step("listener with a container that does not exist -> 400")
+    def missing():
+        gone = ref1.rsplit("/", 1)[0] + "/00000000-0000-0000-0000-000000000000"
+        r = c.call("POST", "load-balancer", "/v2/lbaas/listeners", expect=(400,), json={"listener": {
+            "loadbalancer_id": lid, "protocol": "TERMINATED_HTTPS", "protocol_port": 8443,
+            "default_tls_container_ref": gone}})
+        return "%d %s" % (r.status_code, r.text.strip())
+    missing()
+
+    @step("listener ref -> 2nd container, then PKCS12 secret")
+    def change():
+        for ref in (ref2, p12_ref):
+            c.json("PUT", "load-balancer", "/v2/lbaas/listeners/" + li_id,
+                   {"listener": {"default_tls_container_ref": ref}})
+            settled(lid)
+            got = c.json("GET", "load-balancer", "/v2/lbaas/listeners/" + li_id)["listener"]
+            assert got["default_tls_container_ref"] == ref and got["provisioning_status"] == "ACTIVE", got
+    change()
+
+    @step("LB cascade delete -> 404; containers, secrets deleted")
+    def delete():
+        c.call("DELETE", "load-balancer", "/v2/lbaas/loadbalancers/%s?cascade=true" % lid)
+        wait("LB gone", lambda: lb_status(lid) == "404")
+        for ref in made["containers"] + made["secrets"]:
+            c.call("DELETE", "key-manager", last_two(ref))
+        for ref in made["containers"] + made["secrets"]:
+            c.call("GET", "key-manager", last_two(ref), expect=(404,))
+        return "%d containers, %d secrets" % (len(made["containers"]), len(made["secrets"]))
+    delete()
 
 
 def main():
@@ -237,6 +366,8 @@ def main():
                                              expect=(200, 404)).status_code == 404)
         return "VIP port %s deleted" % lb["vip_port_id"][:8]
     lb_delete()
+
+    tls_step(c, ids, tag)
 
     # -- several servers -------------------------------------------------------------------
     made = []

@@ -1,5 +1,5 @@
 //! The OpenStack test cloud (`scripts/openstack/testcloud`: real Keystone, Nova with the fake
-//! driver, Neutron, Octavia with no-op amphorae, on 127.0.0.1) as the OpenStack provider's
+//! driver, Neutron, Octavia with no-op amphorae, Barbican, on 127.0.0.1) as the OpenStack provider's
 //! tests see it: started once, its `cloud.json`, credentials for its users, clients, servers
 //! booted and waited for. Test support only: never a dependency of a shipped binary.
 //!
@@ -20,6 +20,7 @@
 //! counting proxy, a TLS front); [`tls_front`] puts HTTPS with a private CA in front of the
 //! cloud's plain-HTTP services that way ([`TestCloud::add_tls_region`]).
 
+pub mod barbican;
 pub mod lb;
 pub mod occm;
 pub mod proxy;
@@ -71,7 +72,7 @@ pub const STATE_DEADLINE: Duration = Duration::from_secs(60);
 pub enum User {
     /// `admin`/`secret`, role admin on project admin.
     Admin,
-    /// `ccm`/`ccm-secret`, roles member and load-balancer_member on project ccm.
+    /// `ccm`/`ccm-secret`, roles member, load-balancer_member and creator (Barbican) on project ccm.
     Ccm,
 }
 

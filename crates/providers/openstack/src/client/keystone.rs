@@ -269,8 +269,8 @@ pub fn needs_renewal(now: Instant, received: Instant, lifetime: Duration) -> boo
 }
 
 /// The base URL of `service` in the catalog, for `region` (empty: any) and `interface`, with
-/// the API version the client's paths are relative to: Neutron's `/v2.0`, Octavia's `/v2` and
-/// Keystone's `/v3` and Barbican's `/v1` are appended when the catalog leaves them out (as it
+/// the API version the client's paths are relative to: Neutron's `/v2.0`, Octavia's `/v2`,
+/// Barbican's `/v1` and Keystone's `/v3` are appended when the catalog leaves them out (as it
 /// usually does for Neutron, Octavia and Barbican); Nova's catalog URL carries its `/v2.1`.
 pub fn select_endpoint(
     catalog: &[CatalogEntry],
@@ -295,8 +295,8 @@ pub fn select_endpoint(
     Ok(match service {
         Service::Network if !url.ends_with("/v2.0") => format!("{url}/v2.0"),
         Service::LoadBalancer if !(url.ends_with("/v2") || url.ends_with("/v2.0")) => format!("{url}/v2"),
-        Service::Identity => identity_base(&url),
         Service::KeyManager if !url.ends_with("/v1") => format!("{url}/v1"),
+        Service::Identity => identity_base(&url),
         _ => url,
     })
 }
@@ -645,6 +645,29 @@ mod tests {
         assert!(e.contains("has no load-balancer service"), "{e}");
         assert_eq!(catalog_regions(&c, Interface::Public), ["RegionOne", "RegionTwo"]);
         assert_eq!(catalog_regions(&c, Interface::Admin), Vec::<String>::new());
+    }
+
+    #[test]
+    fn barbican_gets_its_v1_unless_the_catalog_names_it() {
+        for (url, want) in [
+            ("http://127.0.0.1:15009", "http://127.0.0.1:15009/v1"),
+            ("http://127.0.0.1:15009/", "http://127.0.0.1:15009/v1"),
+            ("https://kms.example:9311/v1", "https://kms.example:9311/v1"),
+            ("https://kms.example:9311/v1/", "https://kms.example:9311/v1"),
+        ] {
+            let catalog = [CatalogEntry {
+                service_type: "key-manager".into(),
+                name: Some("barbican".into()),
+                endpoints: vec![Endpoint {
+                    interface: "public".into(),
+                    region_id: Some("RegionOne".into()),
+                    region: None,
+                    url: url.into(),
+                }],
+            }];
+            let got = select_endpoint(&catalog, Service::KeyManager, "RegionOne", Interface::Public);
+            assert_eq!(got.as_deref(), Ok(want), "{url}");
+        }
     }
 
     #[test]
