@@ -270,3 +270,62 @@ async fn an_occm_security_group_is_taken_over_with_no_write() {
     );
     cloud().delete_server(&client, &server).await;
 }
+
+/// OCCM's TLS load balancer (TERMINATED_HTTPS with a real certificate container in Barbican,
+/// an HTTP pool): the shadow run plans nothing, the switch writes nothing and reads nothing of
+/// Barbican (the reference is checked only before it is written); deleting the Service leaves the
+/// user's container.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_load_balancer_occm_built_is_taken_over_with_no_write() {
+    let _turn = cloud().octavia_turn().await;
+    let client = cloud().client(User::Ccm).await;
+    let cluster = cloud().unique_name("occmtls");
+    let nodes = nodes();
+    let reference = openstack_fixture::barbican::create_certificate_container(&client, &cluster)
+        .await
+        .expect("a certificate container");
+    let mut web = service("web", 2, false);
+    web.annotations
+        .insert(lb::TLS_CONTAINER_REF.into(), reference.clone());
+    let built = occm::build(cloud(), &client, &cluster, &mut web, &nodes).await;
+
+    let shadow = load_balancers(&client).await;
+    let (status, woulds) = dry_run::scope(shadow.ensure_load_balancer(&cluster, &web, &nodes)).await;
+    assert_eq!(address(&status.expect("the shadow's ensure")), built.floating_ip);
+    assert!(woulds.is_empty(), "the shadow would write {woulds:?}");
+
+    let ours = load_balancers(&client).await;
+    let barbican = |client: &Client| {
+        client
+            .request_counts()
+            .iter()
+            .filter(|((service, _), _)| *service == Service::KeyManager)
+            .map(|(_, n)| n)
+            .sum::<u64>()
+    };
+    let before = barbican(&client);
+    let status = ours
+        .ensure_load_balancer(&cluster, &web, &nodes)
+        .await
+        .expect("taken over");
+    assert_eq!(address(&status), built.floating_ip);
+    assert_eq!(ours.writes(), 0, "taken over with no write");
+    assert_eq!(
+        barbican(&client),
+        before,
+        "no Barbican call for a reference already written"
+    );
+
+    lb::delete(&ours, &cluster, &web, DEADLINE)
+        .await
+        .expect("deleted");
+    let id = reference.rsplit('/').next().unwrap_or_default();
+    client
+        .get(Service::KeyManager, &format!("/containers/{id}"))
+        .send_json::<Value>()
+        .await
+        .expect("the user's container stays");
+    openstack_fixture::barbican::delete_container_and_secrets(&client, &reference)
+        .await
+        .expect("the container removed");
+}

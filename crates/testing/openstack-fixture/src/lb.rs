@@ -20,6 +20,8 @@ use crate::TestCloud;
 
 /// The annotation turning health monitors on.
 pub const ENABLE_HEALTH_MONITOR: &str = "loadbalancer.openstack.org/enable-health-monitor";
+/// The annotation terminating TLS with a Barbican container or secret.
+pub const TLS_CONTAINER_REF: &str = "loadbalancer.openstack.org/default-tls-container-ref";
 /// The annotation making a Service internal (its VIP is its address).
 pub const INTERNAL: &str = "service.beta.kubernetes.io/openstack-internal-load-balancer";
 
