@@ -176,10 +176,20 @@ async fn run(cloud: &TestCloud, admin: &Client, ccm: &Client, args: &Args) -> Re
     };
     if args.measures("unchanged") {
         for (ports, monitors) in [(1u16, false), (3, true)] {
-            let measured = unchanged_sync(cloud, ccm, &cluster, ports, monitors).await?;
+            let measured = unchanged_sync(cloud, ccm, &cluster, ports, monitors, None).await?;
             told(&measured);
             rows.extend(measured);
         }
+        // TLS: a real certificate container in the test cloud's Barbican.
+        let reference =
+            openstack_fixture::barbican::create_certificate_container(ccm, &cloud.unique_name("bench"))
+                .await
+                .map_err(|e| format!("a certificate container: {e}"))?;
+        let measured = unchanged_sync(cloud, ccm, &cluster, 1, false, Some(&reference)).await;
+        let _ = openstack_fixture::barbican::delete_container_and_secrets(ccm, &reference).await;
+        let measured = measured?;
+        told(&measured);
+        rows.extend(measured);
     }
     if args.measures("restart") {
         rows.push(after_restart(cloud, ccm, &cluster, args.restart_services).await?);
@@ -254,17 +264,29 @@ async fn unchanged_sync(
     cluster: &str,
     ports: u16,
     monitors: bool,
+    tls: Option<&str>,
 ) -> Result<Vec<Row>, String> {
     let lbs = provider(cloud, ccm).await?;
-    let svc = service(cloud, ports, monitors, false);
+    let mut svc = service(cloud, ports, monitors, false);
+    if let Some(reference) = tls {
+        svc.annotations
+            .insert(lb::TLS_CONTAINER_REF.into(), reference.to_owned());
+    }
     let status = converge(&lbs, cluster, &svc).await?;
     let restarted = provider(cloud, ccm).await?;
     let what = format!(
-        "{ports}-port Service{}",
-        if monitors { " with monitors" } else { "" }
+        "{ports}-port Service{}{}",
+        if monitors { " with monitors" } else { "" },
+        if tls.is_some() { " terminating TLS" } else { "" }
     );
     let p = u64::from(ports);
     let occm = if monitors { 2 + 3 * p } else { 2 + 2 * p };
+    // OCCM's checkService reads the TLS container on every sync.
+    let (barbican, occm_barbican) = if tls.is_some() {
+        (1, " + 1 Barbican")
+    } else {
+        (0, "")
+    };
     let mut rows = Vec::new();
     for (whose, lbs) in [("same gateway", &lbs), ("restarted gateway", &restarted)] {
         let (before, writes) = (lb::calls(ccm), lbs.writes());
@@ -276,7 +298,10 @@ async fn unchanged_sync(
         rows.push(Row {
             work: format!("unchanged sync, {what}, {whose}"),
             ours: format!("{n} calls, {w} writes"),
-            occm: format!("{} calls ({occm} Octavia + 2 Neutron), 0 writes", occm + 2),
+            occm: format!(
+                "{} calls ({occm} Octavia + 2 Neutron{occm_barbican}), 0 writes",
+                occm + 2 + barbican
+            ),
             target: Some(("≤ 2 calls, 0 writes".into(), n <= 2 && w == 0)),
         });
     }
