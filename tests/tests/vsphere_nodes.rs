@@ -9,6 +9,9 @@
 //!   `guest.net`, no uninitialized taint.
 //! - `c` powered off: its NotReady Node gets the shutdown taint.
 //! - `a` destroyed: its NotReady Node is deleted. `b` stays.
+//!
+//! And with `[Labels]`: a Node's zone and region labels from the tags on its VM's cluster and
+//! datacenter.
 
 use std::time::Duration;
 
@@ -20,7 +23,7 @@ use e2e::{
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, PostParams};
 use serde_json::json;
-use vsphere_fixture::{Vcsim, Vm};
+use vsphere_fixture::{Vcsim, Vm, unique};
 
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 
@@ -138,5 +141,39 @@ async fn vms_join_as_nodes_are_tainted_when_off_and_leave_when_destroyed() {
     let node = nodes.get(&b.name).await.expect("b stays");
     assert!(!has_taint(&node, SHUTDOWN));
     assert!(nodes.get(&c.name).await.is_ok(), "c (off) stays");
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_takes_its_zone_and_region_from_the_tags_above_its_vm() {
+    let vcsim = Vcsim::shared();
+    let vm = Vm::ubuntu("e2e-zone", &vcsim.unique_ipv4());
+    let moref = vcsim.create_vm(&vm);
+    let placed = vcsim.placement(&moref);
+    let (zones, regions) = (unique("k8s-zone"), unique("k8s-region"));
+    let zone = vcsim.create_tag(&vcsim.create_category(&zones), "zone-a");
+    let region = vcsim.create_tag(&vcsim.create_category(&regions), "region-1");
+    vcsim.attach_tag(&zone, &placed["cluster"]);
+    vcsim.attach_tag(&region, &placed["datacenter"]);
+
+    let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
+    let conf = cluster.dir.path().join("vsphere.conf");
+    let labels = format!("[Labels]\nzone = \"{zones}\"\nregion = \"{regions}\"\n");
+    std::fs::write(&conf, vcsim.conf(&labels)).expect("vsphere.conf");
+    let args: Vec<String> = [
+        "--insecure-plaintext",
+        "--provider",
+        "vsphere",
+        "--cloud-config",
+        &conf.display().to_string(),
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    cluster.swap_gateway(&binary("cloud-gateway"), &args, &[]).await;
+    cluster.register_node(&vm.name, true).await;
+    cluster.start_controller("cloud-node-controller", "cloud-node-controller", &[]);
+    let node = wait_initialized(&cluster.nodes(), &vm).await;
+    assert_eq!(label(&node, "topology.kubernetes.io/zone"), Some("zone-a"));
+    assert_eq!(label(&node, "topology.kubernetes.io/region"), Some("region-1"));
     cluster.stop().await;
 }
