@@ -192,6 +192,42 @@ async fn a_tls_service_is_built_as_occm_builds_it_its_certificate_changed_in_pla
     })
     .await;
     assert!(container_exists(&ccm, &first).await && container_exists(&ccm, &second).await);
+
+    // A reference Barbican does not have: refused by name before any Octavia write.
+    let missing = format!(
+        "{}/containers/0c0e0000-0000-4000-8000-00000000dead",
+        first.rsplit_once("/containers/").map_or("", |(base, _)| base)
+    );
+    cluster
+        .create_lb_service(
+            "default",
+            "stale",
+            https_service(30447, &[(TLS_ANNOTATION, &missing)]),
+        )
+        .await;
+    wait_for(
+        "a Warning on stale naming its missing container",
+        DEADLINE,
+        || async {
+            cluster.events("default").await.into_iter().find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("stale")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|m| m.contains(&missing) && m.contains("Barbican has no such container"))
+            })
+        },
+    )
+    .await;
+    assert_eq!(
+        named(&ccm, &format!("kube_service_{name}_default_stale")).await,
+        Some(0),
+        "nothing made for it"
+    );
+    services
+        .delete("stale", &Default::default())
+        .await
+        .expect("delete");
     cluster.stop().await;
     for reference in [&first, &second] {
         barbican::delete_container_and_secrets(&ccm, reference)
