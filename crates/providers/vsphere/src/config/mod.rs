@@ -157,6 +157,8 @@ impl ConfigError {
 pub struct Environment<'a> {
     /// An environment variable.
     pub var: &'a dyn Fn(&str) -> Option<String>,
+    /// The names of the variables set (for CPI's `VSPHERE_VCENTER_<ID>`).
+    pub names: &'a dyn Fn() -> Vec<String>,
     /// Whether CPI's default secrets directory, `/etc/cloud/secrets`, exists.
     pub default_secrets_dir_exists: bool,
 }
@@ -166,6 +168,11 @@ impl Environment<'_> {
     pub fn process() -> Environment<'static> {
         Environment {
             var: &|name| std::env::var(name).ok(),
+            names: &|| {
+                std::env::vars_os()
+                    .filter_map(|(k, _)| k.into_string().ok())
+                    .collect()
+            },
             default_secrets_dir_exists: Path::new(DEFAULT_SECRETS_DIR).is_dir(),
         }
     }
@@ -554,16 +561,15 @@ fn build(raw: &Raw, env: Environment<'_>) -> Result<Read, ConfigError> {
         exclude_internal: n.cidrs("exclude-internal-network-subnet-cidr")?,
         exclude_external: n.cidrs("exclude-external-network-subnet-cidr")?,
     };
-    Ok(Read {
-        config: Config {
-            format: raw.format,
-            vcenters,
-            labels,
-            nodes,
-            secrets_directory,
-        },
-        notices,
-    })
+    let mut config = Config {
+        format: raw.format,
+        vcenters,
+        labels,
+        nodes,
+        secrets_directory,
+    };
+    env::apply(&mut config, env, &mut notices)?;
+    Ok(Read { config, notices })
 }
 
 /// A vCenter's values: its own, else the global ones (CPI's inheritance: an empty or zero
@@ -628,6 +634,8 @@ fn resolve(
         ip_families,
     }
 }
+
+mod env;
 
 #[cfg(test)]
 mod tests;

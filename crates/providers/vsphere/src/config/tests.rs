@@ -9,6 +9,9 @@ fn env_with(vars: &'static [(&'static str, &'static str)]) -> Environment<'stati
                 .find(|(k, _)| *k == name)
                 .map(|(_, v)| (*v).to_owned())
         })),
+        names: Box::leak(Box::new(move || {
+            vars.iter().map(|(k, _)| (*k).to_owned()).collect()
+        })),
         default_secrets_dir_exists: false,
     }
 }
@@ -261,4 +264,85 @@ proptest::proptest! {
     fn fuzz_parse(text in "(\\[Global\\]|global:|\\[VirtualCenter \"v\"\\]|vcenter:|  [a-z-]{1,8}: [a-z0-9]{0,4}|[a-z-]{1,8} = [a-z0-9,]{0,6}|\n){0,12}") {
         let _ = parse(&text, env());
     }
+}
+
+// CPI's FromEnv / FromCPIEnv (reference §7.4), with its two inverted checks and the port
+// variable taken for a vCenter fixed.
+#[test]
+fn environment_overrides_as_cpi_applies_them() {
+    let file = "[VirtualCenter \"vc1\"]\nuser = u\npassword = p\n[Labels]\nzone = z-file\nregion = r-file\n";
+    let read = parse(
+        file,
+        env_with(&[
+            ("VSPHERE_LABEL_ZONE", "k8s-zone"),
+            ("VSPHERE_LABEL_REGION", "k8s-region"),
+            ("VSPHERE_SECRETS_DIRECTORY", "/var/secrets"),
+            (
+                "VSPHERE_NODES_INTERNAL_NETWORK_SUBNET_CIDR",
+                "10.0.0.0/8, 192.168.0.0/16",
+            ),
+            ("VSPHERE_NODES_EXTERNAL_VM_NETWORK_NAME", "public"),
+            ("VSPHERE_USER", "ignored"),
+            ("VSPHERE_VCENTER_PORT", "8443"),
+            ("VSPHERE_VCENTER_B", "vc2.example"),
+            ("VCENTER_B_USERNAME", "user2"),
+            ("VCENTER_B_PASSWORD", "pass2"),
+            ("VCENTER_B_PORT", "9443"),
+            ("VCENTER_B_INSECURE", "true"),
+            ("VCENTER_B_IP_FAMILY", "ipv6"),
+            ("VCENTER_B_DATACENTERS", "dc1, dc2"),
+        ]),
+    )
+    .unwrap();
+    let c = &read.config;
+    assert_eq!(c.labels.zone.as_deref(), Some("k8s-zone"));
+    assert_eq!(c.labels.region.as_deref(), Some("k8s-region"));
+    assert_eq!(c.secrets_directory.as_deref(), Some(Path::new("/var/secrets")));
+    assert_eq!(c.nodes.internal_cidrs.len(), 2);
+    assert_eq!(c.nodes.external_network.as_deref(), Some("public"));
+    // The port variable is no vCenter; the file's vCenter keeps its login.
+    assert_eq!(c.vcenters.len(), 2, "{:?}", c.vcenters);
+    assert_eq!(c.vcenters[0].user, "u");
+    let b = &c.vcenters[1];
+    assert_eq!(
+        (
+            b.tenant.as_str(),
+            b.server.as_str(),
+            b.port,
+            b.user.as_str(),
+            b.insecure
+        ),
+        ("vc2.example", "vc2.example", 9443, "user2", true)
+    );
+    assert_eq!(
+        b.ip_families,
+        [IpFamily::V6],
+        "read when set (CPI reads it only when absent)"
+    );
+    assert_eq!(b.datacenters, ["dc1", "dc2"]);
+    // The global connection variables change no vCenter in CPI: each named once.
+    for name in ["VSPHERE_USER", "VSPHERE_VCENTER_PORT"] {
+        assert!(
+            read.notices
+                .iter()
+                .any(|n| n.contains(name) && n.contains("no effect")),
+            "{:?}",
+            read.notices
+        );
+    }
+    // A value that cannot be used is named.
+    let e = parse(
+        file,
+        env_with(&[("VSPHERE_VCENTER_X", "vc3"), ("VCENTER_X_PORT", "https")]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("VCENTER_X_PORT"), "{e}");
+    let e = parse(
+        file,
+        env_with(&[("VSPHERE_NODES_EXTERNAL_NETWORK_SUBNET_CIDR", "10.0.0.0")]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("VSPHERE_NODES_EXTERNAL_NETWORK_SUBNET_CIDR"), "{e}");
 }
