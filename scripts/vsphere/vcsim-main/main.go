@@ -294,6 +294,21 @@ func terminateSessions(ctx context.Context) (int, error) {
 	return len(ids), err
 }
 
+// setExtraConfig sets config.extraConfig keys (guestinfo.metadata, as cloud-init's VMware
+// datasource reads it) through ReconfigVM, as govc vm.change -e does.
+func setExtraConfig(ctx context.Context, ref types.ManagedObjectReference, values map[string]string) error {
+	var opts []types.BaseOptionValue
+	for k, v := range values {
+		opts = append(opts, &types.OptionValue{Key: k, Value: v})
+	}
+	vm := object.NewVirtualMachine(admin.client.Client, ref)
+	task, err := vm.Reconfigure(ctx, types.VirtualMachineConfigSpec{ExtraConfig: opts})
+	if err != nil {
+		return err
+	}
+	return task.Wait(ctx)
+}
+
 // Ref is a managed object reference as the admin API answers it.
 type Ref struct {
 	Type  string `json:"type"`
@@ -380,6 +395,14 @@ func adminAPI(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		err := setGuest(types.ManagedObjectReference{Type: "VirtualMachine", Value: parts[1]}, g)
+		reply(w, map[string]string{}, err)
+	case len(parts) == 3 && parts[0] == "vm" && parts[2] == "extra-config" && r.Method == http.MethodPost:
+		var values map[string]string
+		if err := json.NewDecoder(r.Body).Decode(&values); err != nil {
+			reply(w, nil, err)
+			return
+		}
+		err := setExtraConfig(ctx, types.ManagedObjectReference{Type: "VirtualMachine", Value: parts[1]}, values)
 		reply(w, map[string]string{}, err)
 	case len(parts) == 3 && parts[0] == "vm" && parts[2] == "placement" && r.Method == http.MethodGet:
 		p, err := placement(types.ManagedObjectReference{Type: "VirtualMachine", Value: parts[1]})

@@ -4,8 +4,8 @@
 //! # Layout
 //! - [`config`]: CPI's `vsphere.conf`, YAML or INI, read unchanged; [`credentials`]: CPI's
 //!   Secret layouts.
-//! - [`provider_id`], [`addresses`], [`instance_type`]: CPI's rules, pure, table-tested with
-//!   CPI's own cases.
+//! - [`provider_id`], [`addresses`], [`instance_type`], [`guestinfo`]: CPI's rules, pure,
+//!   table-tested with CPI's own cases.
 //! - [`soap`]: the SOAP client of our own (one long-lived session per vCenter); [`tagging`]:
 //!   the tagging REST API beside it (one session too).
 //! - [`zones`]: zones and regions from tags, CPI's walk up the inventory, over tags read once
@@ -18,6 +18,7 @@ pub mod addresses;
 pub mod config;
 pub mod credentials;
 pub mod gateway_args;
+pub mod guestinfo;
 pub mod instance_type;
 pub mod nodes;
 pub mod provider;

@@ -17,6 +17,7 @@ use provider::{InstanceInfo, InstanceMetadata, ProviderError};
 
 use crate::{
     addresses::{self, GuestNic, IpFamily, Selection},
+    guestinfo,
     instance_type::instance_type,
     provider_id,
     soap::{SoapError, methods::ObjectContent, xml::Element},
@@ -31,6 +32,7 @@ pub const PROPERTIES: &[&str] = &[
     "guest.hostName",
     "guest.net",
     "runtime.powerState",
+    "config.extraConfig",
 ];
 
 /// Also read with [`PROPERTIES`] when zones are looked up: where the walks up start (CPI's
@@ -124,6 +126,15 @@ pub fn guest_nics(net: Option<&Element>) -> Vec<GuestNic> {
         .collect()
 }
 
+/// A value of the VM's `config.extraConfig` (`OptionValue`s), by key.
+pub fn extra_config<'a>(config: Option<&'a Element>, key: &str) -> Option<&'a str> {
+    config?
+        .children
+        .iter()
+        .find(|o| o.text_of("key").is_some_and(|k| k.trim() == key))
+        .and_then(|o| o.text_of("value"))
+}
+
 /// What the node needs from its config.
 #[derive(Debug, Clone, Copy)]
 pub struct Rules<'a> {
@@ -162,13 +173,21 @@ pub fn instance(
     let number = |path: &str| vm.text(path).parse::<i64>().unwrap_or(0);
     let hostname = vm.text("guest.hostName");
     let nics = guest_nics(vm.prop("guest.net"));
+    let extra = vm.prop("config.extraConfig");
     let addresses = if hostname.is_empty() {
         Err(ProviderError::Unavailable("VM Guest hostname is empty".into()))
     } else if nics.is_empty() {
         Err(ProviderError::Unavailable("VM GuestNicInfo is empty".into()))
     } else {
-        addresses::node_addresses(hostname, &nics, rules.selection, rules.families, &[])
-            .map_err(|e| ProviderError::Unavailable(e.to_string()))
+        guestinfo::static_addresses(
+            extra_config(extra, "guestinfo.metadata"),
+            extra_config(extra, "guestinfo.metadata.encoding"),
+        )
+        .map_err(ProviderError::Unavailable)
+        .and_then(|static_first| {
+            addresses::node_addresses(hostname, &nics, rules.selection, rules.families, &static_first)
+                .map_err(|e| ProviderError::Unavailable(e.to_string()))
+        })
     };
     let addresses = match addresses {
         Ok(a) => a,

@@ -118,6 +118,55 @@ async fn cpi_address_rules_end_to_end() {
     );
 }
 
+/// cloud-init's VMware datasource network config in `guestinfo.metadata` (CPI PRs #725, #762):
+/// the statically configured address is preferred over the first one (a VIP); metadata that
+/// cannot be decoded fails the lookup (as CPI), never answers "gone".
+#[tokio::test]
+async fn a_static_address_from_guestinfo_is_preferred() {
+    use base64::Engine as _;
+    let b64 = |t: &str| base64::engine::general_purpose::STANDARD.encode(t);
+    let vcsim = Vcsim::shared();
+    let mut vm = Vm::ubuntu("node-static", "10.0.0.100");
+    vm.guest.nics = vec![Nic::new("VM Network", &["10.0.0.100", "10.0.0.12"])];
+    let moref = vcsim.create_vm(&vm);
+    let network = "version: 2\nethernets:\n  nics:\n    addresses: [10.0.0.12/24]\n";
+    let metadata = format!(
+        "instance-id: i-1\nnetwork: {}\nnetwork.encoding: base64\n",
+        b64(network)
+    );
+    vcsim.set_extra_config(
+        &moref,
+        &[
+            ("guestinfo.metadata", &b64(&metadata)),
+            ("guestinfo.metadata.encoding", "base64"),
+        ],
+    );
+    let node = [NodeRef::new(&vm.name, provider_id(&vm.uuid))];
+    let answers = provider(vcsim, "").lookup_instances(&node).await.unwrap();
+    assert_eq!(
+        answers[0].as_ref().unwrap().metadata.addresses[1],
+        NodeAddress::new(AddressType::InternalIP, "10.0.0.12")
+    );
+    // Another VM: a second ReconfigVM of the same key on vcsim 0.24.2 is not read back changed.
+    let mut bad = Vm::ubuntu("node-bad-metadata", "10.0.0.101");
+    bad.guest.nics = vec![Nic::new("VM Network", &["10.0.0.101"])];
+    let moref = vcsim.create_vm(&bad);
+    vcsim.set_extra_config(
+        &moref,
+        &[
+            ("guestinfo.metadata", &b64("not-valid-yaml this should error")),
+            ("guestinfo.metadata.encoding", "base64"),
+        ],
+    );
+    let node = [NodeRef::new(&bad.name, provider_id(&bad.uuid))];
+    let answers = provider(vcsim, "").lookup_instances(&node).await.unwrap();
+    assert!(
+        matches!(&answers[0], Err(ProviderError::Unavailable(m)) if m.contains("cannot unmarshal")),
+        "{:?}",
+        answers[0]
+    );
+}
+
 #[tokio::test]
 async fn power_states_and_a_destroyed_vm() {
     let vcsim = Vcsim::shared();

@@ -298,6 +298,18 @@ impl Vcsim {
             .unwrap_or(0)
     }
 
+    /// Sets keys of the VM's `config.extraConfig` (`guestinfo.metadata`, …) as `govc vm.change
+    /// -e` does (ReconfigVM).
+    pub fn set_extra_config(&self, moref: &str, values: &[(&str, &str)]) {
+        let body: serde_json::Map<String, Value> =
+            values.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect();
+        self.admin(
+            "POST",
+            &format!("vm/{moref}/extra-config"),
+            Some(&Value::Object(body)),
+        );
+    }
+
     /// Where VM `moref` runs: `host`, `pool`, `cluster`, `datacenter`, each as (type, id).
     pub fn placement(&self, moref: &str) -> BTreeMap<String, (String, String)> {
         let v = self.admin("GET", &format!("vm/{moref}/placement"), None);
