@@ -221,7 +221,14 @@ pub fn keep_logs(cluster: &crate::Cluster, outcome: &mut Outcome, dice: &Dice) {
 /// Every scenario, by name, in the order `make chaos` runs them; `openstack` (on the OpenStack
 /// test cloud) when built with the `openstack` feature.
 #[cfg(feature = "openstack")]
-pub const SCENARIOS: [&str; 6] = ["services", "nodes", "watches", "vendor-swap", "routes", "openstack"];
+pub const SCENARIOS: [&str; 6] = [
+    "services",
+    "nodes",
+    "watches",
+    "vendor-swap",
+    "routes",
+    "openstack",
+];
 /// Every scenario, by name, in the order `make chaos` runs them.
 #[cfg(not(feature = "openstack"))]
 pub const SCENARIOS: [&str; 5] = ["services", "nodes", "watches", "vendor-swap", "routes"];

@@ -46,7 +46,7 @@ use kube::{
     api::{DeleteParams, ListParams, Patch, PatchParams},
 };
 use openstack_fixture::{
-    CloudConf, TestCloud, User,
+    CloudConf, LiftedQuotas, TestCloud, User,
     proxy::{Chaos, CloudProxy},
 };
 use provider_openstack::client::{Client, Service as Api};
@@ -201,7 +201,7 @@ struct World {
     fips: Vec<Value>,
     /// The security groups whose description names this cluster, with their rules.
     groups: Vec<Value>,
-    /// The Services of the namespace.
+    /// The scenario's Services (and the decoy) in the namespace.
     services: Vec<Service>,
 }
 
@@ -224,9 +224,10 @@ impl World {
             .await?
             .into_iter()
             .filter(|l| {
-                l["loadbalancers"]
-                    .as_array()
-                    .is_some_and(|a| a.iter().any(|lb| lb["id"].as_str().is_some_and(|id| ids.contains(id))))
+                l["loadbalancers"].as_array().is_some_and(|a| {
+                    a.iter()
+                        .any(|lb| lb["id"].as_str().is_some_and(|id| ids.contains(id)))
+                })
             })
             .collect();
         let suffix = format!(" from cluster {cluster_name}");
@@ -246,7 +247,10 @@ impl World {
             .list(&ListParams::default())
             .await
             .ok()?
-            .items;
+            .items
+            .into_iter()
+            .filter(|s| is_ours(&s.name_any()))
+            .collect();
         Some(Self {
             lbs,
             listeners,
@@ -258,7 +262,10 @@ impl World {
 
     fn lbs_of(&self, cluster_name: &str, name: &str) -> Vec<&Value> {
         let lb_name = format!("{}{name}", lb_prefix(cluster_name));
-        self.lbs.iter().filter(|lb| lb["name"] == lb_name.as_str()).collect()
+        self.lbs
+            .iter()
+            .filter(|lb| lb["name"] == lb_name.as_str())
+            .collect()
     }
 
     fn listeners_of(&self, lb: &Value) -> Vec<&Value> {
@@ -316,12 +323,23 @@ impl World {
         let fips: Vec<String> = self
             .fips_of(cluster_name, name)
             .iter()
-            .map(|f| format!("floating IP {} on port {}", f["floating_ip_address"], f["port_id"]))
+            .map(|f| {
+                format!(
+                    "floating IP {} on port {}",
+                    f["floating_ip_address"], f["port_id"]
+                )
+            })
             .collect();
         let groups: Vec<String> = self
             .groups_of(name)
             .iter()
-            .map(|g| format!("security group {} ingress ports {:?}", g["name"], ingress_ports(g)))
+            .map(|g| {
+                format!(
+                    "security group {} ingress ports {:?}",
+                    g["name"],
+                    ingress_ports(g)
+                )
+            })
             .collect();
         let all: Vec<String> = lbs.into_iter().chain(fips).chain(groups).collect();
         if all.is_empty() {
@@ -330,6 +348,12 @@ impl World {
             all.join("; ")
         }
     }
+}
+
+/// Whether a Service of the namespace is the scenario's (the API server's own `kubernetes`
+/// is not).
+fn is_ours(name: &str) -> bool {
+    name.starts_with("svc-") || name == "decoy"
 }
 
 fn lb_prefix(cluster_name: &str) -> String {
@@ -406,15 +430,30 @@ fn differences(
             d.leaked += 1;
             d.add(
                 Some(name.as_str()),
-                format!("{name} was deleted but is still there: {:?}", s.metadata.finalizers),
+                format!(
+                    "{name} was deleted but is still there: {:?}",
+                    s.metadata.finalizers
+                ),
             );
             continue;
         };
-        check_service(world, cluster_name, s, w, &mut d, &mut ours_lbs, &mut ours_fips, &mut ours_groups);
+        check_service(
+            world,
+            cluster_name,
+            s,
+            w,
+            &mut d,
+            &mut ours_lbs,
+            &mut ours_fips,
+            &mut ours_groups,
+        );
     }
     for name in wanted.keys() {
         if !world.services.iter().any(|s| s.name_any() == *name) {
-            d.add(Some(name.as_str()), format!("{name} is missing from the API server"));
+            d.add(
+                Some(name.as_str()),
+                format!("{name} is missing from the API server"),
+            );
         }
     }
     let prefix = lb_prefix(cluster_name);
@@ -502,14 +541,23 @@ fn check_service(
     };
     ours_lbs.insert(lb["id"].as_str().unwrap_or_default().to_owned());
     if lb["provisioning_status"] != "ACTIVE" {
-        d.add(n, format!("{name}'s load balancer is {}", lb["provisioning_status"]));
+        d.add(
+            n,
+            format!("{name}'s load balancer is {}", lb["provisioning_status"]),
+        );
     }
     let listeners = world.listeners_of(lb);
-    let mut ports: Vec<u64> = listeners.iter().filter_map(|l| l["protocol_port"].as_u64()).collect();
+    let mut ports: Vec<u64> = listeners
+        .iter()
+        .filter_map(|l| l["protocol_port"].as_u64())
+        .collect();
     ports.sort_unstable();
     let want_ports: Vec<u64> = w.ports.iter().map(|p| u64::from(*p)).collect();
     if ports != want_ports {
-        d.add(n, format!("{name}'s listeners are on {ports:?}, not {want_ports:?}"));
+        d.add(
+            n,
+            format!("{name}'s listeners are on {ports:?}, not {want_ports:?}"),
+        );
     }
     let limit = i64::from(w.connection_limit.unwrap_or(-1));
     for l in &listeners {
@@ -551,18 +599,28 @@ fn check_service(
             for fip in more {
                 ours_fips.insert(fip["id"].as_str().unwrap_or_default().to_owned());
             }
-            d.add(n, format!("{name}'s load balancer has {} floating IPs", more.len()));
+            d.add(
+                n,
+                format!("{name}'s load balancer has {} floating IPs", more.len()),
+            );
             None
         }
     };
     if fip_address.is_some() && ingress_ips(s) != fip_address.clone().into_iter().collect::<Vec<_>>() {
         d.add(
             n,
-            format!("{name}'s status {:?} is not its floating IP {fip_address:?}", ingress_ips(s)),
+            format!(
+                "{name}'s status {:?} is not its floating IP {fip_address:?}",
+                ingress_ips(s)
+            ),
         );
     }
     let group_name = format!("lb-sg-{}-{NAMESPACE}-{name}", s.uid().unwrap_or_default());
-    let groups: Vec<&Value> = world.groups.iter().filter(|g| g["name"] == group_name.as_str()).collect();
+    let groups: Vec<&Value> = world
+        .groups
+        .iter()
+        .filter(|g| g["name"] == group_name.as_str())
+        .collect();
     match groups.as_slice() {
         [group] => {
             ours_groups.insert(group["id"].as_str().unwrap_or_default().to_owned());
@@ -581,7 +639,9 @@ fn check_service(
                 d.missing += lacking as u64;
                 d.add(
                     n,
-                    format!("{name}'s security group has rules for {rules:?}, its node ports are {node_ports:?}"),
+                    format!(
+                        "{name}'s security group has rules for {rules:?}, its node ports are {node_ports:?}"
+                    ),
                 );
             }
         }
@@ -604,7 +664,7 @@ async fn in_write_window(client: &Client, cluster: &Cluster, cluster_name: &str)
     };
     services.items.iter().any(|s| {
         let lb_name = format!("{prefix}{}", s.name_any());
-        s.name_any() != "decoy"
+        s.name_any().starts_with("svc-")
             && s.metadata.deletion_timestamp.is_none()
             && ingress_ips(s).is_empty()
             && lbs.iter().any(|lb| lb["name"] == lb_name.as_str())
@@ -618,7 +678,11 @@ async fn pending(client: &Client, cluster_name: &str) -> Option<usize> {
     Some(
         lbs.iter()
             .filter(|lb| lb["name"].as_str().is_some_and(|n| n.starts_with(&prefix)))
-            .filter(|lb| lb["provisioning_status"].as_str().is_some_and(|s| s.starts_with("PENDING_")))
+            .filter(|lb| {
+                lb["provisioning_status"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("PENDING_"))
+            })
             .count(),
     )
 }
@@ -638,7 +702,12 @@ fn octavia_locked(cloud: &TestCloud) -> usize {
 
 /// Another cluster's load balancer under `cluster_name`'s name for Service `name`, made as OCCM
 /// makes one and claimed by that cluster's identity; ACTIVE. `None` when Octavia did not make it.
-async fn other_clusters_load_balancer(cloud: &TestCloud, client: &Client, cluster_name: &str, name: &str) -> Option<Value> {
+async fn other_clusters_load_balancer(
+    cloud: &TestCloud,
+    client: &Client,
+    cluster_name: &str,
+    name: &str,
+) -> Option<Value> {
     let lb_name = format!("{}{name}", lb_prefix(cluster_name));
     let body = json!({"loadbalancer": {
         "name": lb_name, "provider": "amphora", "vip_subnet_id": cloud.info.ids.subnet_private,
@@ -680,10 +749,15 @@ fn gateway_args(cloud: &TestCloud, proxy: &CloudProxy, dir: &Path) -> Vec<String
     if let Err(e) = std::fs::write(&conf, text) {
         eprintln!("chaos: cannot write {}: {e}", conf.display());
     }
-    let mut args: Vec<String> = ["--insecure-plaintext", "--provider", "openstack", "--cloud-config"]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect();
+    let mut args: Vec<String> = [
+        "--insecure-plaintext",
+        "--provider",
+        "openstack",
+        "--cloud-config",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
     args.push(conf.display().to_string());
     for flag in ["--write-rate", "--write-burst", "--read-rate", "--read-burst"] {
         args.extend([flag.to_owned(), "500".to_owned()]);
@@ -703,12 +777,24 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
     };
     let _turn = cloud.octavia_turn().await;
     let client = cloud.client(User::Ccm).await;
+    // A group per Service, and a floating IP and a VIP port: Neutron's default quotas (10
+    // security groups) are for people, not for a hundred Services.
+    let admin = cloud.admin().await;
+    let quotas = LiftedQuotas::lift(
+        &admin,
+        &cloud.info.ids.project_ccm,
+        &[],
+        &["security_group", "security_group_rule", "floatingip", "port"],
+    )
+    .await;
     let locked_before = octavia_locked(cloud);
     let proxy = CloudProxy::start(cloud).await;
     let cluster_name = cloud.unique_name("chaos");
     let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
     let gateway = gateway_args(cloud, &proxy, cluster.dir.path());
-    cluster.swap_gateway(&binary("cloud-gateway"), &gateway, &[]).await;
+    cluster
+        .swap_gateway(&binary("cloud-gateway"), &gateway, &[])
+        .await;
     let mut replicas = Replicas::with_flags(vec!["--cluster-name".to_owned(), cluster_name.clone()]);
     for _ in 0..REPLICAS {
         replicas.start(&mut cluster);
@@ -717,6 +803,7 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
     // Another cluster's load balancer for default/decoy, under this cluster's name.
     let Some(decoy) = other_clusters_load_balancer(cloud, &client, &cluster_name, "decoy").await else {
         outcome.violation("the other cluster's load balancer could not be made");
+        quotas.restore(&admin).await;
         cluster.stop().await;
         return outcome;
     };
@@ -737,7 +824,7 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
     );
     let gateway_every = scale.pick(Duration::from_secs(10), Duration::from_secs(35));
     // Every so many kills, all replicas at once.
-    let all_every = scale.pick(3, 4);
+    let all_every = scale.pick(2, 4);
     let api = cluster.services(NAMESPACE);
     let mut wanted: BTreeMap<String, Wanted> = BTreeMap::new();
     // The Services deleted with keep-floatingip: their floating IPs stay.
@@ -835,7 +922,9 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
         if now >= next_gateway_kill {
             cluster.kill_gateway().await;
             outcome.fault("gateway SIGKILL");
-            cluster.swap_gateway(&binary("cloud-gateway"), &gateway, &[]).await;
+            cluster
+                .swap_gateway(&binary("cloud-gateway"), &gateway, &[])
+                .await;
             next_gateway_kill = Instant::now() + gateway_every;
         }
         tokio::time::sleep(dice.between(pace.0, pace.1)).await;
@@ -848,7 +937,8 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
 
     // Converged: every Service as wanted, nothing leaked, nothing missing.
     let converged = wait_until(&mut outcome, "every Service converged", converge, || {
-        let (client, cluster, cluster_name, wanted, kept) = (&client, &cluster, &cluster_name, &wanted, &kept);
+        let (client, cluster, cluster_name, wanted, kept) =
+            (&client, &cluster, &cluster_name, &wanted, &kept);
         async move {
             let done = match World::read(client, cluster, cluster_name).await {
                 Some(world) => differences(&world, cluster_name, wanted, kept).all.is_empty(),
@@ -920,6 +1010,7 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
     outcome.note("syncs", work.values().map(Vec::len).sum::<usize>());
 
     clean_up(&client, &cluster, &cluster_name, &decoy, &mut outcome).await;
+    quotas.restore(&admin).await;
     cluster.stop().await;
     super::keep_logs(&cluster, &mut outcome, &dice);
     outcome
@@ -944,7 +1035,10 @@ fn syncs(cluster: &mut Cluster, replicas: &Replicas, outcome: &mut Outcome) -> B
 
 /// The other cluster's load balancer untouched, and its Service told whose it is.
 async fn check_decoy(client: &Client, cluster: &Cluster, decoy: &Value, outcome: &mut Outcome) {
-    let path = format!("/lbaas/loadbalancers/{}", decoy["id"].as_str().unwrap_or_default());
+    let path = format!(
+        "/lbaas/loadbalancers/{}",
+        decoy["id"].as_str().unwrap_or_default()
+    );
     let now: Value = client
         .get(Api::LoadBalancer, &path)
         .send_json_field("loadbalancer")
@@ -976,10 +1070,16 @@ async fn check_decoy(client: &Client, cluster: &Cluster, decoy: &Value, outcome:
 /// Faults off: the Services deleted (their load balancers, floating IPs and groups with them,
 /// which must go), then by hand what stays on purpose (the decoy, the kept floating IPs) and
 /// anything leaked, so that the cloud is left as found.
-async fn clean_up(client: &Client, cluster: &Cluster, cluster_name: &str, decoy: &Value, outcome: &mut Outcome) {
+async fn clean_up(
+    client: &Client,
+    cluster: &Cluster,
+    cluster_name: &str,
+    decoy: &Value,
+    outcome: &mut Outcome,
+) {
     let api = cluster.services(NAMESPACE);
     if let Ok(list) = api.list(&ListParams::default()).await {
-        for s in &list.items {
+        for s in list.items.iter().filter(|s| is_ours(&s.name_any())) {
             let _ = api.delete(&s.name_any(), &DeleteParams::default()).await;
         }
     }
@@ -997,7 +1097,10 @@ async fn clean_up(client: &Client, cluster: &Cluster, cluster_name: &str, decoy:
         },
     )
     .await;
-    let decoy_path = format!("/lbaas/loadbalancers/{}", decoy["id"].as_str().unwrap_or_default());
+    let decoy_path = format!(
+        "/lbaas/loadbalancers/{}",
+        decoy["id"].as_str().unwrap_or_default()
+    );
     let _ = client
         .delete(Api::LoadBalancer, &decoy_path)
         .query(&[("cascade", "true")])
@@ -1076,7 +1179,13 @@ mod tests {
     #[test]
     fn a_converged_service_has_no_differences() {
         let (lbs, listeners, fips, groups) = converged();
-        let w = world(lbs, listeners, fips, groups, json!([service("svc-1", &[30001], Some("172.24.4.9"))]));
+        let w = world(
+            lbs,
+            listeners,
+            fips,
+            groups,
+            json!([service("svc-1", &[30001], Some("172.24.4.9"))]),
+        );
         let want = BTreeMap::from([("svc-1".to_owned(), wanted(&[80]))]);
         let d = differences(&w, C, &want, &BTreeSet::new());
         assert!(d.all.is_empty(), "{:?}", d.all);
@@ -1093,7 +1202,13 @@ mod tests {
             .as_array_mut()
             .unwrap()
             .push(json!({"direction": "ingress", "port_range_min": 30999}));
-        let w = world(lbs.clone(), listeners.clone(), fips.clone(), g, json!([service("svc-1", &[30001], None)]));
+        let w = world(
+            lbs.clone(),
+            listeners.clone(),
+            fips.clone(),
+            g,
+            json!([service("svc-1", &[30001], None)]),
+        );
         let d = differences(&w, C, &want, &BTreeSet::new());
         assert_eq!((d.leaked, d.missing), (1, 0), "{:?}", d.all);
         assert_eq!(d.all.len(), 3, "{:?}", d.all);
@@ -1101,7 +1216,13 @@ mod tests {
 
         // The Service deleted: its load balancer, floating IP and group leaked, unless its
         // floating IP is kept (detached).
-        let w = world(lbs.clone(), listeners.clone(), fips.clone(), groups.clone(), json!([]));
+        let w = world(
+            lbs.clone(),
+            listeners.clone(),
+            fips.clone(),
+            groups.clone(),
+            json!([]),
+        );
         let d = differences(&w, C, &BTreeMap::new(), &BTreeSet::new());
         assert_eq!(d.leaked, 3, "{:?}", d.all);
         let mut detached = fips.clone();
@@ -1112,7 +1233,13 @@ mod tests {
         assert_eq!(differences(&w, C, &BTreeMap::new(), &BTreeSet::new()).leaked, 1);
 
         // Nothing in OpenStack for a live Service: missing.
-        let w = world(json!([]), json!([]), json!([]), json!([]), json!([service("svc-1", &[30001], None)]));
+        let w = world(
+            json!([]),
+            json!([]),
+            json!([]),
+            json!([]),
+            json!([service("svc-1", &[30001], None)]),
+        );
         let d = differences(&w, C, &want, &BTreeSet::new());
         assert_eq!((d.leaked, d.missing), (0, 1), "{:?}", d.all);
     }
@@ -1124,21 +1251,37 @@ mod tests {
             let w = random_service(&mut dice);
             assert!(!w.ports.is_empty());
             let (e, what) = edit(&mut dice, &w);
-            assert!(!e.ports.is_empty() && e.ports.windows(2).all(|p| p[0] < p[1]), "{e:?}");
+            assert!(
+                !e.ports.is_empty() && e.ports.windows(2).all(|p| p[0] < p[1]),
+                "{e:?}"
+            );
             let changed = [
                 e.ports != w.ports,
                 e.connection_limit != w.connection_limit,
                 e.source_ranges != w.source_ranges,
                 e.keep_floating_ip != w.keep_floating_ip,
             ];
-            assert!(changed.iter().filter(|c| **c).count() <= 1, "{what}: {w:?} → {e:?}");
+            assert!(
+                changed.iter().filter(|c| **c).count() <= 1,
+                "{what}: {w:?} → {e:?}"
+            );
         }
         let mut patch = wanted(&[80]).patch();
         assert_eq!(patch["metadata"]["annotations"][CONNECTION_LIMIT], Value::Null);
-        assert!(patch["spec"].as_object().unwrap().contains_key("loadBalancerSourceRanges"));
+        assert!(
+            patch["spec"]
+                .as_object()
+                .unwrap()
+                .contains_key("loadBalancerSourceRanges")
+        );
         assert_eq!(patch["spec"]["ports"][0]["port"], 80);
         without_nulls(&mut patch);
-        assert!(!patch["spec"].as_object().unwrap().contains_key("loadBalancerSourceRanges"));
+        assert!(
+            !patch["spec"]
+                .as_object()
+                .unwrap()
+                .contains_key("loadBalancerSourceRanges")
+        );
         assert_eq!(patch["metadata"]["annotations"], json!({}));
         serde_json::from_value::<Service>(patch).expect("a Service");
     }

@@ -18,11 +18,11 @@
 use std::{
     collections::{BTreeMap, HashMap},
     convert::Infallible,
-    time::{Duration, Instant},
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
+    time::{Duration, Instant},
 };
 
 use bytes::Bytes;
@@ -318,7 +318,11 @@ fn fault_now(state: &ProxyState, method: &Method, path: &str, kind: Upstream) ->
             // Neutron answers 409 to a write of a floating IP it cannot allocate or associate;
             // elsewhere its 409 means "exists" (see the module's comment).
             let conflicts = kind == Upstream::LoadBalancer || path.contains("/floatingips");
-            let choice = if conflicts { roll / 100 % 3 } else { 1 + roll / 100 % 2 };
+            let choice = if conflicts {
+                roll / 100 % 3
+            } else {
+                1 + roll / 100 % 2
+            };
             let octavia = kind == Upstream::LoadBalancer;
             let (fault, name) = match choice {
                 0 => (
@@ -460,7 +464,10 @@ async fn forward(
 fn load_balancer_of(request: &[u8], answer: &[u8]) -> Option<String> {
     let answer: Value = serde_json::from_slice(answer).unwrap_or(Value::Null);
     let request: Value = serde_json::from_slice(request).unwrap_or(Value::Null);
-    let object = answer.as_object().and_then(|o| o.values().next()).unwrap_or(&Value::Null);
+    let object = answer
+        .as_object()
+        .and_then(|o| o.values().next())
+        .unwrap_or(&Value::Null);
     let id = if answer.get("loadbalancer").is_some() {
         object["id"].as_str()
     } else {
@@ -541,10 +548,26 @@ mod tests {
     #[test]
     fn the_load_balancer_of_a_write_is_found_in_its_answer_or_its_request() {
         let cases: [(&str, &str, Option<&str>); 5] = [
-            ("{}", r#"{"loadbalancer": {"id": "lb1", "name": "x"}}"#, Some("lb1")),
-            ("{}", r#"{"listener": {"id": "l1", "loadbalancers": [{"id": "lb2"}]}}"#, Some("lb2")),
-            ("{}", r#"{"member": {"id": "m1", "loadbalancer_id": "lb3"}}"#, Some("lb3")),
-            (r#"{"pool": {"loadbalancer_id": "lb4"}}"#, r#"{"pool": {"id": "p1"}}"#, Some("lb4")),
+            (
+                "{}",
+                r#"{"loadbalancer": {"id": "lb1", "name": "x"}}"#,
+                Some("lb1"),
+            ),
+            (
+                "{}",
+                r#"{"listener": {"id": "l1", "loadbalancers": [{"id": "lb2"}]}}"#,
+                Some("lb2"),
+            ),
+            (
+                "{}",
+                r#"{"member": {"id": "m1", "loadbalancer_id": "lb3"}}"#,
+                Some("lb3"),
+            ),
+            (
+                r#"{"pool": {"loadbalancer_id": "lb4"}}"#,
+                r#"{"pool": {"id": "p1"}}"#,
+                Some("lb4"),
+            ),
             ("", "", None),
         ];
         for (request, answer, want) in cases {
