@@ -37,6 +37,7 @@
 //!   Service met four in a row).
 //! - The gateway's restarts: each takes Keystone and Octavia discovery through the proxy, while
 //!   the churn waits for it to be ready.
+//!
 //! Full scale: 100 Services created, about 60 edits and 60 deletions in 5–6 min of churn, 11–13
 //! min per run with convergence and clean-up. The run notes the most load balancers seen
 //! pending at once and the "database is locked" of Octavia and Neutron.
