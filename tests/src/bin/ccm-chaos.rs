@@ -6,6 +6,9 @@
 //! schedule; `--repeat N` runs the scenarios N times in a row, the first time from `--seed` (or
 //! the clock) and each further time from a fresh seed, every seed in the table. A failed run
 //! keeps its processes' logs (see `chaos::keep_logs`).
+//!
+//! Scenario `openstack` runs on the OpenStack test cloud in `$OPENSTACK_TEST_CLOUD` (else
+//! `target/openstack`), started there when none answers (`scripts/openstack/install.sh` first).
 
 use std::{path::PathBuf, process::ExitCode};
 

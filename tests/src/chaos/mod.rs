@@ -10,6 +10,8 @@
 
 pub mod journal;
 pub mod nodes;
+#[cfg(feature = "openstack")]
+pub mod openstack;
 pub mod routes;
 pub mod services;
 pub mod swap;
@@ -216,7 +218,19 @@ pub fn keep_logs(cluster: &crate::Cluster, outcome: &mut Outcome, dice: &Dice) {
     outcome.note("logs", dir.display());
 }
 
+/// Every scenario, by name, in the order `make chaos` runs them; `openstack` (on the OpenStack
+/// test cloud) when built with the `openstack` feature.
+#[cfg(feature = "openstack")]
+pub const SCENARIOS: [&str; 6] = [
+    "services",
+    "nodes",
+    "watches",
+    "vendor-swap",
+    "routes",
+    "openstack",
+];
 /// Every scenario, by name, in the order `make chaos` runs them.
+#[cfg(not(feature = "openstack"))]
 pub const SCENARIOS: [&str; 5] = ["services", "nodes", "watches", "vendor-swap", "routes"];
 
 /// Runs scenario `name` at `scale` with dice seeded by `seed`.
@@ -229,6 +243,8 @@ pub async fn run(name: &str, scale: Scale, seed: u64) -> Outcome {
         "watches" => watches::run(scale, dice).await,
         "vendor-swap" => swap::run(scale, dice).await,
         "routes" => routes::run(scale, dice).await,
+        #[cfg(feature = "openstack")]
+        "openstack" => openstack::run(scale, dice).await,
         other => {
             let mut o = Outcome::new(other);
             o.violation(format!("no scenario {other:?}; known: {}", SCENARIOS.join(", ")));

@@ -44,8 +44,14 @@ pub const LEASES: [&str; 6] = [
 /// Starts a service-lb-controller replica named `name` with JSON logs (what [`work_of`] reads)
 /// and the short [`LEASES`]; its index in the cluster's processes.
 pub fn start_replica(cluster: &mut Cluster, name: &str) -> usize {
+    start_replica_with(cluster, name, &[])
+}
+
+/// [`start_replica`] with more flags (`--cluster-name`).
+pub fn start_replica_with(cluster: &mut Cluster, name: &str, extra: &[String]) -> usize {
     let mut args = vec!["--log-format", "json", "--leader-elect-identity", name];
     args.extend(LEASES);
+    args.extend(extra.iter().map(String::as_str));
     cluster.start_controller("service-lb-controller", name, &args)
 }
 
@@ -149,24 +155,36 @@ struct Wanted {
     port: u16,
 }
 
-struct Replicas {
+/// The service-lb-controller replicas of a scenario (shared with the `openstack` scenario).
+#[derive(Default)]
+pub(super) struct Replicas {
     /// Labels of the running replicas.
-    running: Vec<String>,
+    pub(super) running: Vec<String>,
     /// Every replica ever started, with the time it was killed.
-    all: Vec<(String, Option<Timestamp>)>,
+    pub(super) all: Vec<(String, Option<Timestamp>)>,
     started: usize,
+    /// Flags every replica gets beyond [`start_replica`]'s.
+    pub(super) extra: Vec<String>,
 }
 
 impl Replicas {
-    fn start(&mut self, cluster: &mut Cluster) {
+    /// No replica yet; each gets `extra` flags.
+    pub(super) fn with_flags(extra: Vec<String>) -> Self {
+        Self {
+            extra,
+            ..Self::default()
+        }
+    }
+
+    pub(super) fn start(&mut self, cluster: &mut Cluster) {
         self.started += 1;
         let name = format!("slb-{}", self.started);
-        start_replica(cluster, &name);
+        start_replica_with(cluster, &name, &self.extra);
         self.running.push(name.clone());
         self.all.push((name, None));
     }
 
-    async fn kill(&mut self, cluster: &mut Cluster, name: &str) {
+    pub(super) async fn kill(&mut self, cluster: &mut Cluster, name: &str) {
         if let Some(p) = cluster.proc_named(name) {
             p.kill().await;
         }
@@ -359,11 +377,7 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
             &serde_json::from_value(namespace).expect("namespace"),
         )
         .await;
-    let mut replicas = Replicas {
-        running: Vec::new(),
-        all: Vec::new(),
-        started: 0,
-    };
+    let mut replicas = Replicas::default();
     for _ in 0..REPLICAS {
         replicas.start(&mut cluster);
     }

@@ -5,15 +5,24 @@
 //!   limiting middlewares answer so);
 //! - a crash at the nth write (POST, PUT, PATCH, DELETE) from now: the write never reaches the
 //!   cloud, or it does and only its answer is lost (a 500), as when a process dies around a call;
-//! - a share of Octavia's writes failed (chaos): a 409 as Octavia answers a write to a load
-//!   balancer that is busy, or a 500 before or after the write reached Octavia.
+//! - chaos ([`CloudProxy::chaos`]): a share of Octavia's and Neutron's writes failed (a 409 as
+//!   Octavia answers a write to a busy load balancer and Neutron one to a floating IP it cannot
+//!   allocate or associate, or a 500 before or after the write reached the cloud), and a share of
+//!   the load balancers Octavia has made ACTIVE reported `PENDING_UPDATE` a while longer (a slow
+//!   worker), each fault counted by kind ([`CloudProxy::faults`]).
+//!
+//! Neutron's 409 is injected on floating IPs only: on a security-group rule Neutron's 409 means
+//! "that rule exists", which a client rightly takes as success, so a fake one there would hide a
+//! missing rule rather than test anything.
 
 use std::{
+    collections::{BTreeMap, HashMap},
     convert::Infallible,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
+    time::{Duration, Instant},
 };
 
 use bytes::Bytes;
@@ -23,6 +32,7 @@ use hyper_util::{
     client::legacy::{Client as HttpClient, connect::HttpConnector},
     rt::{TokioExecutor, TokioIo},
 };
+use serde_json::Value;
 use tokio::{net::TcpListener, task::JoinHandle};
 
 use crate::TestCloud;
@@ -44,14 +54,75 @@ struct Crash {
     landed: bool,
 }
 
+/// What [`CloudProxy::chaos`] injects; all zero: nothing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Chaos {
+    /// Percent of Octavia's writes failed: a third each a 409 (never reaching Octavia), a 500
+    /// before Octavia, a 500 after it.
+    pub octavia_percent: u64,
+    /// Percent of Neutron's writes failed: a 500 before or after Neutron, and on floating IPs
+    /// also a 409 (never reaching Neutron), in equal shares.
+    pub neutron_percent: u64,
+    /// Percent of Octavia's successful writes after which their load balancer is reported
+    /// `PENDING_UPDATE` for [`Chaos::slow_for`] more (a slow ACTIVE).
+    pub slow_percent: u64,
+    /// How much longer a slow load balancer stays pending: between these two.
+    pub slow_for: (Duration, Duration),
+}
+
+/// A fault kind, as [`CloudProxy::faults`] counts it.
+pub const OCTAVIA_409: &str = "Octavia 409";
+/// See [`OCTAVIA_409`].
+pub const OCTAVIA_500_BEFORE: &str = "Octavia 500, write not landed";
+/// See [`OCTAVIA_409`].
+pub const OCTAVIA_500_AFTER: &str = "Octavia 500, write landed";
+/// See [`OCTAVIA_409`].
+pub const NEUTRON_409: &str = "Neutron 409";
+/// See [`OCTAVIA_409`].
+pub const NEUTRON_500_BEFORE: &str = "Neutron 500, write not landed";
+/// See [`OCTAVIA_409`].
+pub const NEUTRON_500_AFTER: &str = "Neutron 500, write landed";
+/// See [`OCTAVIA_409`].
+pub const SLOW_ACTIVE: &str = "Octavia slow ACTIVE";
+
+/// The chaos in force and its state.
+struct ChaosState {
+    chaos: Chaos,
+    /// xorshift64* state choosing the faults.
+    rng: u64,
+    /// Load balancer id → until when it reads `PENDING_UPDATE`.
+    slow: HashMap<String, Instant>,
+    /// Faults injected so far, by kind.
+    counts: BTreeMap<&'static str, u64>,
+    /// The names of the load balancers whose create reached Octavia (its answer lost or not).
+    created: Vec<String>,
+}
+
+impl ChaosState {
+    fn roll(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.rng = x;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32
+    }
+}
+
+/// Which cloud service a listener of the proxy fronts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Upstream {
+    Identity,
+    Compute,
+    Network,
+    LoadBalancer,
+}
+
 struct ProxyState {
     throttle: AtomicBool,
-    /// Percent of Octavia writes failed, and the random state choosing them (xorshift64*).
-    octavia_failures: Mutex<(u64, u64)>,
+    chaos: Mutex<ChaosState>,
     crash: Mutex<Option<Crash>>,
     writes: AtomicUsize,
-    /// Octavia writes failed by [`CloudProxy::fail_octavia_writes`] so far.
-    failed: AtomicUsize,
     /// (upstream origin, proxy origin) of each proxied service, to rewrite Keystone's catalog.
     rewrites: Vec<(String, String)>,
     http: HttpClient<HttpConnector, Full<Bytes>>,
@@ -83,19 +154,29 @@ impl CloudProxy {
         }
         let state = Arc::new(ProxyState {
             throttle: AtomicBool::new(false),
-            octavia_failures: Mutex::new((0, 0x9e37_79b9_7f4a_7c15)),
+            chaos: Mutex::new(ChaosState {
+                chaos: Chaos::default(),
+                rng: 0x9e37_79b9_7f4a_7c15,
+                slow: HashMap::new(),
+                counts: BTreeMap::new(),
+                created: Vec::new(),
+            }),
             crash: Mutex::new(None),
             writes: AtomicUsize::new(0),
-            failed: AtomicUsize::new(0),
             rewrites,
             http: HttpClient::builder(TokioExecutor::new()).build_http(),
         });
+        let kinds = [
+            Upstream::Identity,
+            Upstream::Compute,
+            Upstream::Network,
+            Upstream::LoadBalancer,
+        ];
         let tasks = listeners
             .into_iter()
             .zip(upstreams.iter().cloned())
-            .enumerate()
-            // The fourth upstream is Octavia's.
-            .map(|(i, (listener, upstream))| tokio::spawn(serve(listener, upstream, i == 3, state.clone())))
+            .zip(kinds)
+            .map(|((listener, upstream), kind)| tokio::spawn(serve(listener, upstream, kind, state.clone())))
             .collect();
         let auth_url = cloud
             .info
@@ -119,15 +200,37 @@ impl CloudProxy {
         *self.state.crash.lock().expect("crash lock") = Some(Crash { nth, landed });
     }
 
-    /// Fails `percent` % of Octavia's writes from now (0: none), chosen from `seed`: a third
-    /// each a 409 (never reaching Octavia), a 500 before Octavia, a 500 after it.
-    pub fn fail_octavia_writes(&self, percent: u64, seed: u64) {
-        *self.state.octavia_failures.lock().expect("failures lock") = (percent.min(100), seed | 1);
+    /// Injects `chaos` from now (`Chaos::default()`: nothing), its faults chosen from `seed`.
+    /// Load balancers already slow stay so until their time is up.
+    pub fn chaos(&self, chaos: Chaos, seed: u64) {
+        let mut state = self.state.chaos.lock().expect("chaos lock");
+        state.chaos = Chaos {
+            octavia_percent: chaos.octavia_percent.min(100),
+            neutron_percent: chaos.neutron_percent.min(100),
+            slow_percent: chaos.slow_percent.min(100),
+            slow_for: chaos.slow_for,
+        };
+        state.rng = seed | 1;
     }
 
-    /// Octavia writes failed on purpose so far ([`CloudProxy::fail_octavia_writes`]).
-    pub fn failed_octavia_writes(&self) -> usize {
-        self.state.failed.load(Ordering::SeqCst)
+    /// The faults [`CloudProxy::chaos`] injected so far, by kind ([`OCTAVIA_409`] and the
+    /// others).
+    pub fn faults(&self) -> BTreeMap<&'static str, u64> {
+        self.state.chaos.lock().expect("chaos lock").counts.clone()
+    }
+
+    /// The names of the load balancers whose create reached Octavia through the proxy, in
+    /// order (one whose answer the proxy lost included): a name twice is a load balancer made
+    /// twice.
+    pub fn load_balancers_created(&self) -> Vec<String> {
+        self.state.chaos.lock().expect("chaos lock").created.clone()
+    }
+
+    /// The load balancers reported pending beyond Octavia's time right now.
+    pub fn slow_now(&self) -> usize {
+        let now = Instant::now();
+        let state = self.state.chaos.lock().expect("chaos lock");
+        state.slow.values().filter(|until| **until > now).count()
     }
 
     /// Whether the crash set by [`CloudProxy::crash_at_write`] is still to come.
@@ -150,7 +253,7 @@ impl Drop for CloudProxy {
     }
 }
 
-async fn serve(listener: TcpListener, upstream: String, octavia: bool, state: Arc<ProxyState>) {
+async fn serve(listener: TcpListener, upstream: String, kind: Upstream, state: Arc<ProxyState>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
@@ -158,7 +261,7 @@ async fn serve(listener: TcpListener, upstream: String, octavia: bool, state: Ar
         let upstream = upstream.clone();
         let state = state.clone();
         tokio::spawn(async move {
-            let svc = service_fn(move |req| forward(req, upstream.clone(), octavia, state.clone()));
+            let svc = service_fn(move |req| forward(req, upstream.clone(), kind, state.clone()));
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), svc)
                 .await;
@@ -184,51 +287,83 @@ fn crashed() -> Response<Full<Bytes>> {
 
 /// How a write fails, if it does.
 enum Fault {
-    /// Octavia's 409: the load balancer is busy; nothing written.
-    Conflict,
+    /// A 409 (Octavia: the load balancer is busy; Neutron: no address); nothing written.
+    Conflict(Upstream),
     /// A 500 before (`landed: false`) or after the write reached the cloud.
     Crash(Crash),
 }
 
-/// Whether this write fails, and how; counts it.
-fn fault_now(state: &ProxyState, method: &Method, path: &str, octavia: bool) -> Option<Fault> {
-    let write = matches!(
+fn is_write(method: &Method) -> bool {
+    matches!(
         *method,
         Method::POST | Method::PUT | Method::PATCH | Method::DELETE
-    );
-    if !write || path.contains("/auth/tokens") {
+    )
+}
+
+/// Whether this write fails, and how; counts it.
+fn fault_now(state: &ProxyState, method: &Method, path: &str, kind: Upstream) -> Option<Fault> {
+    if !is_write(method) || path.contains("/auth/tokens") {
         return None;
     }
     state.writes.fetch_add(1, Ordering::SeqCst);
-    if octavia {
-        let mut failures = state.octavia_failures.lock().expect("failures lock");
-        let (percent, rng) = &mut *failures;
-        if *percent > 0 {
-            *rng ^= *rng >> 12;
-            *rng ^= *rng << 25;
-            *rng ^= *rng >> 27;
-            let roll = rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 32;
-            if roll % 100 < *percent {
-                state.failed.fetch_add(1, Ordering::SeqCst);
-                return Some(match roll % 3 {
-                    0 => Fault::Conflict,
-                    1 => Fault::Crash(Crash {
+    let mut chaos = state.chaos.lock().expect("chaos lock");
+    let percent = match kind {
+        Upstream::LoadBalancer => chaos.chaos.octavia_percent,
+        Upstream::Network => chaos.chaos.neutron_percent,
+        Upstream::Identity | Upstream::Compute => 0,
+    };
+    if percent > 0 {
+        let roll = chaos.roll();
+        if roll % 100 < percent {
+            // Neutron answers 409 to a write of a floating IP it cannot allocate or associate;
+            // elsewhere its 409 means "exists" (see the module's comment).
+            let conflicts = kind == Upstream::LoadBalancer || path.contains("/floatingips");
+            let choice = if conflicts {
+                roll / 100 % 3
+            } else {
+                1 + roll / 100 % 2
+            };
+            let octavia = kind == Upstream::LoadBalancer;
+            let (fault, name) = match choice {
+                0 => (
+                    Fault::Conflict(kind),
+                    if octavia { OCTAVIA_409 } else { NEUTRON_409 },
+                ),
+                1 => (
+                    Fault::Crash(Crash {
                         nth: 0,
                         landed: false,
                     }),
-                    _ => Fault::Crash(Crash { nth: 0, landed: true }),
-                });
-            }
+                    if octavia {
+                        OCTAVIA_500_BEFORE
+                    } else {
+                        NEUTRON_500_BEFORE
+                    },
+                ),
+                _ => (
+                    Fault::Crash(Crash { nth: 0, landed: true }),
+                    if octavia {
+                        OCTAVIA_500_AFTER
+                    } else {
+                        NEUTRON_500_AFTER
+                    },
+                ),
+            };
+            *chaos.counts.entry(name).or_default() += 1;
+            return Some(fault);
         }
     }
+    drop(chaos);
     crash_now(state).map(Fault::Crash)
 }
 
-fn conflict() -> Response<Full<Bytes>> {
-    let mut r = plain(
-        StatusCode::CONFLICT,
-        r#"{"faultcode": "Client", "faultstring": "Load Balancer is immutable and cannot be updated (test proxy).", "debuginfo": null}"#.into(),
-    );
+fn conflict(kind: Upstream) -> Response<Full<Bytes>> {
+    let body = if kind == Upstream::LoadBalancer {
+        r#"{"faultcode": "Client", "faultstring": "Load Balancer is immutable and cannot be updated (test proxy).", "debuginfo": null}"#
+    } else {
+        r#"{"NeutronError": {"type": "IpAddressGenerationFailure", "message": "No more IP addresses available on network (test proxy).", "detail": ""}}"#
+    };
+    let mut r = plain(StatusCode::CONFLICT, body.into());
     r.headers_mut()
         .insert("content-type", http::HeaderValue::from_static("application/json"));
     r
@@ -248,7 +383,7 @@ fn crash_now(state: &ProxyState) -> Option<Crash> {
 async fn forward(
     req: Request<Incoming>,
     upstream: String,
-    octavia: bool,
+    kind: Upstream,
     state: Arc<ProxyState>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     if state.throttle.load(Ordering::SeqCst) {
@@ -265,8 +400,8 @@ async fn forward(
     }
     let (parts, body) = req.into_parts();
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_owned();
-    let crash = match fault_now(&state, &parts.method, &path, octavia) {
-        Some(Fault::Conflict) => return Ok(conflict()),
+    let crash = match fault_now(&state, &parts.method, &path, kind) {
+        Some(Fault::Conflict(kind)) => return Ok(conflict(kind)),
         Some(Fault::Crash(c)) if !c.landed => return Ok(crashed()),
         Some(Fault::Crash(c)) => Some(c),
         None => None,
@@ -276,26 +411,35 @@ async fn forward(
         Err(e) => return Ok(plain(StatusCode::BAD_GATEWAY, format!("request body: {e}"))),
     };
     let mut out = Request::builder()
-        .method(parts.method)
+        .method(parts.method.clone())
         .uri(format!("{upstream}{path}"));
     for (name, value) in &parts.headers {
         if name != http::header::HOST {
             out = out.header(name, value);
         }
     }
-    let out = out.body(Full::new(body)).expect("proxied request");
+    let write = is_write(&parts.method);
+    let out = out.body(Full::new(body.clone())).expect("proxied request");
     let resp = match state.http.request(out).await {
         Ok(r) => r,
         Err(e) => return Ok(plain(StatusCode::BAD_GATEWAY, format!("upstream: {e}"))),
     };
-    if crash.is_some() {
-        return Ok(crashed());
-    }
-    let (mut parts, body) = resp.into_parts();
-    let mut body = match body.collect().await {
+    let (mut parts, answer) = resp.into_parts();
+    let mut answer = match answer.collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => return Ok(plain(StatusCode::BAD_GATEWAY, format!("upstream body: {e}"))),
     };
+    if kind == Upstream::LoadBalancer && parts.status.is_success() {
+        if write {
+            after_octavia_write(&state, &path, &body, &answer);
+        } else if path.contains("/lbaas/loadbalancers") {
+            answer = slowed(&state, answer);
+        }
+    }
+    if crash.is_some() {
+        return Ok(crashed());
+    }
+    let mut body = answer;
     // Keystone's catalog (and links) name the services: send the provider through us.
     if let Ok(text) = std::str::from_utf8(&body)
         && state
@@ -313,4 +457,125 @@ async fn forward(
     parts.headers.remove(http::header::TRANSFER_ENCODING);
     parts.headers.remove(http::header::CONNECTION);
     Ok(Response::from_parts(parts, Full::new(body)))
+}
+
+/// The id of the load balancer an Octavia write touched: in its answer (a load balancer, or a
+/// listener or pool naming its load balancers), else in its request (`loadbalancer_id`).
+fn load_balancer_of(request: &[u8], answer: &[u8]) -> Option<String> {
+    let answer: Value = serde_json::from_slice(answer).unwrap_or(Value::Null);
+    let request: Value = serde_json::from_slice(request).unwrap_or(Value::Null);
+    let object = answer
+        .as_object()
+        .and_then(|o| o.values().next())
+        .unwrap_or(&Value::Null);
+    let id = if answer.get("loadbalancer").is_some() {
+        object["id"].as_str()
+    } else {
+        object["loadbalancers"][0]["id"]
+            .as_str()
+            .or_else(|| object["loadbalancer_id"].as_str())
+            .or_else(|| request.as_object().and_then(|o| o.values().next())?["loadbalancer_id"].as_str())
+    };
+    id.map(str::to_owned)
+}
+
+/// After an Octavia write went through: a create's name recorded, and, by chance, its load
+/// balancer made slow.
+fn after_octavia_write(state: &ProxyState, path: &str, request: &[u8], answer: &[u8]) {
+    let mut chaos = state.chaos.lock().expect("chaos lock");
+    if path.ends_with("/lbaas/loadbalancers") {
+        let body: Value = serde_json::from_slice(request).unwrap_or(Value::Null);
+        if let Some(name) = body["loadbalancer"]["name"].as_str() {
+            chaos.created.push(name.to_owned());
+        }
+    }
+    if chaos.chaos.slow_percent == 0 {
+        return;
+    }
+    let roll = chaos.roll();
+    if roll % 100 >= chaos.chaos.slow_percent {
+        return;
+    }
+    let Some(id) = load_balancer_of(request, answer) else {
+        return;
+    };
+    let (lo, hi) = chaos.chaos.slow_for;
+    let span = hi.saturating_sub(lo).as_millis() as u64;
+    let extra = lo + Duration::from_millis(chaos.roll() % (span + 1));
+    chaos.slow.insert(id, Instant::now() + extra);
+    *chaos.counts.entry(SLOW_ACTIVE).or_default() += 1;
+}
+
+/// A read of load balancers with each slow one that Octavia has made ACTIVE shown
+/// `PENDING_UPDATE`.
+fn slowed(state: &ProxyState, answer: Bytes) -> Bytes {
+    let now = Instant::now();
+    let slow: Vec<String> = {
+        let mut chaos = state.chaos.lock().expect("chaos lock");
+        chaos.slow.retain(|_, until| *until > now);
+        chaos.slow.keys().cloned().collect()
+    };
+    if slow.is_empty() {
+        return answer;
+    }
+    let Ok(mut json) = serde_json::from_slice::<Value>(&answer) else {
+        return answer;
+    };
+    let mut changed = false;
+    let mut pend = |lb: &mut Value| {
+        let id = lb["id"].as_str().unwrap_or_default();
+        if lb["provisioning_status"] == "ACTIVE" && slow.iter().any(|s| s == id) {
+            lb["provisioning_status"] = Value::from("PENDING_UPDATE");
+            changed = true;
+        }
+    };
+    if let Some(list) = json.get_mut("loadbalancers").and_then(Value::as_array_mut) {
+        list.iter_mut().for_each(&mut pend);
+    } else if let Some(lb) = json.get_mut("loadbalancer") {
+        pend(lb);
+    }
+    if changed {
+        Bytes::from(json.to_string())
+    } else {
+        answer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_load_balancer_of_a_write_is_found_in_its_answer_or_its_request() {
+        let cases: [(&str, &str, Option<&str>); 5] = [
+            (
+                "{}",
+                r#"{"loadbalancer": {"id": "lb1", "name": "x"}}"#,
+                Some("lb1"),
+            ),
+            (
+                "{}",
+                r#"{"listener": {"id": "l1", "loadbalancers": [{"id": "lb2"}]}}"#,
+                Some("lb2"),
+            ),
+            (
+                "{}",
+                r#"{"member": {"id": "m1", "loadbalancer_id": "lb3"}}"#,
+                Some("lb3"),
+            ),
+            (
+                r#"{"pool": {"loadbalancer_id": "lb4"}}"#,
+                r#"{"pool": {"id": "p1"}}"#,
+                Some("lb4"),
+            ),
+            ("", "", None),
+        ];
+        for (request, answer, want) in cases {
+            assert_eq!(
+                load_balancer_of(request.as_bytes(), answer.as_bytes()).as_deref(),
+                want,
+                "{request} {answer}"
+            );
+        }
+    }
 }
