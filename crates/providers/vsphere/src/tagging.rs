@@ -9,11 +9,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::soap::{self, CALL_TIMEOUT, Moref, SoapError};
+use crate::soap::{self, Moref, SoapError};
 
 const SESSION_HEADER: &str = "vmware-api-session-id";
 
@@ -102,25 +102,8 @@ impl Tagging {
             .body(Full::new(payload))
             .map_err(|e| SoapError::Transport(e.to_string()))?;
         self.calls.fetch_add(1, Ordering::Relaxed);
-        let exchange = async {
-            let response = self
-                .soap
-                .http()
-                .request(request)
-                .await
-                .map_err(|e| SoapError::Transport(e.to_string()))?;
-            let status = response.status();
-            let bytes = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| SoapError::Transport(e.to_string()))?
-                .to_bytes();
-            Ok::<_, SoapError>((status, bytes))
-        };
-        tokio::time::timeout(CALL_TIMEOUT, exchange)
-            .await
-            .map_err(|_| SoapError::Timeout(CALL_TIMEOUT))?
+        let (status, _, bytes) = self.soap.exchange(request).await?;
+        Ok((status, bytes))
     }
 
     /// The session, logged in when there is none (or `stale` was refused).

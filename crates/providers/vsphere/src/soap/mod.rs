@@ -91,7 +91,7 @@ impl SoapError {
     }
 }
 
-pub(crate) type Http = HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>;
+type Http = HyperClient<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 #[derive(Debug, Clone)]
 struct Session {
@@ -159,11 +159,6 @@ impl Client {
         &self.vc
     }
 
-    /// The connection pool, which the tagging REST API shares ([`crate::tagging`]).
-    pub(crate) fn http(&self) -> &Http {
-        &self.http
-    }
-
     /// SOAP calls made so far (logins included).
     pub fn calls(&self) -> u64 {
         self.calls.load(Ordering::Relaxed)
@@ -190,34 +185,16 @@ impl Client {
             .body(Full::new(Bytes::from(envelope)))
             .map_err(|e| SoapError::Transport(e.to_string()))?;
         self.calls.fetch_add(1, Ordering::Relaxed);
-        let exchange = async {
-            let response = self
-                .http
-                .request(request)
-                .await
-                .map_err(|e| SoapError::Transport(error_chain(&e)))?;
-            let status = response.status();
-            let set_cookie = response
-                .headers()
-                .get_all(http::header::SET_COOKIE)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .find_map(|v| {
-                    let first = v.split(';').next()?.trim();
-                    let (name, value) = first.split_once('=')?;
-                    (name == COOKIE).then(|| value.to_owned())
-                });
-            let bytes = response
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| SoapError::Transport(e.to_string()))?
-                .to_bytes();
-            Ok::<_, SoapError>((status, set_cookie, bytes))
-        };
-        let (status, set_cookie, bytes) = tokio::time::timeout(CALL_TIMEOUT, exchange)
-            .await
-            .map_err(|_| SoapError::Timeout(CALL_TIMEOUT))??;
+        let (status, headers, bytes) = self.exchange(request).await?;
+        let set_cookie = headers
+            .get_all(http::header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .find_map(|v| {
+                let first = v.split(';').next()?.trim();
+                let (name, value) = first.split_once('=')?;
+                (name == COOKIE).then(|| value.to_owned())
+            });
         if status != http::StatusCode::OK && status != http::StatusCode::INTERNAL_SERVER_ERROR {
             return Err(SoapError::Http {
                 status: status.as_u16(),
@@ -233,6 +210,31 @@ impl Client {
             return Err(methods::fault(body));
         }
         Ok((body.clone(), set_cookie))
+    }
+
+    /// One request over the connection pool, its answer read whole, within [`CALL_TIMEOUT`]
+    /// (the SOAP calls' and the tagging REST API's, [`crate::tagging`]).
+    pub(crate) async fn exchange(
+        &self,
+        request: http::Request<Full<Bytes>>,
+    ) -> Result<(http::StatusCode, http::HeaderMap, Bytes), SoapError> {
+        let exchange = async {
+            let response = self
+                .http
+                .request(request)
+                .await
+                .map_err(|e| SoapError::Transport(error_chain(&e)))?;
+            let (parts, body) = response.into_parts();
+            let bytes = body
+                .collect()
+                .await
+                .map_err(|e| SoapError::Transport(e.to_string()))?
+                .to_bytes();
+            Ok::<_, SoapError>((parts.status, parts.headers, bytes))
+        };
+        tokio::time::timeout(CALL_TIMEOUT, exchange)
+            .await
+            .map_err(|_| SoapError::Timeout(CALL_TIMEOUT))?
     }
 
     /// The service content (fetched once: it never changes while vCenter runs).
