@@ -105,6 +105,24 @@ async fn tree(ccm: &Client, name: &str) -> Option<(Value, Vec<Value>, Vec<Value>
     ))
 }
 
+/// Waits for a Warning event on Service `service` whose note has every one of `words`.
+async fn warning(cluster: &Cluster, service: &str, words: &[&str]) {
+    wait_for(
+        &format!("a Warning on {service} naming {words:?}"),
+        DEADLINE,
+        || async {
+            cluster.events("default").await.into_iter().find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(service)
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|m| words.iter().all(|w| m.contains(w)))
+            })
+        },
+    )
+    .await;
+}
+
 /// How many load balancers are named `name`; `None` when Octavia does not answer.
 async fn named(ccm: &Client, name: &str) -> Option<usize> {
     let lbs: Value = ccm
@@ -205,20 +223,7 @@ async fn a_tls_service_is_built_as_occm_builds_it_its_certificate_changed_in_pla
             https_service(30447, &[(TLS_ANNOTATION, &missing)]),
         )
         .await;
-    wait_for(
-        "a Warning on stale naming its missing container",
-        DEADLINE,
-        || async {
-            cluster.events("default").await.into_iter().find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("stale")
-                    && e.type_.as_deref() == Some("Warning")
-                    && e.note
-                        .as_deref()
-                        .is_some_and(|m| m.contains(&missing) && m.contains("Barbican has no such container"))
-            })
-        },
-    )
-    .await;
+    warning(&cluster, "stale", &[&missing, "Barbican has no such container"]).await;
     assert_eq!(
         named(&ccm, &format!("kube_service_{name}_default_stale")).await,
         Some(0),
@@ -353,19 +358,7 @@ async fn without_a_key_manager_the_tls_service_is_refused_by_name_and_the_others
         .create_lb_service("default", "plain", https_service(30446, &[]))
         .await;
     wait_ingress_ip(&services, "plain", "the Service without TLS served").await;
-    let warning = wait_for("a Warning on secure naming the key manager", DEADLINE, || async {
-        cluster.events("default").await.into_iter().find(|e| {
-            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("secure")
-                && e.type_.as_deref() == Some("Warning")
-                && e.note.as_deref().is_some_and(|m| m.contains("key-manager"))
-        })
-    })
-    .await;
-    let message = warning.note.unwrap_or_default();
-    assert!(
-        message.contains(TLS_ANNOTATION) && message.contains("Barbican"),
-        "{message}"
-    );
+    warning(&cluster, "secure", &["key-manager", TLS_ANNOTATION, "Barbican"]).await;
     let secure = services.get("secure").await.expect("secure");
     assert!(ingress_ips(&secure).is_empty(), "not served: {secure:?}");
     assert_eq!(
