@@ -106,7 +106,6 @@ mod tests {
             ..Default::default()
         };
         let features = service_conf::OctaviaFeatures::of(2, 26, "amphora");
-        let conf = service_conf::resolve(&settings, &features, &service).expect("conf");
         let node = provider::LoadBalancerNode {
             name: "n1".into(),
             addresses: vec![provider::NodeAddress {
@@ -115,44 +114,27 @@ mod tests {
             }],
             ..Default::default()
         };
-        let octavia = desired::Octavia {
-            features: &features,
-            provider: "amphora",
-            member_calls: desired::MemberCalls::Batch,
+        const LB: &str = "kube_service_c_default_web";
+        // The Service's resolved settings, its listeners on `node`, and their fingerprint.
+        let asked = |service: &provider::ServiceSpec| {
+            let conf = service_conf::resolve(&settings, &features, service).expect("conf");
+            let octavia = desired::Octavia {
+                features: &features,
+                provider: "amphora",
+                member_calls: desired::MemberCalls::Batch,
+            };
+            let want = desired::listeners(service, &conf, octavia, LB, &[&node], Some(desired::IpFamily::V4));
+            let got = fingerprint(LB, &conf, &want, &features, None);
+            (conf, want, got)
         };
-        let want = desired::listeners(
-            &service,
-            &conf,
-            octavia,
-            "kube_service_c_default_web",
-            &[&node],
-            Some(desired::IpFamily::V4),
-        );
-        let got = fingerprint("kube_service_c_default_web", &conf, &want, &features, None);
+        let (_, _, got) = asked(&service);
         assert_eq!(got, "fa58e115f5b7d814");
         // With TLS, the reference is covered.
         let tls = web_and_dns(&[(service_conf::TLS_CONTAINER_REF, "https://kms/v1/containers/c")]);
-        let conf = service_conf::resolve(&settings, &features, &tls).expect("conf");
-        let octavia = desired::Octavia {
-            features: &features,
-            provider: "amphora",
-            member_calls: desired::MemberCalls::Batch,
-        };
-        let want = desired::listeners(
-            &tls,
-            &conf,
-            octavia,
-            "kube_service_c_default_web",
-            &[&node],
-            Some(desired::IpFamily::V4),
-        );
-        let with_tls = fingerprint("kube_service_c_default_web", &conf, &want, &features, None);
+        let (conf, want, with_tls) = asked(&tls);
         assert_ne!(with_tls, got);
         let mut other = conf.clone();
         other.tls_container_ref = Some("https://kms/v1/containers/d".into());
-        assert_ne!(
-            fingerprint("kube_service_c_default_web", &other, &want, &features, None),
-            with_tls
-        );
+        assert_ne!(fingerprint(LB, &other, &want, &features, None), with_tls);
     }
 }
