@@ -1,6 +1,6 @@
-//! Which VM a node is, decided over one read of every VM's identity: a ContainerView over the
-//! VMs of each vCenter (or of each configured datacenter) and one RetrievePropertiesEx of their
-//! BIOS UUID, tools hostname and primary IP, matched here as vCenter's SearchIndex matches
+//! Which VM a node is, decided over one read of every VM: a ContainerView over the VMs of each
+//! vCenter (or of each configured datacenter) and one RetrievePropertiesEx of their properties
+//! ([`crate::nodes::PROPERTIES`]), whose BIOS UUID, tools hostname and primary IP are matched here as vCenter's SearchIndex matches
 //! (`FindByUuid`, then with the byte-swapped UUID, as CPI; `FindAllByDnsName` on
 //! `guest.hostName`; `FindByIp` on `guest.ipAddress`). CPI makes one search call per node and
 //! datacenter (and a second for the swapped UUID); here a batch of any size costs one call per
@@ -19,7 +19,7 @@ use crate::{
     soap::{Moref, SoapError, methods::ObjectContent},
 };
 
-/// The properties read of every VM to find nodes.
+/// The properties nodes are found by (read with [`crate::nodes::PROPERTIES`]).
 pub const IDENTITY: &[&str] = &["summary.config.uuid", "guest.hostName", "guest.ipAddress"];
 
 /// One vCenter's VMs by what nodes are looked up by.
@@ -281,6 +281,13 @@ mod tests {
         ];
         for (what, key, answers, want) in cases {
             assert_eq!(decide(key, &answers), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn what_nodes_are_found_by_is_read_with_their_properties() {
+        for path in IDENTITY {
+            assert!(crate::nodes::PROPERTIES.contains(path), "{path}");
         }
     }
 

@@ -2,13 +2,15 @@
 //! Load balancers and routes are not offered (CPI's need NSX-T and are alpha), so the gateway
 //! answers UNIMPLEMENTED for them and their controllers stay idle.
 //!
-//! A batch costs, with every node's VM in the identity snapshot kept from an earlier batch:
-//! one RetrievePropertiesEx per vCenter (the VMs' properties), plus, with `[Labels]`, the
-//! parents of hosts, pools and folders not read in the tags' period (none once the clusters'
-//! are known) and the tags once per period ([`crate::zones`]). A node not in the snapshot adds
-//! one read of every VM's identity per vCenter for the whole batch ([`crate::inventory`]),
-//! through ContainerViews made once per session (a view vCenter forgot is made again). CPI
-//! makes about 9 SOAP and 10 REST calls per node instead (reference §9).
+//! A batch with a node not in the snapshot kept costs one read of every VM per vCenter
+//! ([`crate::inventory`]: through ContainerViews made once per session, made again when vCenter
+//! forgot them), which also answers for the VMs in it for [`REUSE`]: the batches of a burst of
+//! joining nodes cost that one read together. A batch whose every node is in the snapshot,
+//! once that is older, costs one RetrievePropertiesEx of its VMs per vCenter. With `[Labels]`,
+//! the parents of hosts, pools and folders not read in the tags' period are read in one more
+//! call (none once the clusters' are known), and the tags once per period
+//! ([`crate::zones`]). CPI makes about 9 SOAP and 10 REST calls per node instead (reference
+//! §9).
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
@@ -36,6 +38,13 @@ use crate::{
 /// Most nodes per batch (one RetrievePropertiesEx carries them all).
 pub const MAX_BATCH: usize = 200;
 
+/// How long a read of every VM answers, once each, for the VMs in it without another call:
+/// the batches a burst of joining nodes arrives in (the gateway sends one as soon as the last
+/// is answered) cost one read together. Half the gateway's default answer cache (10 s), so no
+/// answer is older than the gateway would serve anyway; a VM asked about again is read again
+/// (its power state may just have changed).
+pub const REUSE: std::time::Duration = std::time::Duration::from_secs(5);
+
 struct VCenterState {
     client: Arc<Client>,
     /// The datacenters searched: `[None]` (the whole inventory) when none are configured.
@@ -45,8 +54,11 @@ struct VCenterState {
     /// The ContainerViews over the VMs of each scope (empty until made; made again when
     /// vCenter forgot them with the session).
     views: tokio::sync::Mutex<Vec<Moref>>,
-    /// The last identity snapshot read.
+    /// The last snapshot of every VM read.
     snapshot: Mutex<Option<Arc<Snapshot>>>,
+    /// The properties of the VMs that last read holds, when it was made, until each VM is
+    /// answered from them once (see [`REUSE`]).
+    unanswered: Mutex<Option<(Instant, HashMap<Moref, ObjectContent>)>>,
     /// Parents of the hosts, pools and folders VMs are placed in, read again after
     /// [`zones::REFRESH`] as the tags are.
     parents: tokio::sync::Mutex<Parents>,
@@ -87,6 +99,7 @@ impl VsphereProvider {
                     scopes: OnceCell::new(),
                     views: tokio::sync::Mutex::default(),
                     snapshot: Mutex::default(),
+                    unanswered: Mutex::default(),
                     parents: tokio::sync::Mutex::default(),
                 })
             })
@@ -180,10 +193,15 @@ impl VsphereProvider {
         let mut again = true;
         loop {
             let views = self.views(vc).await?;
-            match state.client.retrieve_views(&views, inventory::IDENTITY).await {
+            match state.client.retrieve_views(&views, &self.paths(vc)).await {
                 Ok(objects) => {
                     let snapshot = Arc::new(Snapshot::new(&objects));
                     *state.snapshot.lock().expect("snapshot") = Some(snapshot.clone());
+                    let contents = objects
+                        .into_iter()
+                        .filter_map(|o| Some((o.obj.clone()?, o)))
+                        .collect();
+                    *state.unanswered.lock().expect("unanswered") = Some((Instant::now(), contents));
                     return Ok(snapshot);
                 }
                 Err(SoapError::Fault { kind, object, .. })
@@ -242,7 +260,23 @@ impl VsphereProvider {
         hits.next().is_none().then_some(first)
     }
 
-    /// One RetrievePropertiesEx per vCenter for the VMs in `located`.
+    /// The properties read of each VM: [`nodes::PROPERTIES`], and [`nodes::PLACEMENT`] with
+    /// `[Labels]`.
+    fn paths(&self, vc: usize) -> Vec<&'static str> {
+        if self.vcenters[vc].zones.is_some() {
+            nodes::PROPERTIES
+                .iter()
+                .chain(nodes::PLACEMENT)
+                .copied()
+                .collect()
+        } else {
+            nodes::PROPERTIES.to_vec()
+        }
+    }
+
+    /// The VMs in `located`, per vCenter: from the last read of every VM when it was made less
+    /// than [`REUSE`] ago and none of them was answered from it yet, else in one
+    /// RetrievePropertiesEx (whose ManagedObjectNotFound tells a VM gone).
     async fn read(
         &self,
         located: &[(usize, Moref)],
@@ -256,15 +290,11 @@ impl VsphereProvider {
         }
         let mut out = BTreeMap::new();
         for (vc, refs) in by_vc {
-            let paths: Vec<&str> = if self.vcenters[vc].zones.is_some() {
-                nodes::PROPERTIES
-                    .iter()
-                    .chain(nodes::PLACEMENT)
-                    .copied()
-                    .collect()
-            } else {
-                nodes::PROPERTIES.to_vec()
-            };
+            if let Some(found) = self.unanswered(vc, &refs) {
+                out.insert(vc, Ok((found, Vec::new())));
+                continue;
+            }
+            let paths = self.paths(vc);
             let answer = self.vcenters[vc]
                 .client
                 .retrieve("VirtualMachine", &refs, &paths)
@@ -279,6 +309,21 @@ impl VsphereProvider {
             out.insert(vc, answer);
         }
         out
+    }
+
+    /// The properties of every VM of `refs` from the last read of every VM, taken out of it,
+    /// when it is recent and holds them all.
+    fn unanswered(&self, vc: usize, refs: &[Moref]) -> Option<HashMap<Moref, ObjectContent>> {
+        let mut unanswered = self.vcenters[vc].unanswered.lock().expect("unanswered");
+        let (at, contents) = unanswered.as_mut()?;
+        if at.elapsed() >= REUSE || !refs.iter().all(|r| contents.contains_key(r)) {
+            return None;
+        }
+        Some(
+            refs.iter()
+                .filter_map(|r| Some((r.clone(), contents.remove(r)?)))
+                .collect(),
+        )
     }
 
     /// Each VM's zone and region in `found` (of vCenter `vc`, with `[Labels]`): the tags (read
