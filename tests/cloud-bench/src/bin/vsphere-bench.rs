@@ -457,14 +457,18 @@ impl Cpi {
         self.client
             .retrieve(
                 "SessionManager",
-                &[content.session_manager.clone()],
+                std::slice::from_ref(&content.session_manager),
                 &["currentSession"],
             )
             .await
             .map_err(e)?;
         let (root, _) = self
             .client
-            .retrieve("Folder", &[content.root_folder.clone()], &["childEntity"])
+            .retrieve(
+                "Folder",
+                std::slice::from_ref(&content.root_folder),
+                &["childEntity"],
+            )
             .await
             .map_err(e)?;
         let datacenters: Vec<Moref> = root
