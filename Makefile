@@ -131,6 +131,13 @@ bench-openstack: ## OpenStack calls of 1/50/200 nodes joining, a refresh and rou
 	target/release/openstack-bench --json target/bench-openstack.json $(BENCH_ARGS)
 	target/release/openstack-lb-bench --json target/bench-openstack-lb.json $(LB_BENCH_ARGS)
 
+.PHONY: bench-vsphere
+bench-vsphere: ## vCenter calls (SOAP, REST, logins) of 200 nodes joining, 10 later and a refresh, and the logout at shutdown, on vcsim with 2 datacenters, ours beside CPI's sequence replayed (prints a table, writes target/bench-vsphere.json)
+	scripts/vsphere/install.sh
+	$(CARGO) build --release -p cloud-gateway -p fake-apiserver -p cloud-node-controller -p cloud-bench \
+		--bin cloud-gateway --bin fake-apiserver --bin cloud-node-controller --bin vsphere-bench
+	target/release/vsphere-bench --json target/bench-vsphere.json
+
 .PHONY: bench-gateway
 bench-gateway: ## gateway throughput and added latency versus calling the provider in-process
 	$(CARGO) run --release -p cloud-gateway --example bench-gateway

@@ -18,6 +18,9 @@ use crate::{
     scheduler::Scheduler, service::GatewayService, tls,
 };
 
+/// How long the provider's shutdown ([`Provider::shutdown`]) may take.
+pub const PROVIDER_SHUTDOWN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Why the gateway stopped other than by its shutdown signal.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -201,6 +204,14 @@ pub async fn serve_with_handles(
         }
     };
     scheduler.close();
+    // The provider's sessions end with its last call (bounded: a cloud that does not answer
+    // does not hold the exit).
+    if tokio::time::timeout(PROVIDER_SHUTDOWN, provider.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(timeout = ?PROVIDER_SHUTDOWN, "the provider's shutdown did not finish; exiting anyway");
+    }
     if let Some(probing) = probing {
         probing.abort();
     }
@@ -212,4 +223,65 @@ pub async fn serve_with_handles(
         Err(join) => tracing::error!(error = %join, "HTTP server task failed"),
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use provider::{Instances, LoadBalancers, ProviderLimits, Routes};
+
+    use super::*;
+
+    /// A provider that serves nothing and records its shutdown.
+    #[derive(Default)]
+    struct Closing {
+        closed: AtomicBool,
+    }
+
+    impl Provider for Closing {
+        fn name(&self) -> &str {
+            "closing"
+        }
+        fn limits(&self) -> ProviderLimits {
+            ProviderLimits::default()
+        }
+        fn instances(&self) -> Option<&dyn Instances> {
+            None
+        }
+        fn load_balancers(&self) -> Option<&dyn LoadBalancers> {
+            None
+        }
+        fn routes(&self) -> Option<&dyn Routes> {
+            None
+        }
+        fn shutdown(&self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+            Box::pin(async { self.closed.store(true, Ordering::SeqCst) })
+        }
+    }
+
+    /// The provider's shutdown runs when the gateway stops (vSphere logs its sessions out
+    /// there), and not before.
+    #[tokio::test]
+    async fn the_providers_shutdown_runs_when_the_gateway_stops() {
+        let provider = Arc::new(Closing::default());
+        let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(serve(
+            GatewayConfig::default(),
+            provider.clone(),
+            None,
+            grpc,
+            http,
+            async {
+                let _ = stopped.await;
+            },
+        ));
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(!provider.closed.load(Ordering::SeqCst), "not while serving");
+        stop.send(()).unwrap();
+        serving.await.unwrap().unwrap();
+        assert!(provider.closed.load(Ordering::SeqCst));
+    }
 }

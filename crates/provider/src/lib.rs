@@ -58,6 +58,12 @@ pub trait Provider: Send + Sync + 'static {
     fn switched_off(&self) -> SwitchedOff {
         SwitchedOff::new()
     }
+    /// Called once when the gateway stops, after its last call has ended or been abandoned:
+    /// ends what the provider holds open at its cloud (vSphere's sessions, which count against
+    /// vCenter's limit until they time out). Nothing by default.
+    fn shutdown(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// Limits the provider imposes on its callers.

@@ -294,6 +294,23 @@ func terminateSessions(ctx context.Context) (int, error) {
 	return len(ids), err
 }
 
+// sessions counts the SOAP sessions but the admin's own (a client that logged out left none).
+func sessions(ctx context.Context) (int, error) {
+	c := admin.client
+	var sm mo.SessionManager
+	pc := property.DefaultCollector(c.Client)
+	if err := pc.RetrieveOne(ctx, *c.ServiceContent.SessionManager, []string{"sessionList", "currentSession"}, &sm); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, s := range sm.SessionList {
+		if sm.CurrentSession == nil || s.Key != sm.CurrentSession.Key {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // setExtraConfig sets config.extraConfig keys (guestinfo.metadata, as cloud-init's VMware
 // datasource reads it) through ReconfigVM, as govc vm.change -e does.
 func setExtraConfig(ctx context.Context, ref types.ManagedObjectReference, values map[string]string) error {
@@ -388,6 +405,26 @@ func adminAPI(w http.ResponseWriter, r *http.Request) {
 		}
 		ref, err := createVM(ctx, spec)
 		reply(w, map[string]string{"moref": ref.Value}, err)
+	case path == "vms" && r.Method == http.MethodPost:
+		// Many VMs in one request (benchmarks create hundreds).
+		var specs []VMSpec
+		if err := json.NewDecoder(r.Body).Decode(&specs); err != nil {
+			reply(w, nil, err)
+			return
+		}
+		morefs := []string{}
+		for _, spec := range specs {
+			ref, err := createVM(ctx, spec)
+			if err != nil {
+				reply(w, nil, fmt.Errorf("%s: %v", spec.Name, err))
+				return
+			}
+			morefs = append(morefs, ref.Value)
+		}
+		reply(w, map[string][]string{"morefs": morefs}, nil)
+	case path == "sessions" && r.Method == http.MethodGet:
+		n, err := sessions(ctx)
+		reply(w, map[string]int{"sessions": n}, err)
 	case len(parts) == 3 && parts[0] == "vm" && parts[2] == "guest" && r.Method == http.MethodPost:
 		var g Guest
 		if err := json.NewDecoder(r.Body).Decode(&g); err != nil {

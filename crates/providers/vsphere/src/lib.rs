@@ -10,7 +10,8 @@
 //!   the tagging REST API beside it (one session too).
 //! - [`zones`]: zones and regions from tags, CPI's walk up the inventory, over tags read once
 //!   per period.
-//! - [`nodes`]: lookups by UUID, tools hostname and IP, and when a VM is definitely gone.
+//! - [`inventory`]: which VM a node is, over one read of every VM's identity per batch;
+//!   [`nodes`]: what a VM found answers, and when a VM is definitely gone.
 //! - [`provider`]: the [`provider::Provider`] the gateway serves; [`gateway_args`] its
 //!   registration.
 
@@ -20,6 +21,7 @@ pub mod credentials;
 pub mod gateway_args;
 pub mod guestinfo;
 pub mod instance_type;
+pub mod inventory;
 pub mod nodes;
 pub mod provider;
 pub mod provider_id;

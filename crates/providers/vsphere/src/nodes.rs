@@ -30,6 +30,7 @@ pub const PROPERTIES: &[&str] = &[
     "summary.config.memorySizeMB",
     "summary.config.guestId",
     "guest.hostName",
+    "guest.ipAddress",
     "guest.net",
     "runtime.powerState",
     "config.extraConfig",
@@ -82,6 +83,8 @@ pub enum Search {
     Ambiguous(usize),
     /// A search failed: nothing is known.
     Failed(SoapError),
+    /// No VM has the UUID, but this many VMs' UUIDs could not be read: one could be the node's.
+    Unidentified(usize),
 }
 
 /// The error a failed call becomes: never InstanceNotFound.
@@ -107,6 +110,9 @@ pub fn not_found(key: &Key, search: &Search) -> ProviderError {
             "{n} VMs report this node's hostname: set its providerID or make the hostnames unique"
         )),
         (_, Search::Failed(e)) => unknown(e),
+        (_, Search::Unidentified(n)) => ProviderError::Unavailable(format!(
+            "no VM readable has this node's UUID, but {n} VMs' UUIDs cannot be read (inaccessible or being created): the node is not reported gone while one of them could be it"
+        )),
         (_, Search::Found(..)) => ProviderError::Internal("found VM reported as not found".into()),
     }
 }
@@ -358,6 +364,7 @@ mod tests {
                 Search::Failed(SoapError::Timeout(std::time::Duration::from_secs(30))),
             ),
             (&name, Search::Ambiguous(2)),
+            (&uuid, Search::Unidentified(1)),
         ] {
             let err = not_found(key, &search);
             assert!(

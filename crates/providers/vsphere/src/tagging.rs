@@ -223,6 +223,20 @@ impl Tagging {
             .collect())
     }
 
+    /// The ids of the tags attached to `object` (CPI's call per object on its walk up the
+    /// inventory; this provider reads the attachments per tag instead, [`Tagging::attached_objects`],
+    /// and `make bench-vsphere` replays CPI's sequence with it).
+    pub async fn attached_tags(&self, object: &Moref) -> Result<Vec<String>, SoapError> {
+        let ids: Option<Vec<String>> = self
+            .call(
+                http::Method::POST,
+                "/tagging/tag-association?~action=list-attached-tags",
+                Some(json!({ "object_id": { "type": object.kind, "id": object.value } })),
+            )
+            .await?;
+        Ok(ids.unwrap_or_default())
+    }
+
     /// Ends the session (at shutdown).
     pub async fn logout(&self) {
         let Some(id) = self.session.lock().await.take() else {

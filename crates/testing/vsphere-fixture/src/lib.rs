@@ -101,6 +101,9 @@ pub struct Vm {
     /// Guest data.
     #[serde(flatten)]
     pub guest: Guest,
+    /// The datacenter it is created in (`DC0`, `DC1`, …; the first when unset).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub datacenter: Option<String>,
 }
 
 impl Vm {
@@ -119,6 +122,7 @@ impl Vm {
                 nics: vec![Nic::new("VM Network", &[ip])],
             },
             name,
+            datacenter: None,
         }
     }
 }
@@ -170,6 +174,12 @@ impl Vcsim {
 
     /// The vcsim in `dir`, started unless one already answers there.
     pub fn start(dir: &Path) -> Vcsim {
+        Self::start_with(dir, 1)
+    }
+
+    /// [`Vcsim::start`] with `datacenters` datacenters (`DC0`, `DC1`, …, each with a cluster
+    /// `DCn_C0`), when it is started here.
+    pub fn start_with(dir: &Path, datacenters: usize) -> Vcsim {
         std::fs::create_dir_all(dir).expect("vcsim's directory");
         let dir = std::path::absolute(dir).expect("absolute directory");
         let lock_path = with_suffix(&dir, ".lock");
@@ -182,6 +192,7 @@ impl Vcsim {
         lock.lock().expect("vcsim's lock");
         let script = workspace_root().join("scripts/vsphere/vcsim");
         let output = Command::new(&script)
+            .env("VCSIM_DATACENTERS", datacenters.to_string())
             .arg("up")
             .arg(&dir)
             .stdin(Stdio::null())
@@ -275,6 +286,19 @@ impl Vcsim {
     pub fn create_vm(&self, vm: &Vm) -> String {
         let v = self.admin("POST", "vm", Some(&serde_json::to_value(vm).expect("JSON")));
         v["moref"].as_str().expect("moref").to_owned()
+    }
+
+    /// Creates and powers on every VM of `vms` in one admin call; their managed object ids.
+    pub fn create_vms(&self, vms: &[Vm]) -> Vec<String> {
+        let v = self.admin("POST", "vms", Some(&serde_json::to_value(vms).expect("JSON")));
+        serde_json::from_value(v["morefs"].clone()).expect("morefs")
+    }
+
+    /// The SOAP sessions open, the admin API's own aside.
+    pub fn sessions(&self) -> u64 {
+        self.admin("GET", "sessions", None)["sessions"]
+            .as_u64()
+            .unwrap_or(0)
     }
 
     /// Sets what the VM's tools report.

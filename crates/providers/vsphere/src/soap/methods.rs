@@ -47,6 +47,8 @@ pub struct ServiceContent {
     pub search_index: Moref,
     /// The session manager.
     pub session_manager: Moref,
+    /// The view manager (ContainerViews over the VMs).
+    pub view_manager: Moref,
 }
 
 /// A SOAP fault's type, message and (ManagedObjectNotFound) object.
@@ -96,6 +98,7 @@ pub fn service_content(body: &Element) -> Result<ServiceContent, SoapError> {
         property_collector: get("propertyCollector")?,
         search_index: get("searchIndex")?,
         session_manager: get("sessionManager")?,
+        view_manager: get("viewManager")?,
     })
 }
 
@@ -297,6 +300,53 @@ impl Client {
             .collect())
     }
 
+    /// `CreateContainerView`: a view of every VM under `container` (a folder or a datacenter),
+    /// nested folders, vApps and pools included. It lives as long as the session.
+    pub async fn create_vm_view(&self, container: &Moref) -> Result<Moref, SoapError> {
+        let content = self.content().await?.clone();
+        let body = method(
+            "CreateContainerView",
+            &content.view_manager,
+            &format!(
+                "{}<type>VirtualMachine</type><recursive>true</recursive>",
+                container.xml("container")
+            ),
+        );
+        self.call(&body)
+            .await?
+            .child("returnval")
+            .and_then(Moref::from)
+            .ok_or_else(|| SoapError::Decode("CreateContainerView: no view".into()))
+    }
+
+    /// `paths` of every VM in `views`, in one RetrievePropertiesEx (and its continuations).
+    /// A view vCenter no longer has (its session ended) fails the call with
+    /// ManagedObjectNotFound naming it.
+    pub async fn retrieve_views(
+        &self,
+        views: &[Moref],
+        paths: &[&str],
+    ) -> Result<Vec<ObjectContent>, SoapError> {
+        let prop_set = format!(
+            "<propSet><type>VirtualMachine</type>{}</propSet>",
+            paths
+                .iter()
+                .map(|p| format!("<pathSet>{}</pathSet>", escape(p)))
+                .collect::<String>()
+        );
+        let object_set: String = views
+            .iter()
+            .map(|v| {
+                format!(
+                    "<objectSet>{}<skip>true</skip><selectSet xsi:type=\"TraversalSpec\"><name>view</name><type>ContainerView</type><path>view</path><skip>false</skip></selectSet></objectSet>",
+                    v.xml("obj")
+                )
+            })
+            .collect();
+        self.retrieve_spec(&format!("<specSet>{prop_set}{object_set}</specSet>"))
+            .await
+    }
+
     /// Every datacenter under the root folder (through nested folders), with its name.
     pub async fn datacenters(&self) -> Result<Vec<(Moref, String)>, SoapError> {
         let content = self.content().await?.clone();
@@ -378,6 +428,7 @@ mod tests {
             property_collector: Moref::new("PropertyCollector", "propertyCollector"),
             search_index: Moref::new("SearchIndex", "SearchIndex"),
             session_manager: Moref::new("SessionManager", "SessionManager"),
+            view_manager: Moref::new("ViewManager", "ViewManager"),
         };
         let body = login(
             &content,
