@@ -145,3 +145,49 @@ instances:
     );
     drop(procs);
 }
+
+/// CPI reads `ca-file` as a `:`-separated list of PEM files (govmomi's `SetRootCAs`), as its
+/// reference notes: a `vsphere.conf` CPI accepts must start the gateway and serve (the fifth-wave
+/// rule). Fails until the provider splits the list (`soap/tls.rs`, `roots`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ca_file_list_as_cpi_reads_it_serves() {
+    let vcsim = Vcsim::shared();
+    let vm = vm(vcsim, "conf-ca-list", 2, 4);
+    vcsim.create_vm(&vm);
+    let dir = tempfile::tempdir().expect("temp dir");
+    // vcsim's CA, after another CA bundle: CPI's `ca-file = a.pem:b.pem`.
+    let other = dir.path().join("other-ca.pem");
+    std::fs::copy(vcsim.ca_file(), &other).expect("a second CA file");
+    let ca = vcsim.ca_file().display().to_string();
+    let conf = vcsim.conf("").replace(
+        &format!("ca-file = {ca}"),
+        &format!("ca-file = {}:{ca}", other.display()),
+    );
+    assert!(conf.contains(":/"), "{conf}");
+    let path = dir.path().join("vsphere.conf");
+    std::fs::write(&path, conf).expect("vsphere.conf");
+    let mut procs = Procs::default();
+    let provider = [
+        "--provider",
+        "vsphere",
+        "--cloud-config",
+        &path.display().to_string(),
+    ];
+    let (grpc, _) = start_gateway(&mut procs, dir.path(), &provider, &[], Duration::from_secs(20)).await;
+    let fixture = format!(
+        "provider_name: vsphere\ncapabilities: {{instances: true, load_balancers: false, routes: false}}\n\
+         instances:\n  running:\n    - {{node_name: {}, provider_id: \"vsphere://{}\", instance_type: vsphere-vm.cpu-2.mem-4gb.os-ubuntu,\n       zone: none, region: none, internal_ip: {}}}\n",
+        vm.name, vm.uuid, vm.guest.ip_address
+    );
+    let fixture_path = dir.path().join("vsphere.yaml");
+    std::fs::write(&fixture_path, &fixture).expect("write the fixture");
+    let (_, stdout) = run(
+        &tool_args(grpc, &fixture_path, &[]),
+        &[],
+        Duration::from_secs(120),
+    )
+    .await;
+    let (verdict, why) = verdict(&stdout, "running_instance_exists_and_is_not_shut_down");
+    assert_eq!(verdict, "PASS", "{why}\n{stdout}");
+    drop(procs);
+}
