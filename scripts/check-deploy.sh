@@ -131,6 +131,44 @@ for name, spec in deploys.items():
     assert "k8s-certs" not in str(spec), f"{name}: the gateway's extra volume reached a controller"
 print("openstack: OCCM's Secret by name, hostAliases, extra volumes, PriorityClass and hostNetwork for the gateway")
 PY
+# vSphere: CPI's ConfigMap vsphere-cloud-config (key vsphere.conf) and Secret vsphere-cloud-secret
+# by default, as CPI's chart and manifests name them; a Secret for vsphere.conf, or no
+# credentials Secret, on request. Both on the gateway alone; the Secret at CPI's default
+# secrets-directory, named by VSPHERE_SECRETS_DIRECTORY.
+"$tools/helm" template ccm charts/ccm -n kube-system --set gateway.provider=vsphere > "$out/vsphere.yaml"
+"$tools/helm" template ccm charts/ccm -n kube-system --set gateway.provider=vsphere \
+  --set gateway.vsphere.cloudConfigFrom.configMap= --set gateway.vsphere.cloudConfigFrom.secret=cpi-conf \
+  --set gateway.vsphere.cloudConfigFrom.key=cloud.yaml --set gateway.vsphere.credentialsSecret= \
+  > "$out/vsphere-secret.yaml"
+"$tools/venv/bin/python" - "$out/vsphere.yaml" "$out/vsphere-secret.yaml" <<'PY'
+import sys, yaml
+GW = "ccm-cloud-gateway"
+for path, conf, creds in ((sys.argv[1], ("configMap", "vsphere-cloud-config", "vsphere.conf"), "vsphere-cloud-secret"),
+                          (sys.argv[2], ("secret", "cpi-conf", "cloud.yaml"), None)):
+    deployments = {d["metadata"]["name"]: d for d in yaml.safe_load_all(open(path)) if d and d["kind"] == "Deployment"}
+    spec = deployments[GW]["spec"]["template"]["spec"]
+    c = spec["containers"][0]
+    assert "--provider=vsphere" in c["args"] and "--cloud-config=/etc/cloud-gateway/vsphere/vsphere.conf" in c["args"], c["args"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
+    kind, name, key = conf
+    v = volumes[mounts["/etc/cloud-gateway/vsphere"]["name"]]
+    source = v[kind]
+    assert source.get("name", source.get("secretName")) == name, v
+    assert source["items"] == [{"key": key, "path": "vsphere.conf"}], v
+    if creds:
+        v = volumes[mounts["/etc/cloud/secrets"]["name"]]
+        assert v["secret"] == {"secretName": creds, "defaultMode": 0o440, "optional": True}, v
+        assert c["env"] == [{"name": "VSPHERE_SECRETS_DIRECTORY", "value": "/etc/cloud/secrets"}], c.get("env")
+    else:
+        assert "/etc/cloud/secrets" not in mounts and "env" not in c, c
+    for m in mounts.values():
+        assert m.get("readOnly") is True or m["mountPath"] not in ("/etc/cloud-gateway/vsphere", "/etc/cloud/secrets"), m
+    for n, d in deployments.items():
+        if n != GW:
+            assert "vsphere" not in str(d["spec"]["template"]["spec"].get("volumes", [])), f"{n} mounts vSphere's config"
+print("vsphere: CPI's ConfigMap vsphere-cloud-config and Secret vsphere-cloud-secret on the gateway alone; a Secret for vsphere.conf on request")
+PY
 # Shadow mode: dryRun passes --dry-run to the gateway and to every controller, and only then.
 "$tools/helm" template ccm charts/ccm -n kube-system --set dryRun=true --set nodeRouteController.enabled=true \
   --set nodeRouteController.clusterCIDR=10.244.0.0/16 \
@@ -204,6 +242,11 @@ must_fail "additional properties 'cloudConfig' not allowed" --set gateway.provid
   --set gateway.openstack.cloudConfigSecret.name=s --set gateway.openstack.cloudConfig=x
 must_fail "additional properties 'secret' not allowed" --set gateway.openstack.cloudConfigSecret.secret=x
 must_fail "/gateway/openstack/regional" --set gateway.openstack.regional=yes
+must_fail "needs exactly one of gateway.vsphere.cloudConfigFrom.configMap" --set gateway.provider=vsphere \
+  --set gateway.vsphere.cloudConfigFrom.secret=s
+must_fail "needs exactly one of gateway.vsphere.cloudConfigFrom.configMap" --set gateway.provider=vsphere \
+  --set gateway.vsphere.cloudConfigFrom.configMap=
+must_fail "additional properties 'cloudConfigSecret' not allowed" --set gateway.vsphere.cloudConfigSecret=x
 echo "values.schema.json refuses misspelled values; contradictory TLS settings fail with a reason"
 "$tools/helm" install ccm charts/ccm -n kube-system --dry-run=client > "$out/install-default.txt"
 "$tools/helm" install ccm charts/ccm -n kube-system --dry-run=client --set tls.insecurePlaintext=true \
@@ -212,7 +255,8 @@ grep -q "accepts ANY SOURCE" "$out/install-default.txt" \
   || { echo "NOTES must say the gRPC port is open while hostNetworkCIDRs is empty" >&2; exit 1; }
 grep -q "WARNING: tls.insecurePlaintext=true" "$out/install-plaintext.txt" \
   || { echo "NOTES must warn about tls.insecurePlaintext" >&2; exit 1; }
-"$tools/venv/bin/python" - "$out/simulator.yaml" "$out/aws.yaml" "$out/openstack.yaml" "$out/openstack-full.yaml" <<'PY'
+"$tools/venv/bin/python" - "$out/simulator.yaml" "$out/aws.yaml" "$out/openstack.yaml" "$out/openstack-full.yaml" \
+  "$out/vsphere.yaml" <<'PY'
 import sys, yaml
 # Switching the gateway's vendor leaves every controller manifest identical: controllers.yaml's,
 # and the controllers' certificate Secrets apart from what each render generates anew (in a
@@ -241,7 +285,7 @@ sa, *sothers = (controller_secrets(p) for p in sys.argv[1:])
 assert len(sa) == 3 and all(sa == sb for sb in sothers), \
     "the controllers' certificate Secrets change with the gateway's provider"
 print(f"{len(a)} controller manifests and {len(sa)} controller certificate Secrets identical across gateway"
-      f" vendors (simulator, aws, openstack)")
+      f" vendors (simulator, aws, openstack, vsphere)")
 PY
 "$tools/venv/bin/python" - "$out" <<'PY'
 import sys, yaml
@@ -676,6 +720,7 @@ with tempfile.TemporaryDirectory() as tmp:
     assert changed(render("--set", "gateway.provider=aws")) == [], "a vendor switch must re-use every certificate"
     assert changed(render("--set", "gateway.provider=openstack", "--set", "gateway.openstack.cloudConfigSecret.name=occm-cloud-config")) == [], \
         "a vendor switch must re-use every certificate"
+    assert changed(render("--set", "gateway.provider=vsphere")) == [], "a vendor switch must re-use every certificate"
     after = render("--set", "nodeRouteController.enabled=true", "--set", "nodeRouteController.clusterCIDR=10.244.0.0/16")
     assert changed(after) == ["ccm-node-route-controller-tls"], changed(after)
     with open(f"{tmp}/ca.crt", "wb") as f:

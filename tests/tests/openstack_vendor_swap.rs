@@ -23,6 +23,16 @@
 //! - every controller reports the provider it now talks to (`gateway_provider_info`), keeps its
 //!   PID, and no Service sync fails visibly (`SyncLoadBalancerFailed`, `UpdateLoadBalancerFailed`).
 //!
+//! Then vSphere takes over at the same address, still with no controller restarted
+//! (`cloud-gateway --provider vsphere --cloud-config vsphere.conf` on vcsim, `vsphere-fixture`):
+//! - VMs join, `c` by name, `d` with its providerID, and initialize as CPI initializes them
+//!   (providerID `vsphere://<BIOS UUID>`, CPI's instance type, Hostname and InternalIP from what
+//!   VMware Tools report);
+//! - the former vendors' nodes are "not mine" for vSphere: the simulator's NotReady ones are
+//!   kept while `d`'s VM, destroyed, has its Node deleted in the same passes;
+//! - vSphere serves no load balancers and no routes: nothing fails visibly for the Service the
+//!   simulator holds, and the route controller stays idle.
+//!
 //! Then the simulator is swapped back in: the simulator's own Service is no longer reported as
 //! held elsewhere.
 
@@ -32,11 +42,13 @@ use std::time::{Duration, Instant};
 
 use e2e::{
     Cluster, ClusterSpec, binary, ingress_ips,
-    nodes::{initialized, network_unavailable, provider_id, set_pod_cidr, wait_gone},
+    nodes::{
+        TAINT_UNINITIALIZED, initialized, label, network_unavailable, provider_id, set_pod_cidr, wait_gone,
+    },
     wait_for, wait_ingress_ip,
 };
 use k8s_openapi::api::{
-    core::v1::{Namespace, Service},
+    core::v1::{Namespace, Node, Service},
     events::v1::Event,
 };
 use openstack_fixture::{TestCloud, User};
@@ -45,6 +57,7 @@ use openstack_support::{
     wait_openstack_node, wait_routed, write_cloud_conf,
 };
 use serde_json::json;
+use vsphere_fixture::Vm;
 
 const ANNOTATION_PROVIDER: &str = "service.cloudgateway.io/load-balancer-provider";
 const FINALIZER_LB_CLEANUP: &str = "service.kubernetes.io/load-balancer-cleanup";
@@ -344,6 +357,76 @@ async fn the_gateway_is_swapped_from_the_simulator_to_openstack_under_running_co
         .expect("delete a's Node");
     wait_routed(&client, &router, &cidr_a, &[], "a's route removed from router1").await;
 
+    // vSphere at the address, with the simulator's nodes still there (sim-b NotReady).
+    let vcsim = vsphere_fixture::Vcsim::shared();
+    let (c, d) = (
+        Vm::ubuntu("swap-c", &vcsim.unique_ipv4()),
+        Vm::ubuntu("swap-d", &vcsim.unique_ipv4()),
+    );
+    vcsim.create_vm(&c);
+    let moref_d = vcsim.create_vm(&d);
+    let conf = cluster.dir.path().join("vsphere.conf");
+    std::fs::write(&conf, vcsim.conf("")).expect("vsphere.conf");
+    let conf = conf.display().to_string();
+    let vsphere_args: Vec<String> = [
+        "--insecure-plaintext",
+        "--provider",
+        "vsphere",
+        "--cloud-config",
+        &conf,
+        "--instance-cache-ttl",
+        "0s",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    cluster
+        .swap_gateway(&binary("cloud-gateway"), &vsphere_args, &[])
+        .await;
+    cluster.register_node(&c.name, true).await;
+    let node_d: Node = serde_json::from_value(json!({
+        "metadata": { "name": d.name, "labels": { "kubernetes.io/hostname": d.name } },
+        "spec": {
+            "providerID": format!("vsphere://{}", d.uuid),
+            "taints": [{ "key": TAINT_UNINITIALIZED, "value": "true", "effect": "NoSchedule" }],
+        },
+    }))
+    .expect("a Node");
+    nodes
+        .create(&Default::default(), &node_d)
+        .await
+        .expect("d's Node");
+    cluster.set_ready(&d.name, true).await;
+    for vm in [&c, &d] {
+        wait_vsphere_node(&nodes, vm).await;
+    }
+    // d's VM destroyed and sim-a NotReady: d's Node goes, the simulator's stay.
+    cluster.set_ready("sim-a", false).await;
+    vcsim.vm_action(&moref_d, "destroy");
+    cluster.set_ready(&d.name, false).await;
+    wait_gone(&nodes, &d.name, "d's Node deleted (its VM is gone)").await;
+    for former in ["sim-a", "sim-b"] {
+        assert!(
+            nodes.get_opt(former).await.unwrap().is_some(),
+            "a former vendor's NotReady node ({former}) was deleted by vSphere's gateway"
+        );
+    }
+    for name in ["cloud-node-controller", "cloud-node-lifecycle-controller"] {
+        let metrics = cluster.metrics_of(name).await;
+        let series = "gateway_provider_info{provider=\"vsphere\"} 1";
+        assert!(metrics.contains(series), "{name}: no {series}:\n{metrics}");
+    }
+    cluster.assert_not_restarted(&CONTROLLERS, &pids);
+    let failed = failures(&cluster).await;
+    assert!(
+        failed.is_empty(),
+        "a sync failed visibly while vSphere served: {failed:?}"
+    );
+    assert_eq!(ingress_ips(&services.get("before").await.unwrap()), before_ips);
+    nodes
+        .delete(&c.name, &Default::default())
+        .await
+        .expect("delete c's Node");
+
     // The simulator back at the address (same state): its own Service is no longer reported as
     // held elsewhere.
     cluster.stop_gateway().await;
@@ -459,4 +542,37 @@ async fn failures(cluster: &Cluster) -> Vec<String> {
         })
         .map(|e| format!("{:?}: {:?}", e.regarding.and_then(|r| r.name), e.note))
         .collect()
+}
+
+/// Waits for `vm`'s Node to be initialized as CPI initializes it: providerID `vsphere://<BIOS
+/// UUID>`, CPI's instance type, Hostname and InternalIP from what VMware Tools report.
+async fn wait_vsphere_node(nodes: &kube::Api<Node>, vm: &Vm) {
+    let node = wait_for(
+        &format!("{} initialized from vSphere", vm.name),
+        Duration::from_secs(90),
+        || {
+            let nodes = nodes.clone();
+            let name = vm.name.clone();
+            async move { nodes.get(&name).await.ok().and_then(initialized) }
+        },
+    )
+    .await;
+    assert_eq!(provider_id(&node), format!("vsphere://{}", vm.uuid));
+    assert_eq!(
+        label(&node, "node.kubernetes.io/instance-type"),
+        Some("vsphere-vm.cpu-2.mem-4gb.os-ubuntu")
+    );
+    let addresses: Vec<(String, String)> = node
+        .status
+        .and_then(|s| s.addresses)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|a| (a.type_, a.address))
+        .collect();
+    for want in [
+        ("Hostname".to_owned(), vm.guest.host_name.clone()),
+        ("InternalIP".to_owned(), vm.guest.ip_address.clone()),
+    ] {
+        assert!(addresses.contains(&want), "{}: {addresses:?}", vm.name);
+    }
 }

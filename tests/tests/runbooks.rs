@@ -1,9 +1,11 @@
-//! The runbooks are tests (issue 38): every `sh` block of docs/migrating-from-openstack-ccm.md
-//! and docs/migrating-from-cloud-provider-aws.md runs, in order, as written (the convention and
+//! The runbooks are tests (issue 38): every `sh` block of docs/migrating-from-openstack-ccm.md,
+//! docs/migrating-from-cloud-provider-aws.md and docs/migrating-from-vsphere-cpi.md runs, in
+//! order, as written (the convention and
 //! the stand-ins are in `runbooks_support`). The cluster is fake-apiserver holding what the
 //! vendor's CCM left (its DaemonSet, its cloud config, its Services); `helm install` runs the
 //! chart's render as processes (the shadow run, then the switch) on the real cloud: the
-//! OpenStack test cloud, moto for AWS, with load balancers made the vendor CCM's way.
+//! OpenStack test cloud, moto for AWS, with load balancers made the vendor CCM's way; vcsim for
+//! vSphere, with Nodes made as CPI initializes them.
 //!
 //! The substitution table of each runbook (placeholder → what the test fills in) is the
 //! `table` of its test; nothing else of a command is changed.
@@ -582,6 +584,253 @@ async fn the_aws_runbook_runs_as_written() {
     assert_eq!(output_of(&ran, "grep 'AWS write'"), "no write\n");
     assert_eq!(cloud.census(&network).await, before, "AWS as upstream left it");
     assert!(daemonsets.join("aws-cloud-controller-manager.yaml").is_file());
+    kubelet.stop().await;
+    cluster.stop().await;
+}
+
+/// CPI's DaemonSet as its release manifests ship it: its label, flags and ConfigMap.
+const CPI_DAEMONSET: &str = "\
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: vsphere-cloud-controller-manager
+  namespace: kube-system
+  labels:
+    k8s-app: vsphere-cloud-controller-manager
+spec:
+  selector:
+    matchLabels:
+      k8s-app: vsphere-cloud-controller-manager
+  template:
+    metadata:
+      labels:
+        k8s-app: vsphere-cloud-controller-manager
+    spec:
+      hostNetwork: true
+      serviceAccountName: cloud-controller-manager
+      containers:
+        - name: vsphere-cloud-controller-manager
+          image: registry.k8s.io/cloud-pv-vsphere/cloud-provider-vsphere:v1.31.0
+          args: [--v=2, --cloud-provider=vsphere, --cloud-config=/etc/cloud/vsphere.conf]
+          volumeMounts:
+            - {mountPath: /etc/cloud, name: vsphere-config-volume, readOnly: true}
+      volumes:
+        - name: vsphere-config-volume
+          configMap:
+            name: vsphere-cloud-config
+";
+
+/// A Node as CPI leaves it after initializing it (its rules, written out here rather than asked
+/// of our provider, so that the shadow run compares the two): providerID `vsphere://<BIOS
+/// UUID>`, the cloud node controller's labels (GA and beta) for CPI's instance type and the
+/// zone and region tags, addresses Hostname, then the first address of `guest.net` as
+/// InternalIP and, with no `[Nodes]` rule, as ExternalIP too; no uninitialized taint.
+fn node_as_cpi_left_it(
+    vm: &vsphere_fixture::Vm,
+    zone: &str,
+    region: &str,
+) -> k8s_openapi::api::core::v1::Node {
+    let instance_type = format!(
+        "vsphere-vm.cpu-{}.mem-{}gb.os-ubuntu",
+        vm.num_cpu,
+        vm.memory_mb / 1024
+    );
+    let ip = &vm.guest.ip_address;
+    serde_json::from_value(json!({
+        "metadata": { "name": vm.name, "labels": {
+            "kubernetes.io/hostname": vm.name,
+            "node.kubernetes.io/instance-type": instance_type,
+            "beta.kubernetes.io/instance-type": instance_type,
+            "topology.kubernetes.io/zone": zone,
+            "failure-domain.beta.kubernetes.io/zone": zone,
+            "topology.kubernetes.io/region": region,
+            "failure-domain.beta.kubernetes.io/region": region,
+        }},
+        "spec": { "providerID": format!("vsphere://{}", vm.uuid) },
+        "status": {
+            "addresses": [
+                { "type": "Hostname", "address": vm.guest.host_name },
+                { "type": "InternalIP", "address": ip },
+                { "type": "ExternalIP", "address": ip },
+            ],
+            "conditions": [{ "type": "Ready", "status": "True", "reason": "KubeletReady",
+                "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z" }],
+        },
+    }))
+    .expect("a Node")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_vsphere_runbook_runs_as_written() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Node};
+    use kube::api::{Patch, PatchParams};
+    use vsphere_fixture::{Vcsim, Vm, unique};
+
+    let vcsim = Vcsim::shared();
+    // Two VMs of two sizes in a tagged cluster and datacenter.
+    let mut a = Vm::ubuntu("runbook-a", &vcsim.unique_ipv4());
+    let mut b = Vm::ubuntu("runbook-b", &vcsim.unique_ipv4());
+    (a.num_cpu, a.memory_mb) = (2, 4096);
+    (b.num_cpu, b.memory_mb) = (4, 8192);
+    let moref = vcsim.create_vm(&a);
+    vcsim.create_vm(&b);
+    let placed = vcsim.placement(&moref);
+    let (zones, regions) = (unique("runbook-zone"), unique("runbook-region"));
+    let zone = vcsim.create_tag(&vcsim.create_category(&zones), "zone-a");
+    let region = vcsim.create_tag(&vcsim.create_category(&regions), "region-1");
+    vcsim.attach_tag(&zone, &placed["cluster"]);
+    vcsim.attach_tag(&region, &placed["datacenter"]);
+
+    // The cluster as CPI left it: its Nodes initialized, its ConfigMap and Secret as its
+    // release manifests make them (vsphere.conf in YAML, the credentials in the Secret only).
+    let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
+    cluster.stop_gateway().await;
+    let nodes: Api<Node> = cluster.nodes();
+    for vm in [&a, &b] {
+        let node = node_as_cpi_left_it(vm, "zone-a", "region-1");
+        nodes
+            .create(&PostParams::default(), &node)
+            .await
+            .expect("a Node CPI initialized");
+        nodes
+            .patch_status(
+                &vm.name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "status": node.status })),
+            )
+            .await
+            .expect("its status");
+    }
+    let before: Vec<Node> = nodes.list(&Default::default()).await.expect("Nodes").items;
+    let server = &vcsim.info.server;
+    let conf = format!(
+        "global:\n  port: {}\n  caFile: {}\n  secretName: vsphere-cloud-secret\n  secretNamespace: kube-system\n\n\
+         vcenter:\n  {server}:\n    server: {server}\n    datacenters:\n      - DC0\n\n\
+         labels:\n  region: {regions}\n  zone: {zones}\n",
+        vcsim.info.port,
+        vcsim.ca_file().display()
+    );
+    let cm: ConfigMap = serde_json::from_value(json!({
+        "metadata": { "name": "vsphere-cloud-config", "namespace": "kube-system" },
+        "data": { "vsphere.conf": conf },
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(cluster.client.clone(), "kube-system")
+        .create(&PostParams::default(), &cm)
+        .await
+        .expect("CPI's ConfigMap");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": { "name": "vsphere-cloud-secret", "namespace": "kube-system" },
+        "stringData": {
+            format!("{server}.username"): vcsim.info.username,
+            format!("{server}.password"): vcsim.info.password,
+        },
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(cluster.client.clone(), "kube-system")
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("CPI's Secret");
+
+    let dir = cluster.dir.path().to_owned();
+    let table = [("18080", local_port().to_string())];
+    let runner = Runner::new(&dir, &cluster.kubeconfig, &[]);
+    let daemonsets = runner.state.join("daemonsets");
+    std::fs::create_dir_all(&daemonsets).unwrap();
+    std::fs::write(
+        daemonsets.join("vsphere-cloud-controller-manager.yaml"),
+        CPI_DAEMONSET,
+    )
+    .unwrap();
+    let mut kubelet = Kubelet::new(
+        &dir,
+        &runner.state,
+        &cluster.kubeconfig,
+        cluster.client.clone(),
+        &[],
+    );
+    let markdown =
+        std::fs::read_to_string(runbooks_support::repo().join("docs/migrating-from-vsphere-cpi.md"))
+            .expect("the runbook");
+    let ran = tokio::time::timeout(
+        Duration::from_secs(240),
+        run_runbook(
+            "docs/migrating-from-vsphere-cpi.md",
+            &markdown,
+            &table,
+            &runner,
+            &mut kubelet,
+        ),
+    )
+    .await;
+    let ran = ran.unwrap_or_else(|_| panic!("the runbook took over 240 s\n{}", kubelet.logs()));
+
+    // §0 found CPI's ConfigMap, flags and Secret; §1 and §3 waited for a full pass of both node
+    // controllers over the two Nodes; the shadow planned nothing; §3's diff is empty; §4: CPI's
+    // DaemonSet back, the release gone.
+    let found = output_of(&ran, "get ds vsphere-cloud-controller-manager \\");
+    assert!(found.starts_with("vsphere-cloud-config\n"), "{found}");
+    assert!(found.contains("secretName: vsphere-cloud-secret"), "{found}");
+    let waits: Vec<&str> = ran
+        .iter()
+        .filter(|r| r.command.contains("bash full-pass.sh"))
+        .map(|r| r.stdout.as_str())
+        .collect();
+    assert_eq!(waits.len(), 2, "§1 and §3 wait for a full pass");
+    for output in waits {
+        let reached: Vec<(&str, u64, u64)> = output
+            .lines()
+            .filter_map(|l| {
+                let (metric, counts) = l.split_once(": ")?;
+                let (n, want) = counts.split_once(", one full pass is ")?;
+                Some((metric, n.parse().ok()?, want.parse().ok()?))
+            })
+            .collect();
+        // The reconciles over both Nodes, an address refresh, a lifecycle pass: each reached.
+        let wanted: Vec<(&str, u64)> = reached.iter().map(|(m, _, want)| (*m, *want)).collect();
+        assert_eq!(
+            wanted,
+            [
+                ("cloud_node_controller_reconcile_total", 2),
+                ("cloud_node_controller_address_refreshes_total", 1),
+                ("cloud_node_lifecycle_controller_reconcile_total", 1),
+            ],
+            "{output}"
+        );
+        assert!(reached.iter().all(|(_, n, want)| n >= want), "{output}");
+    }
+    let lists = output_of(&ran, "jq -c '{total, planned}'");
+    let answered: Vec<&str> = lists.lines().filter(|l| l.starts_with("== ")).collect();
+    assert_eq!(answered.len(), 3, "{lists}");
+    let totals: Vec<serde_json::Value> = lists
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("a /dry-run list"))
+        .collect();
+    assert_eq!(totals.len(), 3, "{lists}");
+    for list in &totals {
+        assert_eq!(list["total"], 0, "planned beside CPI: {list}");
+    }
+    assert_eq!(output_of(&ran, "diff nodes-before.txt nodes-after.txt"), "");
+    let recorded = std::fs::read_to_string(runner.work.join("nodes-before.txt")).expect("nodes-before.txt");
+    assert_eq!(recorded.lines().count(), 2, "{recorded}");
+    // The Nodes as CPI left them: providerID, labels and addresses, no taint.
+    let after: Vec<Node> = nodes.list(&Default::default()).await.expect("Nodes").items;
+    let view = |n: &Node| {
+        (
+            n.metadata.name.clone(),
+            n.spec.as_ref().and_then(|s| s.provider_id.clone()),
+            n.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default(),
+            n.metadata.labels.clone(),
+            n.status.as_ref().and_then(|s| s.addresses.clone()),
+        )
+    };
+    assert_eq!(
+        after.iter().map(view).collect::<Vec<_>>(),
+        before.iter().map(view).collect::<Vec<_>>()
+    );
+    assert!(daemonsets.join("vsphere-cloud-controller-manager.yaml").is_file());
+    assert!(!runner.state.join("releases/ccm-shadow.json").exists());
     kubelet.stop().await;
     cluster.stop().await;
 }

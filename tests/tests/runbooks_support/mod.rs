@@ -15,7 +15,8 @@
 //! variables only.
 //!
 //! The [`Kubelet`] runs what a `helm install` or `upgrade` rendered: each Deployment as one
-//! process of its binary, with its container's args and env, its Secret and ConfigMap volumes
+//! process of its binary, with its container's args and env (mounted paths in both relocated),
+//! its Secret and ConfigMap volumes
 //! written where it mounts them (the render's own, else the API server's, as OCCM's `cloud-config`
 //! Secret), in-cluster addresses substituted by loopback ones (see [`Kubelet::start`]).
 
@@ -518,6 +519,14 @@ impl Kubelet {
                 .into_iter()
                 .flatten()
                 .filter_map(|e| Some((e["name"].as_str()?.to_owned(), e["value"].as_str()?.to_owned())))
+                .map(|(name, mut value)| {
+                    // A value naming a mounted path (vSphere's VSPHERE_SECRETS_DIRECTORY): where
+                    // the container would see it, as for args.
+                    for (path, at) in &mounts {
+                        value = value.replace(path.as_str(), &at.display().to_string());
+                    }
+                    (name, value)
+                })
                 .collect();
             env.extend(self.env.iter().cloned());
             let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
