@@ -1259,3 +1259,81 @@ async fn every_shaping_annotation_lands_where_occm_puts_it_and_converges() {
         .await
         .expect("clean up the kept floating IP");
 }
+
+/// A security-group rule sent by a sync that gave up waiting (its request timed out) lands after
+/// a later sync read the group: that later sync must not record the converge, or the late rule
+/// stays, trusted, until the next full read ten minutes on. Found by `make chaos`: a Service
+/// edited from two ports to one kept the removed node port's rule, as the test cloud's Neutron,
+/// loaded, committed rules 40–75 s after they were sent. Here without members, so that a node
+/// port changes the group alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_landing_after_its_client_gave_up_is_repaired_not_trusted_away() {
+    use openstack_fixture::proxy::CloudProxy;
+    let _turn = cloud().octavia_turn().await;
+    let direct = cloud().client(User::Ccm).await;
+    let proxy = CloudProxy::start(cloud()).await;
+    let mut credentials = cloud().credentials(User::Ccm);
+    credentials.auth_url = proxy.auth_url.clone();
+    credentials.request_timeout = Duration::from_secs(2);
+    let through = Client::connect(&credentials)
+        .await
+        .expect("a client through the proxy");
+    let lbs = load_balancers_managing_security_groups(&through, true).await;
+    let cluster = cloud().unique_name("late");
+    let first = service(ID_A);
+    let group_name = format!("lb-sg-{}-{}-{}", first.uid, first.namespace, first.name);
+    let ingress_ports = |rules: Vec<(String, String, u64, String)>| -> Vec<u64> {
+        rules
+            .into_iter()
+            .filter(|r| r.0 == "ingress")
+            .map(|r| r.2)
+            .collect()
+    };
+    let held_ports = || async {
+        let (_, rules) = security_group(&direct, &group_name).await.expect("the group");
+        ingress_ports(rules)
+    };
+    ensure(&lbs, &cluster, &first).await.expect("made");
+    assert_eq!(held_ports().await, vec![30080]);
+
+    // The node port changes; the rule for the new one reaches Neutron 3 s late, after the
+    // provider's 2 s timeout: that sync fails, not knowing whether the rule will be made.
+    let mut moved = first.clone();
+    moved.ports[0].node_port = 30090;
+    proxy.land_late("/security-group-rules", Duration::from_secs(3));
+    let gave_up = Instant::now();
+    match lbs.ensure_load_balancer(&cluster, &moved, &[]).await {
+        Err(ProviderError::Unavailable(_) | ProviderError::Internal(_)) => {}
+        other => panic!("the rule's write timed out, so the sync fails: {other:?}"),
+    }
+    assert!(!proxy.late_pending(), "the late write was the rule's");
+
+    // Edited back before the rule lands: the group already reads as asked, and the load
+    // balancer's marker is the first request's.
+    assert_eq!(held_ports().await, vec![30080], "not landed yet");
+    let answer = lbs.ensure_load_balancer(&cluster, &first, &[]).await;
+    assert!(
+        gave_up.elapsed() < Duration::from_secs(3),
+        "the test is too slow to read before the rule lands"
+    );
+    match answer {
+        Err(ProviderError::RetryAfter { message, .. }) => {
+            assert!(message.contains("may still land"), "{message}");
+        }
+        other => panic!("a sync while a write may still land records nothing: {other:?}"),
+    }
+    let deadline = Instant::now() + DEADLINE;
+    while held_ports().await != vec![30080, 30090] {
+        assert!(Instant::now() < deadline, "the late rule never landed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    ensure(&lbs, &cluster, &first).await.expect("converged");
+    assert_eq!(
+        held_ports().await,
+        vec![30080],
+        "the rule that landed late is removed, not trusted away"
+    );
+    // Cleaned up without the short timeout.
+    let lbs = load_balancers_managing_security_groups(&direct, true).await;
+    delete(&lbs, &cluster, &first).await;
+}

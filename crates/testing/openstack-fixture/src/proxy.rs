@@ -9,7 +9,10 @@
 //!   Octavia answers a write to a busy load balancer and Neutron one to a floating IP it cannot
 //!   allocate or associate, or a 500 before or after the write reached the cloud), and a share of
 //!   the load balancers Octavia has made ACTIVE reported `PENDING_UPDATE` a while longer (a slow
-//!   worker), each fault counted by kind ([`CloudProxy::faults`]).
+//!   worker), each fault counted by kind ([`CloudProxy::faults`]);
+//! - a late write ([`CloudProxy::land_late`]): the next matching write held back a while, then
+//!   sent to the cloud whether or not its client still waits, as a loaded cloud carries out a
+//!   request after its client timed out.
 //!
 //! Neutron's 409 is injected on floating IPs only: on a security-group rule Neutron's 409 means
 //! "that rule exists", which a client rightly takes as success, so a fake one there would hide a
@@ -122,6 +125,8 @@ struct ProxyState {
     throttle: AtomicBool,
     chaos: Mutex<ChaosState>,
     crash: Mutex<Option<Crash>>,
+    /// The next write whose path contains `.0` reaches the cloud `.1` late.
+    late: Mutex<Option<(String, Duration)>>,
     writes: AtomicUsize,
     /// (upstream origin, proxy origin) of each proxied service, to rewrite Keystone's catalog.
     rewrites: Vec<(String, String)>,
@@ -162,6 +167,7 @@ impl CloudProxy {
                 created: Vec::new(),
             }),
             crash: Mutex::new(None),
+            late: Mutex::new(None),
             writes: AtomicUsize::new(0),
             rewrites,
             http: HttpClient::builder(TokioExecutor::new()).build_http(),
@@ -198,6 +204,17 @@ impl CloudProxy {
     /// the cloud, or (`landed`) after, losing only its answer.
     pub fn crash_at_write(&self, nth: usize, landed: bool) {
         *self.state.crash.lock().expect("crash lock") = Some(Crash { nth, landed });
+    }
+
+    /// Holds the next write whose path contains `path_part` for `hold` before sending it to the
+    /// cloud, which then carries it out even if its client gave up meanwhile.
+    pub fn land_late(&self, path_part: &str, hold: Duration) {
+        *self.state.late.lock().expect("late lock") = Some((path_part.to_owned(), hold));
+    }
+
+    /// Whether the write set by [`CloudProxy::land_late`] has reached the proxy.
+    pub fn late_pending(&self) -> bool {
+        self.state.late.lock().expect("late lock").is_some()
     }
 
     /// Injects `chaos` from now (`Chaos::default()`: nothing), its faults chosen from `seed`.
@@ -420,14 +437,42 @@ async fn forward(
     }
     let write = is_write(&parts.method);
     let out = out.body(Full::new(body.clone())).expect("proxied request");
-    let resp = match state.http.request(out).await {
-        Ok(r) => r,
-        Err(e) => return Ok(plain(StatusCode::BAD_GATEWAY, format!("upstream: {e}"))),
+    let late = if write {
+        let mut late = state.late.lock().expect("late lock");
+        match late.take() {
+            Some((part, hold)) if path.contains(&part) => Some(hold),
+            other => {
+                *late = other;
+                None
+            }
+        }
+    } else {
+        None
     };
-    let (mut parts, answer) = resp.into_parts();
-    let mut answer = match answer.collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(e) => return Ok(plain(StatusCode::BAD_GATEWAY, format!("upstream body: {e}"))),
+    let http = state.http.clone();
+    let exchange = async move {
+        if let Some(hold) = late {
+            tokio::time::sleep(hold).await;
+        }
+        let resp = http.request(out).await.map_err(|e| format!("upstream: {e}"))?;
+        let (parts, answer) = resp.into_parts();
+        let answer = answer
+            .collect()
+            .await
+            .map_err(|e| format!("upstream body: {e}"))?
+            .to_bytes();
+        Ok::<_, String>((parts, answer))
+    };
+    // A late write is sent on its own task: it lands even when its client has gone.
+    let exchanged = match late {
+        Some(_) => tokio::spawn(exchange)
+            .await
+            .unwrap_or_else(|e| Err(format!("late write: {e}"))),
+        None => exchange.await,
+    };
+    let (mut parts, mut answer) = match exchanged {
+        Ok(x) => x,
+        Err(e) => return Ok(plain(StatusCode::BAD_GATEWAY, e)),
     };
     if kind == Upstream::LoadBalancer && parts.status.is_success() {
         if write {

@@ -531,6 +531,11 @@ impl Client {
             .map_err(|m| ApiError::local(service, Method::GET, "", ErrorKind::NoEndpoint, m))
     }
 
+    /// How long a request waits for its answer before it fails.
+    pub fn request_timeout(&self) -> Duration {
+        self.inner.timeout
+    }
+
     /// The credentials the client was made with.
     pub fn credentials(&self) -> &Credentials {
         &self.inner.creds

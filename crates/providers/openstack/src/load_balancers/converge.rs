@@ -3,6 +3,8 @@
 //! dry-run guard). A converged load balancer's security group is set here too, and its converge
 //! recorded.
 
+use std::time::Duration;
+
 use provider::{LoadBalancerNode, ProviderError, Result, ServiceSpec};
 
 use super::{
@@ -64,7 +66,7 @@ impl OpenStackLoadBalancers {
         write: &Write,
         want: &[desired::Listener],
     ) -> ProviderError {
-        match self.apply(lb, write, want).await {
+        match self.apply(lb_name, lb, write, want).await {
             Ok(()) => {
                 self.stalls.progressed(lb_name);
                 after_write(lb, write)
@@ -76,6 +78,7 @@ impl OpenStackLoadBalancers {
     /// Makes one write of `write` on the load balancer whose desired listeners are `want`.
     pub(super) async fn apply(
         &self,
+        lb_name: &str,
         lb: &LoadBalancer,
         write: &Write,
         want: &[desired::Listener],
@@ -89,36 +92,43 @@ impl OpenStackLoadBalancers {
         }) {
             return Ok(());
         }
-        let r = match write {
-            Write::DeleteErrored { id } => octavia::delete_cascade(c, id).await,
-            Write::TagLoadBalancer { id, tags } => octavia::set_load_balancer_tags(c, id, tags).await,
-            Write::DeletePool { id } => octavia::delete_pool(c, id).await,
-            Write::DeleteListener { id } => octavia::delete_listener(c, id).await,
-            Write::CreateListener { index } => octavia::create_listener(c, &lb.id, &want[*index]).await,
-            Write::UpdateListener { id, update, .. } => octavia::update_listener(c, id, update).await,
-            Write::CreatePool { listener_id, index } => {
-                octavia::create_pool(c, listener_id, &want[*index].pool).await
-            }
-            Write::UpdatePool { id, index } => octavia::update_pool(c, id, &want[*index].pool).await,
-            Write::SetMembers { pool_id, index } => {
-                octavia::set_members(c, pool_id, &want[*index].pool.members).await
-            }
-            Write::CreateMember {
-                pool_id,
-                index,
-                member,
-            } => octavia::create_member(c, pool_id, &want[*index].pool.members[*member]).await,
-            Write::DeleteMember { pool_id, id } => octavia::delete_member(c, pool_id, id).await,
-            Write::CreateMonitor { pool_id, index } => match &want[*index].pool.monitor {
-                Some(m) => octavia::create_monitor(c, pool_id, m).await,
-                None => Ok(()),
-            },
-            Write::UpdateMonitor { id, index } => match &want[*index].pool.monitor {
-                Some(m) => octavia::update_monitor(c, id, m).await,
-                None => Ok(()),
-            },
-            Write::DeleteMonitor { id } => octavia::delete_monitor(c, id).await,
-        };
+        let r = self
+            .unanswered
+            .watch(lb_name, async {
+                match write {
+                    Write::DeleteErrored { id } => octavia::delete_cascade(c, id).await,
+                    Write::TagLoadBalancer { id, tags } => octavia::set_load_balancer_tags(c, id, tags).await,
+                    Write::DeletePool { id } => octavia::delete_pool(c, id).await,
+                    Write::DeleteListener { id } => octavia::delete_listener(c, id).await,
+                    Write::CreateListener { index } => {
+                        octavia::create_listener(c, &lb.id, &want[*index]).await
+                    }
+                    Write::UpdateListener { id, update, .. } => octavia::update_listener(c, id, update).await,
+                    Write::CreatePool { listener_id, index } => {
+                        octavia::create_pool(c, listener_id, &want[*index].pool).await
+                    }
+                    Write::UpdatePool { id, index } => octavia::update_pool(c, id, &want[*index].pool).await,
+                    Write::SetMembers { pool_id, index } => {
+                        octavia::set_members(c, pool_id, &want[*index].pool.members).await
+                    }
+                    Write::CreateMember {
+                        pool_id,
+                        index,
+                        member,
+                    } => octavia::create_member(c, pool_id, &want[*index].pool.members[*member]).await,
+                    Write::DeleteMember { pool_id, id } => octavia::delete_member(c, pool_id, id).await,
+                    Write::CreateMonitor { pool_id, index } => match &want[*index].pool.monitor {
+                        Some(m) => octavia::create_monitor(c, pool_id, m).await,
+                        None => Ok(()),
+                    },
+                    Write::UpdateMonitor { id, index } => match &want[*index].pool.monitor {
+                        Some(m) => octavia::update_monitor(c, id, m).await,
+                        None => Ok(()),
+                    },
+                    Write::DeleteMonitor { id } => octavia::delete_monitor(c, id).await,
+                }
+            })
+            .await;
         Ok(r?)
     }
 
@@ -148,9 +158,11 @@ impl OpenStackLoadBalancers {
         let asked = self.request(cluster, service, conf, &lb, lb_name, nodes);
         let (want, fingerprint) = (&asked.want, &asked.fingerprint);
         let marker = Self::marker(&lb, lb_name).map(str::to_owned);
-        if self
-            .verified
-            .trusted(lb_name, &lb.id, fingerprint, marker.as_deref())
+        // A write that may still land leaves nothing to trust: read it all.
+        if self.unanswered.pending(lb_name).is_none()
+            && self
+                .verified
+                .trusted(lb_name, &lb.id, fingerprint, marker.as_deref())
         {
             return Ok(lb);
         }
@@ -169,8 +181,12 @@ impl OpenStackLoadBalancers {
         match next {
             Next::Converged => {
                 self.stalls.settled(lb_name);
-                self.security_group(service, asked.security_group.as_ref())
+                self.security_group(lb_name, service, asked.security_group.as_ref())
                     .await?;
+                if let Some(left) = self.unanswered.pending(lb_name) {
+                    self.verified.forget(lb_name);
+                    return Err(late_write_may_land(&tree.load_balancer, left));
+                }
                 self.record_converged(
                     &tree.load_balancer,
                     lb_name,
@@ -264,7 +280,7 @@ impl OpenStackLoadBalancers {
                 id: lb.id.clone(),
                 tags: converged::with_marker(&lb.tags, fingerprint),
             };
-            match self.apply(lb, &write, &[]).await {
+            match self.apply(lb_name, lb, &write, &[]).await {
                 Ok(()) => {
                     let marker = Some(fingerprint);
                     self.verified.record(lb_name, &lb.id, fingerprint, marker);
@@ -277,6 +293,24 @@ impl OpenStackLoadBalancers {
         self.verified.record(lb_name, &lb.id, fingerprint, marker);
     }
 }
+
+/// The answer to a sync that found the load balancer as asked while a write of an earlier one,
+/// never answered, may still land ([`super::unanswered`]): asked again (a full read each time)
+/// until it cannot.
+fn late_write_may_land(lb: &LoadBalancer, left: Duration) -> ProviderError {
+    ProviderError::RetryAfter {
+        after: left.min(LATE_WRITE_RECHECK),
+        message: format!(
+            "load balancer {} is as asked, but a write of an earlier sync got no answer and may still \
+             land for {} s: checked again before the converge is recorded",
+            lb.id,
+            left.as_secs()
+        ),
+    }
+}
+
+/// How often a Service with a write that may still land is read again.
+const LATE_WRITE_RECHECK: Duration = Duration::from_secs(30);
 
 #[cfg(test)]
 mod tests {

@@ -54,6 +54,7 @@ pub mod sharing;
 pub mod stalls;
 #[cfg(test)]
 mod test_support;
+pub mod unanswered;
 
 use std::{
     collections::HashMap,
@@ -127,6 +128,8 @@ pub struct OpenStackLoadBalancers {
     subnet_cidrs: Mutex<HashMap<String, String>>,
     /// Services whose load balancer makes no progress ([`stalls`]).
     stalls: stalls::Stalls,
+    /// Services with a write that may still land ([`unanswered`]).
+    unanswered: unanswered::UnansweredWrites,
     /// TLS references Barbican was asked about and has ([`Self::check_tls_reference`]).
     tls_checked: Mutex<std::collections::HashSet<String>>,
 }
@@ -158,6 +161,7 @@ impl OpenStackLoadBalancers {
         }
         let version = octavia::api_version(&client).await?;
         let features = OctaviaFeatures::of(version.0, version.1, &settings.lb_provider);
+        let late_window = client.request_timeout() * unanswered::LATE_WRITE_WINDOWS;
         Ok(Some(Self {
             client,
             settings,
@@ -169,6 +173,7 @@ impl OpenStackLoadBalancers {
             verified: provider::converged::Verified::new(converged::VERIFY_PERIOD),
             subnet_cidrs: Mutex::new(HashMap::new()),
             stalls: stalls::Stalls::new(stalls::STALL_AFTER),
+            unanswered: unanswered::UnansweredWrites::new(late_window),
             tls_checked: Mutex::default(),
         }))
     }

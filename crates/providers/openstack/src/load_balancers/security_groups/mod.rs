@@ -41,8 +41,10 @@ use plan::{PortEdit, Request};
 impl OpenStackLoadBalancers {
     /// The Service's security group as `request` asks (made, its rules and member ports set),
     /// or, without `manage-security-groups`, none (one made before is deleted, as OCCM does).
+    /// Its writes are watched under `lb_name` ([`super::unanswered`]).
     pub(super) async fn security_group(
         &self,
+        lb_name: &str,
         service: &ServiceSpec,
         request: Option<&Request>,
     ) -> Result<()> {
@@ -58,7 +60,12 @@ impl OpenStackLoadBalancers {
                 }) {
                     return Ok(());
                 }
-                neutron::security_groups::create(c, &request.name, &request.description).await?
+                self.unanswered
+                    .watch(
+                        lb_name,
+                        neutron::security_groups::create(c, &request.name, &request.description),
+                    )
+                    .await?
             }
         };
         let cidr = self.subnet_cidr(&request.member_subnet_id).await?;
@@ -68,20 +75,24 @@ impl OpenStackLoadBalancers {
             if self.may_write("neutron.create_security_group_rule", &group.id, || {
                 rule.body(&group.id).to_string()
             }) {
-                neutron::security_groups::create_rule(c, &group.id, rule).await?;
+                self.unanswered
+                    .watch(lb_name, neutron::security_groups::create_rule(c, &group.id, rule))
+                    .await?;
             }
         }
         for rule in delete {
             if self.may_write("neutron.delete_security_group_rule", &rule.id, || {
                 format!("{rule:?}")
             }) {
-                neutron::security_groups::delete_rule(c, &rule.id).await?;
+                self.unanswered
+                    .watch(lb_name, neutron::security_groups::delete_rule(c, &rule.id))
+                    .await?;
             }
         }
         let servers: Vec<&str> = request.members.iter().map(|m| m.server_id.as_str()).collect();
         let ports = ports::for_security_group(c, &servers, &group.id).await?;
         let edits = plan::port_edits(&ports, &group.id, &request.members, &request.member_subnet_id);
-        self.edit_ports(&edits, &group.id).await
+        self.edit_ports(lb_name, &edits, &group.id).await
     }
 
     /// Deletes the Service's security group, if there is one: off every port first.
@@ -92,7 +103,8 @@ impl OpenStackLoadBalancers {
             return Ok(());
         };
         let ports = ports::for_security_group(c, &[], &group.id).await?;
-        self.edit_ports(&plan::port_edits(&ports, &group.id, &[], ""), &group.id)
+        // Watched under the group's name: a Service being deleted has no converge to trust.
+        self.edit_ports(&name, &plan::port_edits(&ports, &group.id, &[], ""), &group.id)
             .await?;
         if self.may_write("neutron.delete_security_group", &group.id, || name.clone()) {
             neutron::security_groups::delete(c, &group.id).await?;
@@ -100,13 +112,15 @@ impl OpenStackLoadBalancers {
         Ok(())
     }
 
-    /// Makes the port writes `edits` of group `group_id`, in order.
-    async fn edit_ports(&self, edits: &[PortEdit], group_id: &str) -> Result<()> {
+    /// Makes the port writes `edits` of group `group_id`, in order, watched under `key`.
+    async fn edit_ports(&self, key: &str, edits: &[PortEdit], group_id: &str) -> Result<()> {
         for edit in edits {
             if self.may_write("neutron.update_port_security_groups", &edit.port_id, || {
                 format!("{:?}", edit.security_groups)
             }) {
-                edit_port(&self.client, edit, group_id).await?;
+                self.unanswered
+                    .watch(key, edit_port(&self.client, edit, group_id))
+                    .await?;
             }
         }
         Ok(())
