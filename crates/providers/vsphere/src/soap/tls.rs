@@ -64,29 +64,37 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The roots: `ca-file`'s certificates, else the system's. `ca-file` may list several files
+/// separated by `:`, as govmomi's `SetRootCAs` (which CPI calls) reads it; a path that exists
+/// as written is one file, colons and all.
 fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, String> {
     let mut store = RootCertStore::empty();
-    match ca_file {
-        Some(path) => {
-            let pem = std::fs::read(path).map_err(|e| format!("ca-file {}: {e}", path.display()))?;
-            let certs = CertificateDer::pem_slice_iter(&pem)
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("ca-file {}: invalid certificate: {e}", path.display()))?;
-            if certs.is_empty() {
-                return Err(format!(
-                    "ca-file {}: invalid certificate: no PEM certificate in it",
-                    path.display()
-                ));
-            }
-            for cert in certs {
-                store
-                    .add(cert)
-                    .map_err(|e| format!("ca-file {}: invalid certificate: {e}", path.display()))?;
-            }
+    let Some(ca_file) = ca_file else {
+        let found = rustls_native_certs::load_native_certs();
+        store.add_parsable_certificates(found.certs);
+        return Ok(store);
+    };
+    let files: Vec<&Path> = match ca_file.to_str() {
+        Some(list) if !ca_file.exists() && list.contains(':') => {
+            list.split(':').filter(|p| !p.is_empty()).map(Path::new).collect()
         }
-        None => {
-            let found = rustls_native_certs::load_native_certs();
-            store.add_parsable_certificates(found.certs);
+        _ => vec![ca_file],
+    };
+    for path in files {
+        let pem = std::fs::read(path).map_err(|e| format!("ca-file {}: {e}", path.display()))?;
+        let certs = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("ca-file {}: invalid certificate: {e}", path.display()))?;
+        if certs.is_empty() {
+            return Err(format!(
+                "ca-file {}: invalid certificate: no PEM certificate in it",
+                path.display()
+            ));
+        }
+        for cert in certs {
+            store
+                .add(cert)
+                .map_err(|e| format!("ca-file {}: invalid certificate: {e}", path.display()))?;
         }
     }
     Ok(store)
@@ -196,5 +204,18 @@ mod tests {
                 .unwrap_err()
                 .contains("invalid certificate")
         );
+    }
+
+    /// govmomi's `SetRootCAs`: `ca-file` lists files separated by `:`; each is read and named
+    /// in its error.
+    #[test]
+    fn a_ca_file_list_reads_every_file() {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), "not a certificate").unwrap();
+        let list = format!("{}:/nonexistent/b.pem", file.path().display());
+        let err = roots(Some(Path::new(&list))).unwrap_err();
+        assert!(err.contains("invalid certificate") && err.contains(&file.path().display().to_string()), "{err}");
+        let err = roots(Some(Path::new("/nonexistent/a.pem:/nonexistent/b.pem"))).unwrap_err();
+        assert!(err.starts_with("ca-file /nonexistent/a.pem:") , "{err}");
     }
 }
