@@ -214,8 +214,11 @@ mod tests {
         std::fs::write(file.path(), "not a certificate").unwrap();
         let list = format!("{}:/nonexistent/b.pem", file.path().display());
         let err = roots(Some(Path::new(&list))).unwrap_err();
-        assert!(err.contains("invalid certificate") && err.contains(&file.path().display().to_string()), "{err}");
+        assert!(
+            err.contains("invalid certificate") && err.contains(&file.path().display().to_string()),
+            "{err}"
+        );
         let err = roots(Some(Path::new("/nonexistent/a.pem:/nonexistent/b.pem"))).unwrap_err();
-        assert!(err.starts_with("ca-file /nonexistent/a.pem:") , "{err}");
+        assert!(err.starts_with("ca-file /nonexistent/a.pem:"), "{err}");
     }
 }
