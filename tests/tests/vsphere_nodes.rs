@@ -7,8 +7,12 @@
 //!   its tools hostname), `c` by name; all initialize as CPI initializes them: providerID,
 //!   instance type `vsphere-vm.cpu-2.mem-4gb.os-ubuntu`, Hostname and InternalIP from
 //!   `guest.net`, no uninitialized taint.
+//! - `d` registers under its IP address (found by `guest.ipAddress`, as CPI's FindByIp).
 //! - `c` powered off: its NotReady Node gets the shutdown taint.
 //! - `a` destroyed: its NotReady Node is deleted. `b` stays.
+//! - A login failure deletes nothing (CPI #642, #680): `b` destroyed while the gateway's
+//!   password is refused, its NotReady Node stays through the lifecycle controller's failed
+//!   lookups; with the password right again it is deleted.
 //!
 //! And with `[Labels]`: a Node's zone and region labels from the tags on its VM's cluster and
 //! datacenter.
@@ -28,12 +32,17 @@ use vsphere_fixture::{Vcsim, Vm, unique};
 const SHUTDOWN: &str = "node.cloudprovider.kubernetes.io/shutdown";
 
 async fn wait_initialized(nodes: &Api<Node>, vm: &Vm) -> Node {
+    wait_initialized_as(nodes, &vm.name, vm).await
+}
+
+/// [`wait_initialized`] for `vm` registered as the Node `node_name`.
+async fn wait_initialized_as(nodes: &Api<Node>, node_name: &str, vm: &Vm) -> Node {
     let node = wait_for(
-        &format!("{} initialized from vSphere", vm.name),
+        &format!("{node_name} initialized from vSphere"),
         Duration::from_secs(90),
         || {
             let nodes = nodes.clone();
-            let name = vm.name.clone();
+            let name = node_name.to_owned();
             async move { nodes.get(&name).await.ok().and_then(initialized) }
         },
     )
@@ -74,8 +83,10 @@ async fn vms_join_as_nodes_are_tainted_when_off_and_leave_when_destroyed() {
     let b = Vm::ubuntu("e2e-b", &vcsim.unique_ipv4());
     let c = Vm::ubuntu("e2e-c", &vcsim.unique_ipv4());
     let moref_a = vcsim.create_vm(&a);
-    vcsim.create_vm(&b);
+    let moref_b = vcsim.create_vm(&b);
     let moref_c = vcsim.create_vm(&c);
+    let d = Vm::ubuntu("e2e-d", &vcsim.unique_ipv4());
+    vcsim.create_vm(&d);
 
     let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
     let conf = cluster.dir.path().join("vsphere.conf");
@@ -113,6 +124,8 @@ async fn vms_join_as_nodes_are_tainted_when_off_and_leave_when_destroyed() {
     // b, c: by name only (the node name is the tools hostname)
     cluster.register_node(&b.name, true).await;
     cluster.register_node(&c.name, true).await;
+    // d: under its IP address
+    cluster.register_node(&d.guest.ip_address, true).await;
 
     cluster.start_controller("cloud-node-controller", "cloud-node-controller", &[]);
     cluster.start_controller(
@@ -123,6 +136,7 @@ async fn vms_join_as_nodes_are_tainted_when_off_and_leave_when_destroyed() {
     for vm in [&a, &b, &c] {
         wait_initialized(&nodes, vm).await;
     }
+    wait_initialized_as(&nodes, &d.guest.ip_address, &d).await;
 
     // c powered off: tainted shut down.
     vcsim.vm_action(&moref_c, "power-off");
@@ -141,6 +155,46 @@ async fn vms_join_as_nodes_are_tainted_when_off_and_leave_when_destroyed() {
     let node = nodes.get(&b.name).await.expect("b stays");
     assert!(!has_taint(&node, SHUTDOWN));
     assert!(nodes.get(&c.name).await.is_ok(), "c (off) stays");
+
+    // A password vCenter refuses: every lookup fails, and b's Node stays although its VM is
+    // gone, through several of the lifecycle controller's passes.
+    let refused = vcsim.conf("").replace(
+        &format!("password = \"{}\"", vcsim.info.password),
+        "password = \"not-the-password\"",
+    );
+    assert_ne!(refused, vcsim.conf(""), "the password was replaced");
+    std::fs::write(&conf, refused).expect("vsphere.conf");
+    cluster.swap_gateway(&binary("cloud-gateway"), &args, &[]).await;
+    vcsim.vm_action(&moref_b, "destroy");
+    cluster.set_ready(&b.name, false).await;
+    let failed_lookups = || async {
+        let metrics = cluster.metrics_of("lifecycle").await;
+        metrics
+            .lines()
+            .find(|l| {
+                l.starts_with(
+                    "cloud_node_lifecycle_controller_reconcile_errors_total{error=\"cloud_lookup\"}",
+                )
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let before = failed_lookups().await;
+    wait_for(
+        "three failed lookups (login refused)",
+        Duration::from_secs(60),
+        || async { (failed_lookups().await >= before + 3.0).then_some(()) },
+    )
+    .await;
+    assert!(
+        nodes.get(&b.name).await.is_ok(),
+        "b's Node stays while vCenter cannot be asked"
+    );
+
+    // The password right again: b's VM is found gone, and its Node deleted.
+    std::fs::write(&conf, vcsim.conf("")).expect("vsphere.conf");
+    cluster.swap_gateway(&binary("cloud-gateway"), &args, &[]).await;
+    wait_gone(&nodes, &b.name, "b's Node deleted once vCenter answers").await;
     cluster.stop().await;
 }
 

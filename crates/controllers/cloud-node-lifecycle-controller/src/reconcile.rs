@@ -210,6 +210,9 @@ async fn monitor(ctx: &Context, nodes: &[Arc<Node>], span: &tracing::Span) {
             if let Some(Err(err)) = lookup
                 && !matches!(err, GatewayError::InstanceNotFound(_))
             {
+                // Counted as a failed lookup, like a failed batch: an operator sees vCenter or
+                // Nova not answering for this node in the metric, not only in the log.
+                ctx.metrics.reconcile.failed("cloud_lookup");
                 tracing::warn!(node = %node.name_any(), error = %err, "error checking if node exists; leaving it");
             }
             (node, plan::decide(ready(node), has_taint(node, TAINT_SHUTDOWN), lookup))
