@@ -456,6 +456,29 @@ fn written(r: &mut Reader<'_>) -> Result<Written, ConfigError> {
     })
 }
 
+/// The start-up notice for a section this gateway does not read: CPI reads `[NSXT]`,
+/// `[LoadBalancer]` and `[Route]` for its alpha NSX-T load balancer and routes, which are not
+/// served here; anything else CPI ignores too.
+fn section_notice(section: &str) -> String {
+    // INI: "line 3: [NSXT]" or "line 3: [Route \"x\"]"; YAML: "nsxt".
+    let bare = section
+        .rsplit(": ")
+        .next()
+        .unwrap_or(section)
+        .trim_start_matches('[');
+    let first = bare.split([' ', ']']).next().unwrap_or_default();
+    let nsxt = ["nsxt", "loadbalancer", "loadbalancerclass", "route"]
+        .iter()
+        .any(|n| first.eq_ignore_ascii_case(n));
+    if nsxt {
+        format!(
+            "{section}: CPI reads it for its NSX-T load balancer and routes, which this gateway does not serve: ignored"
+        )
+    } else {
+        format!("{section}: unknown section, ignored as CPI ignores it")
+    }
+}
+
 fn build(raw: &Raw, env: Environment<'_>) -> Result<Read, ConfigError> {
     let mut notices = Vec::new();
     if raw.format == Format::Ini {
@@ -464,7 +487,7 @@ fn build(raw: &Raw, env: Environment<'_>) -> Result<Read, ConfigError> {
         );
     }
     for s in &raw.unknown_sections {
-        notices.push(format!("{s}: unknown section, ignored as CPI ignores it"));
+        notices.push(section_notice(s));
     }
     for s in &raw.respelled_sections {
         notices.push(format!("{s}: read by its meaning (CPI ignores this spelling)"));

@@ -346,3 +346,23 @@ fn environment_overrides_as_cpi_applies_them() {
     .to_string();
     assert!(e.contains("VSPHERE_NODES_EXTERNAL_NETWORK_SUBNET_CIDR"), "{e}");
 }
+
+/// CPI reads `[NSXT]`, `[LoadBalancer]` and `[Route]` (its alpha NSX-T features): the notice says
+/// they are not served, not that CPI ignores them.
+#[test]
+fn cpis_nsxt_sections_are_named_as_not_served() {
+    for (section, served_by_cpi) in [
+        ("line 3: [NSXT]", true),
+        ("line 9: [LoadBalancer]", true),
+        ("line 12: [LoadBalancerClass \"x\"]", true),
+        ("line 9: [Route \"r\"]", true),
+        ("nsxt", true),
+        ("loadBalancer", true),
+        ("line 2: [Bogus]", false),
+        ("routes", false),
+    ] {
+        let notice = super::section_notice(section);
+        assert_eq!(notice.contains("NSX-T"), served_by_cpi, "{section}: {notice}");
+        assert!(notice.starts_with(section), "{notice}");
+    }
+}

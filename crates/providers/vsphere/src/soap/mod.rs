@@ -262,7 +262,12 @@ impl Client {
         }
         let content = self.content().await?.clone();
         let mut last = None;
+        let mut refused = None;
         for credential in self.credentials()? {
+            if let Some(why) = saml_refusal(&credential.user, &self.vc.server) {
+                refused = Some(why);
+                continue;
+            }
             self.logins.fetch_add(1, Ordering::Relaxed);
             match self.post(&methods::login(&content, &credential), None).await {
                 Ok((_, Some(cookie))) => {
@@ -277,9 +282,10 @@ impl Client {
                 Err(e) => return Err(e),
             }
         }
-        Err(SoapError::Login(match last {
-            Some(e) => format!("{e} (user {:?} on {})", self.vc.user, self.vc.server),
-            None => format!("no credentials for {}", self.vc.server),
+        Err(SoapError::Login(match (last, refused) {
+            (Some(e), _) => format!("{e} (user {:?} on {})", self.vc.user, self.vc.server),
+            (None, Some(why)) => why,
+            (None, None) => format!("no credentials for {}", self.vc.server),
         }))
     }
 
@@ -361,4 +367,27 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         source = s.source();
     }
     text
+}
+
+/// CPI logs in with a SAML token when the user is a PEM certificate (STS `Issue`, then
+/// `LoginByToken`); this client does not, so such a login is refused by name rather than sent
+/// as a password login vCenter would answer InvalidLogin.
+fn saml_refusal(user: &str, server: &str) -> Option<String> {
+    user.trim_start().starts_with("-----BEGIN").then(|| {
+        format!(
+            "the user for vCenter {server} is a PEM certificate: CPI's SAML token login (STS Issue, \
+             LoginByToken) is not supported; give a user and password (config or Secret)"
+        )
+    })
+}
+
+#[cfg(test)]
+mod saml_tests {
+    #[test]
+    fn a_pem_user_is_refused_by_name_not_sent_as_a_password() {
+        let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        let why = super::saml_refusal(pem, "vc.example").expect("refused");
+        assert!(why.contains("vc.example") && why.contains("SAML"), "{why}");
+        assert_eq!(super::saml_refusal("administrator@vsphere.local", "vc"), None);
+    }
 }
