@@ -25,20 +25,21 @@
 //! A Service found wrong gets its story: the scenario's changes to it, the replicas' syncs of it
 //! and its objects in OpenStack.
 //!
-//! # What bounds it (measured 2026-11-28, 2 shared cores, a release build beside it)
+//! # What bounds it (measured 2026-11-28, 2 shared cores)
 //! - Octavia's single worker applies one flow at a time: a cascade delete takes about 1.5 s, so
 //!   the clean-up of 40–60 live Services alone takes 60–100 s; during the churn at most 7–10
 //!   load balancers were pending at once, so the worker kept up with one change every 0.4 s.
-//! - Neutron's sqlite: one API worker, oslo.db's deferred BEGIN, so two concurrent writes (the
-//!   provider's security-group rules, Octavia's VIP ports) fail with a 500 "database is locked"
-//!   (531 such failed creates in two full runs, none in Octavia's logs). Each one fails a sync,
-//!   and the service-lb-controller's backoff reaches 160 s after a few: that, not Octavia, sets
-//!   the time to converge (141 s after the last fault in a green run; over 360 s when one
-//!   Service met four in a row).
+//! - Neutron's sqlite: one API process whose green threads write one file. Before the test
+//!   cloud's `sqlite_locked_retry` glue, two concurrent writes failed with a 500 "database is
+//!   locked" (531 in two full runs), and the controller's backoff, not Octavia, set the time to
+//!   converge. Now Neutron retries them as deadlocks: none fails, but under the churn a request
+//!   can take 40–75 s, past the provider's 60 s timeout, and then land late (the provider then
+//!   waits two timeouts before trusting that Service's converge: `load_balancers::unanswered`).
+//!   That sets the time to converge now: 164–198 s after the last fault in 2026-11-28's runs.
 //! - The gateway's restarts: each takes Keystone and Octavia discovery through the proxy, while
 //!   the churn waits for it to be ready.
 //!
-//! Full scale: 100 Services created, about 60 edits and 60 deletions in 5–6 min of churn, 11–13
+//! Full scale: 100 Services created, about 50 edits and 60 deletions in 3–4 min of churn, 7–9
 //! min per run with convergence and clean-up. The run notes the most load balancers seen
 //! pending at once and the "database is locked" of Octavia and Neutron.
 
