@@ -14,7 +14,7 @@ use provider_vsphere::{
     config::{Environment, parse},
     provider_id::provider_id,
 };
-use vsphere_fixture::{Vcsim, Vm, unique};
+use vsphere_fixture::{Vcsim, Vm};
 
 /// The gateway's default `--instance-batch-size`.
 const BATCH: usize = 100;
@@ -68,17 +68,8 @@ async fn two_hundred_nodes_join_in_twenty_calls_and_refresh_in_five() {
         .collect();
     // The last 10 VMs are made after the 200 joined: not in the snapshot kept.
     let morefs = vcsim.create_vms(&vms[..200]);
-    let (zones, regions) = (unique("k8s-zone"), unique("k8s-region"));
-    let zone_category = vcsim.create_category(&zones);
-    let region_category = vcsim.create_category(&regions);
     // VMs alternate between the datacenters: the first two are one in each.
-    for (dc, moref) in morefs.iter().take(2).enumerate() {
-        let placed = vcsim.placement(moref);
-        let zone = vcsim.create_tag(&zone_category, &format!("zone-{dc}"));
-        let region = vcsim.create_tag(&region_category, &format!("region-{dc}"));
-        vcsim.attach_tag(&zone, &placed["cluster"]);
-        vcsim.attach_tag(&region, &placed["datacenter"]);
-    }
+    let (zones, regions) = vcsim.tag_zones_and_regions(&morefs, 2);
     let labels = format!("[Labels]\nzone = \"{zones}\"\nregion = \"{regions}\"\n");
     let read = parse(&vcsim.conf(&labels), Environment::process()).unwrap();
     let p: Arc<VsphereProvider> = VsphereProvider::new(&read.config).unwrap();

@@ -282,6 +282,24 @@ impl Vcsim {
         value
     }
 
+    /// Zones and regions as `[Labels]` reads them: a zone category and a region category
+    /// (unique names), and for each of the first `datacenters` VMs of `morefs` (one per
+    /// datacenter) a zone tag on its cluster and a region tag on its datacenter. The two
+    /// categories' names.
+    pub fn tag_zones_and_regions(&self, morefs: &[String], datacenters: usize) -> (String, String) {
+        let (zones, regions) = (unique("k8s-zone"), unique("k8s-region"));
+        let zone_category = self.create_category(&zones);
+        let region_category = self.create_category(&regions);
+        for (dc, moref) in morefs.iter().take(datacenters).enumerate() {
+            let placed = self.placement(moref);
+            let zone = self.create_tag(&zone_category, &format!("zone-{dc}"));
+            let region = self.create_tag(&region_category, &format!("region-{dc}"));
+            self.attach_tag(&zone, &placed["cluster"]);
+            self.attach_tag(&region, &placed["datacenter"]);
+        }
+        (zones, regions)
+    }
+
     /// Creates and powers on `vm`; its managed object id (`vm-57`).
     pub fn create_vm(&self, vm: &Vm) -> String {
         let v = self.admin("POST", "vm", Some(&serde_json::to_value(vm).expect("JSON")));

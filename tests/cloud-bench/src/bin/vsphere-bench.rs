@@ -43,7 +43,7 @@ use provider_vsphere::{
     tagging::Tagging,
 };
 use serde_json::{Value, json};
-use vsphere_fixture::{Vcsim, Vm, unique};
+use vsphere_fixture::{Vcsim, Vm};
 
 const UNINITIALIZED: &str = "node.cloudprovider.kubernetes.io/uninitialized";
 const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
@@ -139,16 +139,7 @@ fn vm(i: usize) -> Vm {
 fn inventory(vcsim: &Vcsim) -> Inventory {
     let vms: Vec<Vm> = (0..JOINING).map(vm).collect();
     let morefs = vcsim.create_vms(&vms);
-    let (zones, regions) = (unique("k8s-zone"), unique("k8s-region"));
-    let zone_category = vcsim.create_category(&zones);
-    let region_category = vcsim.create_category(&regions);
-    for (dc, moref) in morefs.iter().take(2).enumerate() {
-        let placed = vcsim.placement(moref);
-        let zone = vcsim.create_tag(&zone_category, &format!("zone-{dc}"));
-        let region = vcsim.create_tag(&region_category, &format!("region-{dc}"));
-        vcsim.attach_tag(&zone, &placed["cluster"]);
-        vcsim.attach_tag(&region, &placed["datacenter"]);
-    }
+    let (zones, regions) = vcsim.tag_zones_and_regions(&morefs, 2);
     Inventory { vms, zones, regions }
 }
 
