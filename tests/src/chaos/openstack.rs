@@ -39,8 +39,9 @@
 //! - The gateway's restarts: each takes Keystone and Octavia discovery through the proxy, while
 //!   the churn waits for it to be ready.
 //!
-//! Full scale: 100 Services created, about 50 edits and 60 deletions in 3–4 min of churn, 7–9
-//! min per run with convergence and clean-up. The run notes the most load balancers seen
+//! Full scale: 100 Services created, about 50 edits and 60 deletions in 3–4 min of churn, then
+//! edits alone until at least 50 cloud faults fired (fewer by the give-up time is a violation),
+//! 7–9 min per run with convergence and clean-up. The run notes the most load balancers seen
 //! pending at once and the "database is locked" of Octavia and Neutron.
 
 use std::{
@@ -775,6 +776,12 @@ fn gateway_args(cloud: &TestCloud, proxy: &CloudProxy, dir: &Path) -> Vec<String
     args
 }
 
+/// The cloud faults the proxy injected so far (Octavia's and Neutron's failing writes, slow
+/// load balancers), all kinds together.
+fn cloud_faults(proxy: &CloudProxy) -> u64 {
+    proxy.faults().values().sum()
+}
+
 /// Runs the scenario.
 pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
     let mut outcome = Outcome::new("openstack");
@@ -822,6 +829,9 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
     // The churn, with kills and the proxy's faults.
     proxy.chaos(CHAOS, dice.seed());
     let target = scale.pick(10, 100);
+    // The cloud faults a run injects at least: the churn goes on, editing, until they fired
+    // (the share is drawn, so 100 Services alone drew 47 to 79).
+    let fault_floor = scale.pick(0, 50);
     let max_live = scale.pick(6, 40);
     let give_up = scale.pick(Duration::from_secs(120), Duration::from_secs(420));
     let pace = scale.pick(
@@ -847,11 +857,14 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
     let mut next_sample = started;
     let mut kills = 0u64;
     let mut most_pending = 0usize;
-    while created < target && started.elapsed() < give_up {
+    while started.elapsed() < give_up
+        && (created < target || (cloud_faults(&proxy) < fault_floor && !wanted.is_empty()))
+    {
         let roll = dice.below(20);
         let names: Vec<String> = wanted.keys().cloned().collect();
         let pick = |dice: &mut Dice| names.get(dice.below(names.len() as u64) as usize).cloned();
-        if names.len() < max_live && (roll < 11 || names.is_empty()) {
+        let creating = created < target;
+        if creating && names.len() < max_live && (roll < 11 || names.is_empty()) {
             created += 1;
             let name = format!("svc-{created:04}");
             let w = random_service(&mut dice);
@@ -870,7 +883,7 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
                 journal.record(&name, format!("created: {}", w.describe()), Some(&made));
                 wanted.insert(name, w);
             }
-        } else if roll < 15 {
+        } else if creating && roll < 15 {
             if let Some(name) = pick(&mut dice)
                 && let Ok(answer) = api.delete(&name, &DeleteParams::default()).await
             {
@@ -1004,6 +1017,14 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
 
     for (kind, n) in proxy.faults() {
         outcome.faults.insert(kind.to_owned(), n);
+    }
+    let fired = cloud_faults(&proxy);
+    if fired < fault_floor {
+        outcome.violation(format!(
+            "the churn injected {fired} cloud faults in {:.0} s, fewer than the {fault_floor} a run \
+             must (the test cloud too slow for the churn's give-up time)",
+            churn.as_secs_f64()
+        ));
     }
     outcome.note("services_created", created);
     outcome.note("edits", edits);

@@ -168,7 +168,8 @@ pub(super) struct Replicas {
 }
 
 impl Replicas {
-    /// No replica yet; each gets `extra` flags.
+    /// No replica yet; each gets `extra` flags (the `openstack` scenario's cluster name).
+    #[cfg(feature = "openstack")]
     pub(super) fn with_flags(extra: Vec<String>) -> Self {
         Self {
             extra,
