@@ -198,9 +198,7 @@ impl VcsimProxy {
         let key = KeyPair::generate().expect("server key");
         let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
             .expect("server params");
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "vcsim proxy");
+        params.distinguished_name.push(DnType::CommonName, "vcsim proxy");
         let cert = params.signed_by(&key, &ca).expect("server certificate");
         let ca_file = dir.join("vcsim-proxy-ca.pem");
         std::fs::write(&ca_file, ca.pem()).unwrap_or_else(|e| panic!("{}: {e}", ca_file.display()));
@@ -242,7 +240,11 @@ impl VcsimProxy {
             origin: format!("https://{}:{}", vcsim.info.server, vcsim.info.port),
             calls: AtomicU64::new(0),
         });
-        let task = tokio::spawn(serve(listener, TlsAcceptor::from(Arc::new(server)), state.clone()));
+        let task = tokio::spawn(serve(
+            listener,
+            TlsAcceptor::from(Arc::new(server)),
+            state.clone(),
+        ));
         Self {
             state,
             port,
@@ -313,8 +315,10 @@ const NOT_AUTHENTICATED_FAULT: &str = r#"<?xml version="1.0" encoding="UTF-8"?><
 fn answer(status: StatusCode, content_type: &'static str, body: &'static str) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
     *r.status_mut() = status;
-    r.headers_mut()
-        .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(content_type));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(content_type),
+    );
     r
 }
 

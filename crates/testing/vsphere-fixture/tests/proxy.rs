@@ -26,7 +26,11 @@ async fn call(proxy: &VcsimProxy, cookie: bool) -> (i32, String, String) {
         let out = cmd.arg(&url).output().expect("curl");
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
-        (out.status.code().unwrap_or(-1), status.to_owned(), body.to_owned())
+        (
+            out.status.code().unwrap_or(-1),
+            status.to_owned(),
+            body.to_owned(),
+        )
     })
     .await
     .expect("curl task")
