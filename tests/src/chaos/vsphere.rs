@@ -204,23 +204,62 @@ async fn register_again(cluster: &Cluster, nodes: &[Node], machines: &mut BTreeM
     }
 }
 
-/// Starts both controllers; short leases (see [`LEASES`]), so that a killed one's successor
-/// takes over within seconds.
-fn start_controllers(cluster: &mut Cluster, generation: usize) {
-    let mut args = vec!["--node-status-update-frequency", "1s"];
-    args.extend(LEASES);
-    cluster.start_controller(
+/// The node controllers: binary, label prefix and flags (with the short [`LEASES`], so that a
+/// killed one's successor takes over within seconds).
+const CONTROLLERS: [(&str, &str, &[&str]); 2] = [
+    (
         "cloud-node-controller",
-        &format!("node-controller-{generation}"),
-        &args,
-    );
-    let mut args = vec!["--node-monitor-period", "1s"];
-    args.extend(LEASES);
-    cluster.start_controller(
+        "node-controller",
+        &["--node-status-update-frequency", "1s"],
+    ),
+    (
         "cloud-node-lifecycle-controller",
-        &format!("lifecycle-{generation}"),
-        &args,
-    );
+        "lifecycle",
+        &["--node-monitor-period", "1s"],
+    ),
+];
+
+fn label(which: usize, generation: usize) -> String {
+    format!("{}-{generation}", CONTROLLERS[which].1)
+}
+
+fn start_controller(cluster: &mut Cluster, which: usize, generation: usize) {
+    let (binary, _, flags) = CONTROLLERS[which];
+    let mut args = flags.to_vec();
+    args.extend(LEASES);
+    cluster.start_controller(binary, &label(which, generation), &args);
+}
+
+fn start_controllers(cluster: &mut Cluster, generation: usize) {
+    for which in 0..CONTROLLERS.len() {
+        start_controller(cluster, which, generation);
+    }
+}
+
+/// Starts again a controller of this generation that exited because another process took its
+/// health port between `free_port` and its bind (the machine is shared with other runs); any
+/// other exit is a violation.
+fn keep_controllers(cluster: &mut Cluster, generation: usize, outcome: &mut Outcome) {
+    for which in 0..CONTROLLERS.len() {
+        let label = label(which, generation);
+        let Some(proc) = cluster.proc_named(&label) else {
+            continue;
+        };
+        let Some(status) = proc.exited() else {
+            continue;
+        };
+        if proc.log().contains("Address already in use") {
+            start_controller(cluster, which, generation);
+            let again = outcome.notes.get("controllers_started_again_port_taken");
+            let n = again.and_then(|n| n.parse::<u64>().ok()).unwrap_or(0) + 1;
+            outcome.note("controllers_started_again_port_taken", n);
+        } else {
+            let what = format!("{label} exited on its own ({status})");
+            if !outcome.violations.contains(&what) {
+                outcome.violation(what);
+            }
+        }
+    }
 }
 
 /// A vcsim of the scenario's own (its sessions are terminated: a shared one's other clients
@@ -404,11 +443,8 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
                     outcome.fault("vCenter sessions terminated");
                 }
                 _ => {
-                    for label in [
-                        format!("node-controller-{generation}"),
-                        format!("lifecycle-{generation}"),
-                    ] {
-                        if let Some(p) = cluster.proc_named(&label) {
+                    for which in 0..CONTROLLERS.len() {
+                        if let Some(p) = cluster.proc_named(&label(which, generation)) {
                             p.kill().await;
                         }
                     }
@@ -420,6 +456,7 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
             last_fault = Instant::now();
             next_fault = last_fault + dice.between(pace.0, pace.1);
         }
+        keep_controllers(&mut cluster, generation, &mut outcome);
         if let Ok(list) = cluster.nodes().list(&ListParams::default()).await {
             worst = worst.max(record(&mut outcome, &list.items, &machines));
             register_again(&cluster, &list.items, &mut machines).await;
@@ -448,6 +485,7 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
     // vCenter says.
     let deadline = Instant::now() + scale.pick(Duration::from_secs(40), Duration::from_secs(60));
     loop {
+        keep_controllers(&mut cluster, generation, &mut outcome);
         if let Ok(list) = cluster.nodes().list(&ListParams::default()).await {
             worst = worst.max(record(&mut outcome, &list.items, &machines));
             register_again(&cluster, &list.items, &mut machines).await;
