@@ -102,13 +102,15 @@ fuzz: ## the property tests of every parser of outside input, FUZZ_CASES cases e
 	PROPTEST_CASES=$(FUZZ_CASES) $(CARGO) test --release -p provider-openstack --lib -- fuzz_
 
 .PHONY: chaos
-chaos: build ## the resilience suite: kills, error storms, watch expiry, a vendor swap, Octavia and Neutron with failing writes; prints a table, writes target/chaos.json
+chaos: build ## the resilience suite: kills, error storms, watch expiry, a vendor swap, Octavia and Neutron with failing writes, vCenter faults on vcsim; prints a table, writes target/chaos.json
 	scripts/openstack/install.sh
+	scripts/vsphere/install.sh
 	target/debug/ccm-chaos --json target/chaos.json $(CHAOS_ARGS)
 
 .PHONY: chaos-quick
-chaos-quick: build ## every resilience scenario briefly (make test runs them as tests/tests/chaos.rs and openstack_chaos.rs)
+chaos-quick: build ## every resilience scenario briefly (make test runs them as tests/tests/chaos.rs, openstack_chaos.rs and vsphere_chaos.rs)
 	scripts/openstack/install.sh
+	scripts/vsphere/install.sh
 	target/debug/ccm-chaos --quick --json target/chaos-quick.json $(CHAOS_ARGS)
 
 .PHONY: bench

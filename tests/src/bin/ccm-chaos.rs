@@ -9,6 +9,7 @@
 //!
 //! Scenario `openstack` runs on the OpenStack test cloud in `$OPENSTACK_TEST_CLOUD` (else
 //! `target/openstack`), started there when none answers (`scripts/openstack/install.sh` first).
+//! Scenario `vsphere` starts a vcsim of its own (`scripts/vsphere/install.sh` first).
 
 use std::{path::PathBuf, process::ExitCode};
 

@@ -15,6 +15,8 @@ pub mod openstack;
 pub mod routes;
 pub mod services;
 pub mod swap;
+#[cfg(feature = "vsphere")]
+pub mod vsphere;
 pub mod watches;
 
 use std::{collections::BTreeMap, future::Future, time::Duration};
@@ -219,19 +221,18 @@ pub fn keep_logs(cluster: &crate::Cluster, outcome: &mut Outcome, dice: &Dice) {
 }
 
 /// Every scenario, by name, in the order `make chaos` runs them; `openstack` (on the OpenStack
-/// test cloud) when built with the `openstack` feature.
-#[cfg(feature = "openstack")]
-pub const SCENARIOS: [&str; 6] = [
+/// test cloud) and `vsphere` (on vcsim) when built with their features.
+pub const SCENARIOS: &[&str] = &[
     "services",
     "nodes",
     "watches",
     "vendor-swap",
     "routes",
+    #[cfg(feature = "openstack")]
     "openstack",
+    #[cfg(feature = "vsphere")]
+    "vsphere",
 ];
-/// Every scenario, by name, in the order `make chaos` runs them.
-#[cfg(not(feature = "openstack"))]
-pub const SCENARIOS: [&str; 5] = ["services", "nodes", "watches", "vendor-swap", "routes"];
 
 /// Runs scenario `name` at `scale` with dice seeded by `seed`.
 pub async fn run(name: &str, scale: Scale, seed: u64) -> Outcome {
@@ -245,6 +246,8 @@ pub async fn run(name: &str, scale: Scale, seed: u64) -> Outcome {
         "routes" => routes::run(scale, dice).await,
         #[cfg(feature = "openstack")]
         "openstack" => openstack::run(scale, dice).await,
+        #[cfg(feature = "vsphere")]
+        "vsphere" => vsphere::run(scale, dice).await,
         other => {
             let mut o = Outcome::new(other);
             o.violation(format!("no scenario {other:?}; known: {}", SCENARIOS.join(", ")));

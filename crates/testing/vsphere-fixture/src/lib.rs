@@ -14,6 +14,11 @@
 //!
 //! The admin API (`/vcsim-admin`, see `scripts/vsphere/vcsim-main/main.go`) is called with
 //! `curl` and vcsim's own CA file: test support needs no HTTP client of its own.
+//!
+//! [`proxy::VcsimProxy`] stands in front of vcsim and injects faults (503s, NotAuthenticated,
+//! dropped connections, slow answers) for the chaos suite.
+
+pub mod proxy;
 
 use std::{
     collections::BTreeMap,
