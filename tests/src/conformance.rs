@@ -1,7 +1,12 @@
 //! `cloudgateway-conformance` against a gateway run as a process: the gateway on free ports, the
 //! tool's run, and the verdicts it prints (`tests/conformance.rs`, `tests/openstack_conformance.rs`).
 
-use std::{net::SocketAddr, path::Path, process::Output, time::Duration};
+use std::{
+    net::SocketAddr,
+    path::Path,
+    process::Output,
+    time::{Duration, Instant},
+};
 
 use crate::{Procs, binary, free_port, http_get, spawn, wait_for};
 
@@ -130,4 +135,41 @@ pub fn assert_passed(output: &Output, stdout: &str, cases: &[&str]) {
         .filter(|case| verdict(stdout, case).0 != "PASS")
         .collect();
     assert!(not_passed.is_empty(), "not passed: {not_passed:?}\n{stdout}");
+}
+
+/// The whole suite against the gateway at `grpc` (its metrics at `http`) held to `fixture`,
+/// verbose, failing after `within`: asserts that the run succeeded, that each of `skipped` skipped
+/// with its reason in the line (`(case, reason)`), that every other case passed, and that there
+/// is one line per case and a summary. Returns the tool's stdout.
+pub async fn run_suite(
+    grpc: SocketAddr,
+    http: SocketAddr,
+    fixture: &Path,
+    skipped: &[(&str, &str)],
+    within: Duration,
+) -> String {
+    let started = Instant::now();
+    let extra = [
+        "--metrics-url".to_owned(),
+        format!("http://{http}/metrics"),
+        "--verbose".to_owned(),
+    ];
+    let (output, stdout) = run(&tool_args(grpc, fixture, &extra), &[], within).await;
+    println!("(run in {:.1}s)", started.elapsed().as_secs_f64());
+
+    let skipped_cases: Vec<&str> = skipped.iter().map(|(case, _)| *case).collect();
+    assert_passed(&output, &stdout, &cases_except(&skipped_cases));
+    for (case, reason) in skipped {
+        let (verdict, why) = verdict(&stdout, case);
+        assert!(
+            verdict == "SKIP" && why.contains(reason),
+            "{case} must skip ({reason}):\n{stdout}"
+        );
+    }
+    assert_eq!(
+        stdout.lines().count(),
+        CASES.len() + 1,
+        "one line per case and a summary:\n{stdout}"
+    );
+    stdout
 }

@@ -18,16 +18,11 @@
 
 mod openstack_support;
 
-use std::{
-    collections::BTreeMap,
-    net::SocketAddr,
-    path::PathBuf,
-    time::{Duration, Instant},
-};
+use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf, time::Duration};
 
 use e2e::{
     Procs,
-    conformance::{CASES, assert_passed, cases_except, run, start_gateway, tool_args, verdict},
+    conformance::{run_suite, start_gateway},
 };
 use openstack_fixture::{TestCloud, User};
 use openstack_support::{Leftovers, boot, nexthops, spread, write_cloud_conf};
@@ -244,34 +239,7 @@ hooks:
     std::fs::write(&fixture_path, &fixture).expect("write the fixture");
     println!("fixture:\n{fixture}");
 
-    let started = Instant::now();
-    let extra = [
-        "--metrics-url".to_owned(),
-        format!("http://{http}/metrics"),
-        "--verbose".to_owned(),
-    ];
-    let (output, stdout) = run(
-        &tool_args(grpc, &fixture_path, &extra),
-        &[],
-        Duration::from_secs(300),
-    )
-    .await;
-    println!("(run in {:.1}s)", started.elapsed().as_secs_f64());
-
-    let skipped: Vec<&str> = SKIPPED.iter().map(|(case, _)| *case).collect();
-    assert_passed(&output, &stdout, &cases_except(&skipped));
-    for (case, reason) in SKIPPED {
-        let (verdict, why) = verdict(&stdout, case);
-        assert!(
-            verdict == "SKIP" && why.contains(reason),
-            "{case} must skip ({reason}):\n{stdout}"
-        );
-    }
-    assert_eq!(
-        stdout.lines().count(),
-        CASES.len() + 1,
-        "one line per case and a summary:\n{stdout}"
-    );
+    run_suite(grpc, http, &fixture_path, &SKIPPED, Duration::from_secs(300)).await;
     assert!(!flag.exists(), "the throttle hook was undone");
     // The routes case cleaned up after itself on the shared router.
     let router = &cloud.info.ids.router1;

@@ -11,11 +11,11 @@
 //! passes), and every load balancer and route case skips for that reason alone. The
 //! in-process contract suite on vcsim is `crates/testing/contract-tests/tests/vsphere_contract.rs`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use e2e::{
     Procs,
-    conformance::{CASES, assert_passed, cases_except, run, start_gateway, tool_args, verdict},
+    conformance::{run, run_suite, start_gateway, tool_args, verdict},
 };
 use vsphere_fixture::{Vcsim, Vm, unique};
 
@@ -113,36 +113,9 @@ instances:
     std::fs::write(&fixture_path, &fixture).expect("write the fixture");
     println!("fixture:\n{fixture}");
 
-    let started = Instant::now();
-    let extra = [
-        "--metrics-url".to_owned(),
-        format!("http://{http}/metrics"),
-        "--verbose".to_owned(),
-    ];
-    let (output, stdout) = run(
-        &tool_args(grpc, &fixture_path, &extra),
-        &[],
-        Duration::from_secs(300),
-    )
-    .await;
-    println!("(run in {:.1}s)", started.elapsed().as_secs_f64());
-
-    let skipped: Vec<&str> = SKIPPED.iter().map(|(case, _)| *case).collect();
-    // missing_capabilities_answer_unimplemented among them: load balancers and routes
-    // answer UNIMPLEMENTED.
-    assert_passed(&output, &stdout, &cases_except(&skipped));
-    for (case, reason) in SKIPPED {
-        let (verdict, why) = verdict(&stdout, case);
-        assert!(
-            verdict == "SKIP" && why.contains(reason),
-            "{case} must skip ({reason}):\n{stdout}"
-        );
-    }
-    assert_eq!(
-        stdout.lines().count(),
-        CASES.len() + 1,
-        "one line per case and a summary:\n{stdout}"
-    );
+    // missing_capabilities_answer_unimplemented is not among SKIPPED, so it must pass: load
+    // balancers and routes answer UNIMPLEMENTED.
+    run_suite(grpc, http, &fixture_path, &SKIPPED, Duration::from_secs(300)).await;
     drop(procs);
 }
 
