@@ -19,7 +19,7 @@ use e2e::{Cluster, ClusterSpec};
 use k8s_openapi::api::core::v1::Secret;
 use kube::{Api, api::PostParams};
 use openstack_fixture::TestCloud;
-use runbooks_support::{Kubelet, Runner, local_port, output_of, run_runbook};
+use runbooks_support::{Runbook, create_as_left, initialize_nodes, local_port, output_of};
 use serde_json::json;
 
 /// OCCM's DaemonSet as its manifests ship it (`manifests/controller-manager/…-ds.yaml`): the
@@ -75,7 +75,6 @@ const READ_OTHER_THAN_WRITTEN: [(&str, &str); 2] = [
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openstack_runbook_runs_as_written() {
-    use e2e::binary;
     use k8s_openapi::api::core::v1::Event;
     use kube::{
         ResourceExt,
@@ -94,19 +93,14 @@ async fn the_openstack_runbook_runs_as_written() {
     let server = openstack_support::boot(cloud, &client, "runbook-node", "m1.tiny").await;
     let _leftovers = openstack_support::Leftovers::servers([&server]);
     let conf_path = openstack_support::write_cloud_conf(cloud, &dir, None);
-    cluster
-        .swap_gateway(
-            &binary("cloud-gateway"),
-            &openstack_support::gateway_args(&conf_path),
-            &[],
-        )
-        .await;
-    let node_controller = cluster.start_controller("cloud-node-controller", "cloud-node-controller", &[]);
-    cluster.register_node(&server.name, true).await;
-    cluster.nodes_initialized(1, "openstack://").await;
-    cluster.procs[node_controller].stop(Duration::from_secs(10)).await;
-    // Only the API server is the cluster's; the gateway comes from the chart.
-    cluster.stop_gateway().await;
+    initialize_nodes(
+        &mut cluster,
+        &openstack_support::gateway_args(&conf_path),
+        &[],
+        &[&server.name],
+        "openstack://",
+    )
+    .await;
     let annotations: serde_json::Map<String, serde_json::Value> = READ_OTHER_THAN_WRITTEN
         .iter()
         .map(|(k, v)| ((*k).to_owned(), json!(v)))
@@ -171,15 +165,15 @@ async fn the_openstack_runbook_runs_as_written() {
         "/etc/config/clouds.yaml",
         "",
     );
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": { "name": "cloud-config", "namespace": "kube-system" },
-        "stringData": { "cloud.conf": conf, "clouds.yaml": clouds_yaml },
-    }))
-    .unwrap();
-    Api::<Secret>::namespaced(cluster.client.clone(), "kube-system")
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("OCCM's cloud-config Secret");
+    create_as_left::<Secret>(
+        &cluster,
+        json!({
+            "metadata": { "name": "cloud-config", "namespace": "kube-system" },
+            "stringData": { "cloud.conf": conf, "clouds.yaml": clouds_yaml },
+        }),
+        "OCCM's cloud-config Secret",
+    )
+    .await;
 
     let port = local_port().to_string();
     let table = [
@@ -198,37 +192,19 @@ async fn the_openstack_runbook_runs_as_written() {
         ("OS_USER_DOMAIN_NAME", ccm.user_domain_name.clone()),
         ("OS_PROJECT_DOMAIN_NAME", ccm.project_domain_name.clone()),
     ];
-    let runner = Runner::new(&dir, &cluster.kubeconfig, &cli_env);
-    let daemonsets = runner.state.join("daemonsets");
-    std::fs::create_dir_all(&daemonsets).unwrap();
-    std::fs::write(
-        daemonsets.join("openstack-cloud-controller-manager.yaml"),
-        OCCM_DAEMONSET.replace("CLUSTER", &cluster_name),
-    )
-    .unwrap();
-    let mut kubelet = Kubelet::new(
-        &dir,
-        &runner.state,
-        &cluster.kubeconfig,
-        cluster.client.clone(),
-        &[],
-    );
-
-    let markdown =
-        std::fs::read_to_string(runbooks_support::repo().join("docs/migrating-from-openstack-ccm.md"))
-            .expect("the runbook");
-    let ran = tokio::time::timeout(
-        Duration::from_secs(240),
-        run_runbook(
-            "docs/migrating-from-openstack-ccm.md",
-            &markdown,
-            &table,
-            &runner,
-            &mut kubelet,
+    let (runner, mut kubelet, ran) = Runbook {
+        path: "docs/migrating-from-openstack-ccm.md",
+        daemonset: (
+            "openstack-cloud-controller-manager.yaml",
+            &OCCM_DAEMONSET.replace("CLUSTER", &cluster_name),
         ),
-    )
+        table: &table,
+        cli_env: &cli_env,
+        kubelet_env: &[],
+    }
+    .run(&cluster)
     .await;
-    let ran = ran.unwrap_or_else(|_| panic!("the runbook took over 240 s\n{}", kubelet.logs()));
+    let daemonsets = runner.state.join("daemonsets");
 
     // §0 found OCCM's Secret and flags; §1's shadow run listed no Warning; §3: no write, the
     // same addresses; §4: OCCM's DaemonSet back, the release gone.
@@ -419,7 +395,7 @@ async fn the_aws_runbook_runs_as_written() {
         Cloud,
         upstream::{self, Identity, Port},
     };
-    use e2e::{MOTO_ENV, aws_gateway_args, binary, start_moto};
+    use e2e::{MOTO_ENV, aws_gateway_args, start_moto};
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::{
         ResourceExt,
@@ -437,16 +413,14 @@ async fn the_aws_runbook_runs_as_written() {
     // The cluster as upstream left it: its Nodes initialized, a Service on its Classic ELB.
     let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
     let args = aws_gateway_args(&endpoint, &network.vpc_id, &["--aws-cluster-id", AWS_CLUSTER_ID]);
-    cluster
-        .swap_gateway(&binary("cloud-gateway"), &args, &MOTO_ENV)
-        .await;
-    let node_controller = cluster.start_controller("cloud-node-controller", "cloud-node-controller", &[]);
-    for i in [&a, &b] {
-        cluster.register_node(&i.node_name, true).await;
-    }
-    cluster.nodes_initialized(2, "aws://").await;
-    cluster.procs[node_controller].stop(Duration::from_secs(10)).await;
-    cluster.stop_gateway().await;
+    initialize_nodes(
+        &mut cluster,
+        &args,
+        &MOTO_ENV,
+        &[&a.node_name, &b.node_name],
+        "aws://",
+    )
+    .await;
     let web = cluster.create_lb_service("default", "web", json!({})).await;
     let service = upstream::Service {
         uid: web.uid().expect("uid"),
@@ -499,17 +473,16 @@ async fn the_aws_runbook_runs_as_written() {
          [ServiceOverride \"ec2\"]\nService = ec2\nRegion = us-east-1\nURL = {endpoint}\nSigningRegion = us-east-1\n\n\
          [ServiceOverride \"elb\"]\nService = elasticloadbalancing\nRegion = us-east-1\nURL = {endpoint}\nSigningRegion = us-east-1\n"
     );
-    let cm: ConfigMap = serde_json::from_value(json!({
-        "metadata": { "name": "aws-cloud-config", "namespace": "kube-system" },
-        "data": { "cloud.conf": conf },
-    }))
-    .unwrap();
-    Api::<ConfigMap>::namespaced(cluster.client.clone(), "kube-system")
-        .create(&PostParams::default(), &cm)
-        .await
-        .expect("upstream's cloud config");
+    create_as_left::<ConfigMap>(
+        &cluster,
+        json!({
+            "metadata": { "name": "aws-cloud-config", "namespace": "kube-system" },
+            "data": { "cloud.conf": conf },
+        }),
+        "upstream's cloud config",
+    )
+    .await;
 
-    let dir = cluster.dir.path().to_owned();
     let port = local_port().to_string();
     let table = [
         (
@@ -530,38 +503,17 @@ async fn the_aws_runbook_runs_as_written() {
             ("AWS_DEFAULT_REGION", "us-east-1".to_owned()),
         ])
         .collect();
-    let runner = Runner::new(&dir, &cluster.kubeconfig, &cli_env);
-    let daemonsets = runner.state.join("daemonsets");
-    std::fs::create_dir_all(&daemonsets).unwrap();
-    std::fs::write(
-        daemonsets.join("aws-cloud-controller-manager.yaml"),
-        UPSTREAM_DAEMONSET,
-    )
-    .unwrap();
-    // The static test keys stand in for IRSA's.
-    let mut kubelet = Kubelet::new(
-        &dir,
-        &runner.state,
-        &cluster.kubeconfig,
-        cluster.client.clone(),
-        &MOTO_ENV,
-    );
-
-    let markdown =
-        std::fs::read_to_string(runbooks_support::repo().join("docs/migrating-from-cloud-provider-aws.md"))
-            .expect("the runbook");
-    let ran = tokio::time::timeout(
-        Duration::from_secs(240),
-        run_runbook(
-            "docs/migrating-from-cloud-provider-aws.md",
-            &markdown,
-            &table,
-            &runner,
-            &mut kubelet,
-        ),
-    )
+    let (runner, mut kubelet, ran) = Runbook {
+        path: "docs/migrating-from-cloud-provider-aws.md",
+        daemonset: ("aws-cloud-controller-manager.yaml", UPSTREAM_DAEMONSET),
+        table: &table,
+        cli_env: &cli_env,
+        // The static test keys stand in for IRSA's.
+        kubelet_env: &MOTO_ENV,
+    }
+    .run(&cluster)
     .await;
-    let ran = ran.unwrap_or_else(|_| panic!("the runbook took over 240 s\n{}", kubelet.logs()));
+    let daemonsets = runner.state.join("daemonsets");
 
     // §1: one full pass waited for (3 controllers enabled: each reached its count), then every
     // list empty (4 controllers and the gateway answered); §3: no write, the same hostname, AWS
@@ -710,60 +662,38 @@ async fn the_vsphere_runbook_runs_as_written() {
         vcsim.info.port,
         vcsim.ca_file().display()
     );
-    let cm: ConfigMap = serde_json::from_value(json!({
-        "metadata": { "name": "vsphere-cloud-config", "namespace": "kube-system" },
-        "data": { "vsphere.conf": conf },
-    }))
-    .unwrap();
-    Api::<ConfigMap>::namespaced(cluster.client.clone(), "kube-system")
-        .create(&PostParams::default(), &cm)
-        .await
-        .expect("CPI's ConfigMap");
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": { "name": "vsphere-cloud-secret", "namespace": "kube-system" },
-        "stringData": {
-            format!("{server}.username"): vcsim.info.username,
-            format!("{server}.password"): vcsim.info.password,
-        },
-    }))
-    .unwrap();
-    Api::<Secret>::namespaced(cluster.client.clone(), "kube-system")
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("CPI's Secret");
-
-    let dir = cluster.dir.path().to_owned();
-    let table = [("18080", local_port().to_string())];
-    let runner = Runner::new(&dir, &cluster.kubeconfig, &[]);
-    let daemonsets = runner.state.join("daemonsets");
-    std::fs::create_dir_all(&daemonsets).unwrap();
-    std::fs::write(
-        daemonsets.join("vsphere-cloud-controller-manager.yaml"),
-        CPI_DAEMONSET,
-    )
-    .unwrap();
-    let mut kubelet = Kubelet::new(
-        &dir,
-        &runner.state,
-        &cluster.kubeconfig,
-        cluster.client.clone(),
-        &[],
-    );
-    let markdown =
-        std::fs::read_to_string(runbooks_support::repo().join("docs/migrating-from-vsphere-cpi.md"))
-            .expect("the runbook");
-    let ran = tokio::time::timeout(
-        Duration::from_secs(240),
-        run_runbook(
-            "docs/migrating-from-vsphere-cpi.md",
-            &markdown,
-            &table,
-            &runner,
-            &mut kubelet,
-        ),
+    create_as_left::<ConfigMap>(
+        &cluster,
+        json!({
+            "metadata": { "name": "vsphere-cloud-config", "namespace": "kube-system" },
+            "data": { "vsphere.conf": conf },
+        }),
+        "CPI's ConfigMap",
     )
     .await;
-    let ran = ran.unwrap_or_else(|_| panic!("the runbook took over 240 s\n{}", kubelet.logs()));
+    create_as_left::<Secret>(
+        &cluster,
+        json!({
+            "metadata": { "name": "vsphere-cloud-secret", "namespace": "kube-system" },
+            "stringData": {
+                format!("{server}.username"): vcsim.info.username,
+                format!("{server}.password"): vcsim.info.password,
+            },
+        }),
+        "CPI's Secret",
+    )
+    .await;
+
+    let (runner, mut kubelet, ran) = Runbook {
+        path: "docs/migrating-from-vsphere-cpi.md",
+        daemonset: ("vsphere-cloud-controller-manager.yaml", CPI_DAEMONSET),
+        table: &[("18080", local_port().to_string())],
+        cli_env: &[],
+        kubelet_env: &[],
+    }
+    .run(&cluster)
+    .await;
+    let daemonsets = runner.state.join("daemonsets");
 
     // §0 found CPI's ConfigMap, flags and Secret; §1 and §3 waited for a full pass of both node
     // controllers over the two Nodes; the shadow planned nothing; §3's diff is empty; §4: CPI's

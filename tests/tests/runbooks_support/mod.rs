@@ -32,9 +32,12 @@ use std::{
     time::Duration,
 };
 
-use e2e::{Proc, free_port, http_get, spawn_with_env, wait_for};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::Api;
+use e2e::{Cluster, Proc, binary, free_port, http_get, spawn_with_env, wait_for};
+use k8s_openapi::{
+    NamespaceResourceScope,
+    api::core::v1::{ConfigMap, Secret},
+};
+use kube::{Api, Resource, api::PostParams};
 use serde_json::Value;
 
 /// What a fenced block is.
@@ -300,6 +303,95 @@ pub async fn run_runbook(
         });
     }
     ran
+}
+
+/// Nodes `names` initialized as the old controller left them, by our gateway with `gateway_args`
+/// (and `env`) and the cloud node controller (each providerID starting with `scheme`); then both
+/// stop: only the API server runs, as in a cluster about to migrate.
+pub async fn initialize_nodes(
+    cluster: &mut Cluster,
+    gateway_args: &[String],
+    env: &[(&str, &str)],
+    names: &[&str],
+    scheme: &str,
+) {
+    cluster
+        .swap_gateway(&binary("cloud-gateway"), gateway_args, env)
+        .await;
+    let node_controller = cluster.start_controller("cloud-node-controller", "cloud-node-controller", &[]);
+    for name in names {
+        cluster.register_node(name, true).await;
+    }
+    cluster.nodes_initialized(names.len(), scheme).await;
+    cluster.procs[node_controller].stop(Duration::from_secs(10)).await;
+    // Only the API server is the cluster's; the gateway comes from the chart.
+    cluster.stop_gateway().await;
+}
+
+/// Creates `object` (a Secret or ConfigMap as JSON, its namespace in its metadata) as the old
+/// controller's manifests made it; `what` names it when the create fails.
+pub async fn create_as_left<K>(cluster: &Cluster, object: Value, what: &str)
+where
+    K: Resource<Scope = NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + k8s_openapi::serde::Serialize
+        + k8s_openapi::serde::de::DeserializeOwned,
+    K::DynamicType: Default,
+{
+    let namespace = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{what}: no namespace"))
+        .to_owned();
+    let object: K = serde_json::from_value(object).unwrap_or_else(|e| panic!("{what}: {e}"));
+    Api::<K>::namespaced(cluster.client.clone(), &namespace)
+        .create(&PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+/// A runbook to run as written on a cluster the old controller left, and what differs between
+/// the providers' runbooks.
+pub struct Runbook<'a> {
+    /// Its path in the repository (`docs/migrating-from-….md`).
+    pub path: &'a str,
+    /// The old controller's DaemonSet as the `kubectl` shim finds it: file name, manifest.
+    pub daemonset: (&'a str, &'a str),
+    /// The placeholders the runbook's commands name, and what replaces them.
+    pub table: &'a [(&'a str, String)],
+    /// Added to the commands' environment (the cloud CLI's credentials and endpoints).
+    pub cli_env: &'a [(&'a str, String)],
+    /// Added to the environment of each process the kubelet starts (the cloud's credentials).
+    pub kubelet_env: &'a [(&'a str, &'a str)],
+}
+
+impl Runbook<'_> {
+    /// Runs every block on `cluster` within 240 s; fails the test at the first that fails.
+    /// Returns the runner (its directories), the kubelet (still running what the releases left:
+    /// stop it) and what each block printed.
+    pub async fn run(&self, cluster: &Cluster) -> (Runner, Kubelet, Vec<Ran>) {
+        let dir = cluster.dir.path();
+        let runner = Runner::new(dir, &cluster.kubeconfig, self.cli_env);
+        let daemonsets = runner.state.join("daemonsets");
+        std::fs::create_dir_all(&daemonsets).expect("the DaemonSets' directory");
+        let (file, manifest) = self.daemonset;
+        std::fs::write(daemonsets.join(file), manifest).expect("the old controller's DaemonSet");
+        let mut kubelet = Kubelet::new(
+            dir,
+            &runner.state,
+            &cluster.kubeconfig,
+            cluster.client.clone(),
+            self.kubelet_env,
+        );
+        let markdown = std::fs::read_to_string(repo().join(self.path)).expect("the runbook");
+        let ran = tokio::time::timeout(
+            Duration::from_secs(240),
+            run_runbook(self.path, &markdown, self.table, &runner, &mut kubelet),
+        )
+        .await;
+        let ran = ran.unwrap_or_else(|_| panic!("the runbook took over 240 s\n{}", kubelet.logs()));
+        (runner, kubelet, ran)
+    }
 }
 
 /// A free port for the operator's side of `port-forward`, outside Linux's ephemeral range
