@@ -6,11 +6,9 @@ mod support;
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
-use cloud_gateway::GatewayConfig;
 use contract_tests::{CloudFixture, RunningGateway, Skip, Target, TestInstance, contract_suite};
 use provider_aws::annotations::{HC_INTERVAL, TYPE};
 use support::{Cloud, FaultProxy, Harness, INSTANCE_TYPE, Instance, Network, REGION};
-use token_bucket::Limit;
 
 struct AwsFixture {
     target: Target,
@@ -28,16 +26,7 @@ async fn start() -> AwsFixture {
         network,
         ..
     } = Harness::start("contract", |_| {}).await;
-    let unlimited = Limit {
-        rate: 1000.0,
-        burst: 1000.0,
-    };
-    let config = GatewayConfig {
-        read_limit: unlimited,
-        write_limit: unlimited,
-        ..GatewayConfig::default()
-    };
-    let gateway = RunningGateway::start(config, provider, None).await;
+    let gateway = RunningGateway::start_for_contract(provider).await;
     AwsFixture {
         target: gateway.target(),
         _gateway: gateway,

@@ -5,6 +5,7 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 use cloud_gateway::{GatewayConfig, server::Handles};
 use cloudgateway_conformance::{Clients, Target};
 use provider::Provider;
+use token_bucket::Limit;
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 
 /// A gateway serving on 127.0.0.1 until dropped or [`RunningGateway::stop`]ped.
@@ -29,6 +30,21 @@ impl RunningGateway {
         let grpc = TcpListener::bind("127.0.0.1:0").await.expect("bind gRPC port");
         let http = TcpListener::bind("127.0.0.1:0").await.expect("bind HTTP port");
         Self::start_on(config, provider, extra_http, grpc, http).await
+    }
+
+    /// [`RunningGateway::start`] with the default configuration but the gateway's own read and
+    /// write limits out of the way (1000 calls/s): a contract run's subject is the contract.
+    pub async fn start_for_contract(provider: Arc<dyn Provider>) -> Self {
+        let unlimited = Limit {
+            rate: 1000.0,
+            burst: 1000.0,
+        };
+        let config = GatewayConfig {
+            read_limit: unlimited,
+            write_limit: unlimited,
+            ..GatewayConfig::default()
+        };
+        Self::start(config, provider, None).await
     }
 
     /// [`RunningGateway::start`] on listeners bound by the caller (e.g. to tell replicas each

@@ -9,10 +9,8 @@ use std::{
 };
 
 use async_trait::async_trait;
-use cloud_gateway::GatewayConfig;
 use contract_tests::{CloudFixture, RunningGateway, Skip, Target, TestInstance, contract_suite};
 use provider_simulator::{KnobsPatch, NewInstance, RateLimit, Simulator, SimulatorConfig};
-use token_bucket::Limit;
 
 struct SimulatorFixture {
     sim: Arc<Simulator>,
@@ -27,18 +25,7 @@ async fn start() -> SimulatorFixture {
         ..Default::default()
     })
     .expect("simulator");
-    let config = GatewayConfig {
-        read_limit: Limit {
-            rate: 1000.0,
-            burst: 1000.0,
-        },
-        write_limit: Limit {
-            rate: 1000.0,
-            burst: 1000.0,
-        },
-        ..GatewayConfig::default()
-    };
-    let gateway = RunningGateway::start(config, sim.clone(), None).await;
+    let gateway = RunningGateway::start_for_contract(sim.clone()).await;
     SimulatorFixture {
         sim,
         target: gateway.target(),

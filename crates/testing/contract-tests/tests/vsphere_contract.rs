@@ -11,8 +11,7 @@
 //! for both), and the load balancer and route cases must skip for that reason alone.
 //! `throttled_is_typed` must skip too: vCenter has no answer that means "slow down" (its HTTP
 //! 503 is the session limit or an overloaded service, reported as unavailable) and vcsim cannot
-//! be made to give one. `contract_suite!` fails every skip, so this file expands the cases
-//! itself; [`the_suite_expands_every_case`] checks that every case of `cases::ALL` is expanded.
+//! be made to give one. `contract_suite!`'s `instances_only` arm expands the cases so.
 
 use std::{
     collections::BTreeMap,
@@ -20,15 +19,13 @@ use std::{
 };
 
 use async_trait::async_trait;
-use cloud_gateway::GatewayConfig;
 use contract_tests::{
-    CloudFixture, ExpectedCapabilities, RunningGateway, Skip, Target, TestInstance, cases, runner,
+    CloudFixture, ExpectedCapabilities, RunningGateway, Skip, Target, TestInstance, contract_suite,
 };
 use provider_vsphere::{
     VsphereProvider,
     config::{Environment, parse},
 };
-use token_bucket::Limit;
 use vsphere_fixture::{Vcsim, Vm, unique};
 
 const ZONE: &str = "zone-a";
@@ -71,20 +68,7 @@ async fn start() -> VsphereFixture {
     let text = vcsim().conf(labels());
     let read = parse(&text, Environment::process()).expect("vsphere.conf");
     let provider = VsphereProvider::new(&read.config).expect("the provider");
-    let unlimited = Limit {
-        rate: 1000.0,
-        burst: 1000.0,
-    };
-    let gateway = RunningGateway::start(
-        GatewayConfig {
-            read_limit: unlimited,
-            write_limit: unlimited,
-            ..GatewayConfig::default()
-        },
-        provider,
-        None,
-    )
-    .await;
+    let gateway = RunningGateway::start_for_contract(provider).await;
     VsphereFixture {
         target: gateway.target(),
         _gateway: gateway,
@@ -186,75 +170,4 @@ impl CloudFixture for VsphereFixture {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// The cases
-// ---------------------------------------------------------------------------------------------
-
-macro_rules! must_pass {
-    ($($case:ident),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() {
-                let fixture = start().await;
-                runner::must_pass(stringify!($case), cases::$case(&fixture).await);
-            }
-        )*
-        const MUST_PASS: &[&str] = &[$(stringify!($case)),*];
-    };
-}
-
-macro_rules! must_skip {
-    ($($case:ident: $why:expr),* $(,)?) => {
-        $(
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn $case() {
-                let fixture = start().await;
-                match cases::$case(&fixture).await {
-                    Err(Skip(reason)) => assert!(reason.contains($why), "{} skipped for another reason: {reason}", stringify!($case)),
-                    Ok(pass) => panic!("{} passed ({pass:?}); it must skip: {}", stringify!($case), $why),
-                }
-            }
-        )*
-        const SKIPPED: &[&str] = &[$(stringify!($case)),*];
-    };
-}
-
-must_pass!(
-    capabilities_describe_the_provider,
-    every_answer_names_the_provider,
-    running_instance_exists_and_is_not_shut_down,
-    stopped_instance_exists_and_is_shut_down,
-    terminated_instance_does_not_exist,
-    unknown_provider_id_does_not_exist,
-    metadata_describes_the_instance,
-    lookup_by_name_when_provider_id_is_empty,
-    batch_lookup_answers_each_node_in_order,
-    gateway_validation_rejects_bad_requests,
-    garbage_bytes_get_a_status_and_the_gateway_lives_on,
-    an_unknown_caller_header_is_served_as_anonymous,
-    an_unknown_caller_header_reaches_no_metric,
-    // GetLoadBalancer and ListRoutes answer UNIMPLEMENTED: the service and route controllers
-    // then stay idle.
-    missing_capabilities_answer_unimplemented,
-);
-
-must_skip!(
-    load_balancer_lifecycle: "expects no load_balancers capability",
-    ensure_twice_creates_one_load_balancer: "expects no load_balancers capability",
-    update_changes_backends: "expects no load_balancers capability",
-    implemented_elsewhere_is_typed: "expects no load_balancers capability",
-    provider_invalid_argument_is_typed: "expects no load_balancers capability",
-    retry_after_is_typed: "expects no load_balancers capability",
-    routes_lifecycle: "expects no routes capability",
-    routes_lifecycle_as_the_route_controller_sends: "expects no routes capability",
-    throttled_is_typed: NO_THROTTLING,
-);
-
-#[test]
-fn the_suite_expands_every_case() {
-    let mut want: Vec<&str> = cases::ALL.iter().map(|c| c.name).collect();
-    let mut got: Vec<&str> = MUST_PASS.iter().chain(SKIPPED).copied().collect();
-    want.sort_unstable();
-    got.sort_unstable();
-    assert_eq!(got, want, "every case of cases::ALL must be expanded here");
-}
+contract_suite!(start(), instances_only, throttled: skips(NO_THROTTLING));
