@@ -79,41 +79,17 @@ pub fn report(provider: &dyn Provider, metrics: &Metrics) {
 
 #[cfg(test)]
 mod tests {
-    use provider::{Instances, LoadBalancers, ProviderLimits, Routes, SwitchedOff};
+    use provider::SwitchedOff;
 
     use super::*;
-
-    /// A provider that serves nothing and switches off what `off` names.
-    struct Bare {
-        off: SwitchedOff,
-    }
-
-    impl Provider for Bare {
-        fn name(&self) -> &str {
-            "bare"
-        }
-        fn limits(&self) -> ProviderLimits {
-            ProviderLimits::default()
-        }
-        fn instances(&self) -> Option<&dyn Instances> {
-            None
-        }
-        fn load_balancers(&self) -> Option<&dyn LoadBalancers> {
-            None
-        }
-        fn routes(&self) -> Option<&dyn Routes> {
-            None
-        }
-        fn switched_off(&self) -> SwitchedOff {
-            self.off.clone()
-        }
-    }
+    use crate::bare::Bare;
 
     #[test]
     fn a_capability_off_carries_the_providers_reason_and_one_without_is_not_implemented() {
-        let provider = Bare {
-            off: SwitchedOff::from([(Capability::Routes, "no router tags".to_owned())]),
-        };
+        let provider = Bare::switching_off(SwitchedOff::from([(
+            Capability::Routes,
+            "no router tags".to_owned(),
+        )]));
         assert_eq!(
             states(&provider),
             [

@@ -27,6 +27,8 @@
 
 pub mod adaptive;
 pub mod auth;
+#[cfg(test)]
+mod bare;
 pub mod capabilities;
 pub mod cli;
 pub mod clock;

@@ -227,44 +227,14 @@ pub async fn serve_with_handles(
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicBool, Ordering};
-
-    use provider::{Instances, LoadBalancers, ProviderLimits, Routes};
-
     use super::*;
-
-    /// A provider that serves nothing and records its shutdown.
-    #[derive(Default)]
-    struct Closing {
-        closed: AtomicBool,
-    }
-
-    impl Provider for Closing {
-        fn name(&self) -> &str {
-            "closing"
-        }
-        fn limits(&self) -> ProviderLimits {
-            ProviderLimits::default()
-        }
-        fn instances(&self) -> Option<&dyn Instances> {
-            None
-        }
-        fn load_balancers(&self) -> Option<&dyn LoadBalancers> {
-            None
-        }
-        fn routes(&self) -> Option<&dyn Routes> {
-            None
-        }
-        fn shutdown(&self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> {
-            Box::pin(async { self.closed.store(true, Ordering::SeqCst) })
-        }
-    }
+    use crate::bare::Bare;
 
     /// The provider's shutdown runs when the gateway stops (vSphere logs its sessions out
     /// there), and not before.
     #[tokio::test]
     async fn the_providers_shutdown_runs_when_the_gateway_stops() {
-        let provider = Arc::new(Closing::default());
+        let provider = Arc::new(Bare::default());
         let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -279,9 +249,9 @@ mod tests {
             },
         ));
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        assert!(!provider.closed.load(Ordering::SeqCst), "not while serving");
+        assert!(!provider.closed(), "not while serving");
         stop.send(()).unwrap();
         serving.await.unwrap().unwrap();
-        assert!(provider.closed.load(Ordering::SeqCst));
+        assert!(provider.closed());
     }
 }
