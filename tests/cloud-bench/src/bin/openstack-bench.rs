@@ -31,11 +31,14 @@
 
 use std::{
     collections::BTreeMap,
-    path::{Path, PathBuf},
+    path::PathBuf,
     time::{Duration, Instant},
 };
 
-use cloud_bench::counting_proxy::{Call, CountingProxy, through};
+use cloud_bench::{
+    counting_proxy::{Call, CountingProxy, through},
+    table,
+};
 use e2e::{Cluster, ClusterSpec, binary, counter, http_get, wait_for};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Node;
@@ -116,9 +119,28 @@ struct Counts {
     writes: usize,
 }
 
-impl Counts {
-    fn total(&self) -> usize {
-        self.keystone + self.nova + self.neutron
+impl table::Counts for Counts {
+    /// Ours with the Keystone tokens among the Keystone calls; each total with its writes.
+    fn cells(&self, ours: bool, target: &str) -> Vec<String> {
+        let keystone = match ours {
+            true => format!("{} ({})", self.keystone, self.tokens),
+            false => self.keystone.to_string(),
+        };
+        vec![
+            keystone,
+            self.nova.to_string(),
+            self.neutron.to_string(),
+            format!("{}{target} ({})", self.total(), self.writes),
+        ]
+    }
+
+    fn json(&self) -> Value {
+        json!({"keystone": self.keystone, "tokens": self.tokens, "nova": self.nova, "neutron": self.neutron,
+               "writes": self.writes, "total": self.total()})
+    }
+
+    fn total(&self) -> u64 {
+        (self.keystone + self.nova + self.neutron) as u64
     }
 }
 
@@ -179,14 +201,7 @@ fn describe(service: &str, call: &Call) -> String {
     format!("{service} {} {} → {status}", call.method, path.join("/"))
 }
 
-struct Row {
-    work: String,
-    ours: Counts,
-    occm: Counts,
-    target: Option<usize>,
-    seconds: f64,
-    calls: Vec<String>,
-}
+type Row = table::Row<Counts>;
 
 /// Shortens repeated calls: `Nova GET … → 200 ×3`.
 fn summarize(calls: &[String]) -> Vec<String> {
@@ -260,23 +275,29 @@ async fn main() {
     quotas.restore(&admin).await;
 
     let Ok(rows) = outcome else { std::process::exit(1) };
-    print_table(&rows);
-    if let Some(path) = &args.json {
-        write_json(path, &rows);
+    table::print_rows(
+        &[
+            "work",
+            "ours: Keystone (tokens)",
+            "Nova",
+            "Neutron",
+            "total (writes)",
+            "OCCM: Keystone",
+            "Nova",
+            "Neutron",
+            "total (writes)",
+            "took",
+        ],
+        &rows,
+    );
+    if let Some(path) = &args.json
+        && !table::write_json(path, &table::json_rows("occm", &rows))
+    {
+        std::process::exit(1);
     }
     let missed: Vec<String> = rows
         .iter()
-        .filter_map(|r| {
-            let over = r.target.is_some_and(|t| r.ours.total() > t);
-            over.then(|| {
-                format!(
-                    "{}: {} calls, target ≤ {}",
-                    r.work,
-                    r.ours.total(),
-                    r.target.unwrap_or(0)
-                )
-            })
-        })
+        .filter_map(Row::missed)
         .chain(
             rows.iter()
                 .filter(|r| r.ours.tokens > usize::from(r.work == "gateway start"))
@@ -490,7 +511,7 @@ async fn phases(
             rows.push(Row {
                 work: "gateway start".into(),
                 ours: counts,
-                occm: Counts {
+                vendor: Counts {
                     keystone: 1,
                     tokens: 1,
                     ..Counts::default()
@@ -547,7 +568,7 @@ async fn phases(
                 if size == 1 { "s" } else { "" }
             ),
             ours: counts,
-            occm: per_node(size),
+            vendor: per_node(size),
             target: (size == largest).then_some(10),
             seconds,
             calls: summarize(&calls),
@@ -567,7 +588,7 @@ async fn phases(
         rows.push(Row {
             work: format!("one address refresh of {size} nodes"),
             ours: counts,
-            occm: per_node(size),
+            vendor: per_node(size),
             target: Some(5),
             seconds: started.elapsed().as_secs_f64(),
             calls: summarize(&calls),
@@ -719,7 +740,7 @@ async fn routes(
     let mut rows = vec![Row {
         work: format!("{size} routes created (route controller's start)"),
         ours: created,
-        occm: Counts {
+        vendor: Counts {
             neutron: size * per_route + 2,
             writes: 2 * size,
             ..Counts::default()
@@ -735,7 +756,7 @@ async fn routes(
         rows.push(Row {
             work: format!("{work} ({size} routes)"),
             ours: counts,
-            occm: Counts {
+            vendor: Counts {
                 neutron: 2,
                 ..Counts::default()
             },
@@ -774,7 +795,7 @@ async fn routes(
         ours: deleted,
         // Its ListRoutes finds no Node with the nexthop: a blackhole, removed from the router
         // alone (`remove_extraroutes`); the node port's allowed address pair stays.
-        occm: Counts {
+        vendor: Counts {
             neutron: size + 2,
             writes: size,
             ..Counts::default()
@@ -821,53 +842,6 @@ async fn router_state(admin: &Client, router: &str) -> Option<(Vec<(String, Stri
         .filter_map(|t| t.as_str().map(str::to_owned))
         .collect();
     Some((routes, tags))
-}
-
-fn print_table(rows: &[Row]) {
-    println!(
-        "| work | ours: Keystone (tokens) | Nova | Neutron | total (writes) | OCCM: Keystone | Nova | Neutron | total (writes) | took |"
-    );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
-    for r in rows {
-        let target = r.target.map(|t| format!(" (target ≤ {t})")).unwrap_or_default();
-        println!(
-            "| {} | {} ({}) | {} | {} | {}{} ({}) | {} | {} | {} | {} ({}) | {:.1} s |",
-            r.work,
-            r.ours.keystone,
-            r.ours.tokens,
-            r.ours.nova,
-            r.ours.neutron,
-            r.ours.total(),
-            target,
-            r.ours.writes,
-            r.occm.keystone,
-            r.occm.nova,
-            r.occm.neutron,
-            r.occm.total(),
-            r.occm.writes,
-            r.seconds,
-        );
-    }
-    println!();
-    for r in rows {
-        println!("{}: {}", r.work, r.calls.join("; "));
-    }
-}
-
-fn write_json(path: &Path, rows: &[Row]) {
-    let counts = |c: &Counts| {
-        json!({"keystone": c.keystone, "tokens": c.tokens, "nova": c.nova, "neutron": c.neutron,
-               "writes": c.writes, "total": c.total()})
-    };
-    let rows: Vec<Value> = rows
-        .iter()
-        .map(|r| {
-            json!({"work": r.work, "ours": counts(&r.ours), "occm": counts(&r.occm), "target": r.target,
-                   "seconds": r.seconds, "calls": r.calls})
-        })
-        .collect();
-    std::fs::write(path, serde_json::to_string_pretty(&rows).expect("json")).expect("write the JSON");
-    eprintln!("wrote {}", path.display());
 }
 
 #[cfg(test)]

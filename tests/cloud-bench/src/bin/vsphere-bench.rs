@@ -28,11 +28,12 @@
 
 use std::{
     collections::BTreeMap,
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::Arc,
     time::{Duration, Instant},
 };
 
+use cloud_bench::table;
 use e2e::{Cluster, ClusterSpec, binary, counter, http_get, nodes::initialized, wait_for};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Node;
@@ -82,20 +83,29 @@ impl Counts {
         }
         c
     }
+}
+
+impl table::Counts for Counts {
+    fn cells(&self, _ours: bool, target: &str) -> Vec<String> {
+        vec![
+            self.soap.to_string(),
+            self.rest.to_string(),
+            self.logins.to_string(),
+            format!("{}{target}", self.total()),
+        ]
+    }
+
+    fn json(&self) -> Value {
+        json!({"soap": self.soap, "rest": self.rest, "logins": self.logins, "logouts": self.logouts,
+               "total": self.total()})
+    }
 
     fn total(&self) -> u64 {
         self.soap + self.rest
     }
 }
 
-struct Row {
-    work: String,
-    ours: Counts,
-    cpi: Counts,
-    target: Option<u64>,
-    seconds: f64,
-    calls: Vec<String>,
-}
+type Row = table::Row<Counts>;
 
 fn take(vcsim: &Vcsim) -> (Counts, Vec<String>) {
     let calls = vcsim.calls();
@@ -164,23 +174,29 @@ async fn main() {
             std::process::exit(1)
         }
     };
-    print_table(&rows);
-    if let Some(path) = &json_path {
-        write_json(path, &rows);
+    table::print_rows(
+        &[
+            "work",
+            "ours: SOAP",
+            "REST",
+            "logins",
+            "total",
+            "CPI: SOAP",
+            "REST",
+            "logins",
+            "total",
+            "took",
+        ],
+        &rows,
+    );
+    if let Some(path) = &json_path
+        && !table::write_json(path, &table::json_rows("cpi", &rows))
+    {
+        std::process::exit(1);
     }
     let missed: Vec<String> = rows
         .iter()
-        .filter_map(|r| {
-            let over = r.target.is_some_and(|t| r.ours.total() > t);
-            over.then(|| {
-                format!(
-                    "{}: {} calls, target ≤ {}",
-                    r.work,
-                    r.ours.total(),
-                    r.target.unwrap_or(0)
-                )
-            })
-        })
+        .filter_map(Row::missed)
         .chain(
             rows.iter()
                 .filter(|r| r.ours.logins > if r.work.starts_with("200") { 2 } else { 0 })
@@ -236,7 +252,7 @@ async fn run(vcsim: &Vcsim, inv: &mut Inventory) -> Result<Vec<Row>, String> {
     rows.push(Row {
         work: format!("{JOINING} nodes join"),
         ours,
-        cpi: cpi_join,
+        vendor: cpi_join,
         target: Some(20),
         seconds,
         calls,
@@ -255,7 +271,7 @@ async fn run(vcsim: &Vcsim, inv: &mut Inventory) -> Result<Vec<Row>, String> {
     rows.push(Row {
         work: format!("{LATER} more nodes join later (VMs made after the first {JOINING})"),
         ours,
-        cpi: cpi_later,
+        vendor: cpi_later,
         target: Some(10),
         seconds,
         calls,
@@ -274,7 +290,7 @@ async fn run(vcsim: &Vcsim, inv: &mut Inventory) -> Result<Vec<Row>, String> {
     rows.push(Row {
         work: format!("one address refresh of {} nodes", inv.vms.len()),
         ours,
-        cpi: cpi_refresh,
+        vendor: cpi_refresh,
         target: Some(5),
         seconds,
         calls,
@@ -292,7 +308,7 @@ async fn run(vcsim: &Vcsim, inv: &mut Inventory) -> Result<Vec<Row>, String> {
         work: format!("gateway stopped (SIGTERM): {left} SOAP sessions left at vCenter"),
         ours,
         // CPI logs its SOAP sessions out on SIGTERM; its REST sessions end with each lookup.
-        cpi: Counts {
+        vendor: Counts {
             soap: 1,
             logouts: 1,
             ..Counts::default()
@@ -541,45 +557,6 @@ impl Cpi {
             Err(format!("CPI's walk found no zone and region for {}", vm.value))
         }
     }
-}
-
-fn print_table(rows: &[Row]) {
-    println!("| work | ours: SOAP | REST | logins | total | CPI: SOAP | REST | logins | total | took |");
-    println!("|---|---|---|---|---|---|---|---|---|---|");
-    for r in rows {
-        let target = r.target.map(|t| format!(" (target ≤ {t})")).unwrap_or_default();
-        println!(
-            "| {} | {} | {} | {} | {}{} | {} | {} | {} | {} | {:.1} s |",
-            r.work,
-            r.ours.soap,
-            r.ours.rest,
-            r.ours.logins,
-            r.ours.total(),
-            target,
-            r.cpi.soap,
-            r.cpi.rest,
-            r.cpi.logins,
-            r.cpi.total(),
-            r.seconds,
-        );
-    }
-    println!();
-    for r in rows {
-        println!("{}: {}", r.work, r.calls.join("; "));
-    }
-}
-
-fn write_json(path: &Path, rows: &[Row]) {
-    let counts = |c: &Counts| json!({"soap": c.soap, "rest": c.rest, "logins": c.logins, "logouts": c.logouts, "total": c.total()});
-    let rows: Vec<Value> = rows
-        .iter()
-        .map(|r| {
-            json!({"work": r.work, "ours": counts(&r.ours), "cpi": counts(&r.cpi), "target": r.target,
-                   "seconds": r.seconds, "calls": r.calls})
-        })
-        .collect();
-    std::fs::write(path, serde_json::to_string_pretty(&rows).expect("json")).expect("write the JSON");
-    eprintln!("wrote {}", path.display());
 }
 
 #[cfg(test)]

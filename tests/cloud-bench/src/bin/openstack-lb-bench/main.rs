@@ -36,6 +36,7 @@ use std::{
 
 mod churn;
 
+use cloud_bench::table;
 use e2e::{Cluster, ClusterSpec, binary, ingress_ips, wait_for};
 use futures::{StreamExt, stream};
 use openstack_fixture::{CloudConf, LiftedQuotas, TestCloud, User, lb};
@@ -142,19 +143,17 @@ async fn main() {
         eprintln!("openstack-lb-bench failed: {e}");
         std::process::exit(1)
     });
-    println!("| work | ours | OCCM | target |\n|---|---|---|---|");
-    for r in &rows {
-        let target = r.target.as_ref().map_or("—".to_owned(), |(t, met)| {
-            format!("{t} {}", if *met { "(met)" } else { "(MISSED)" })
-        });
-        println!("| {} | {} | {} | {target} |", r.work, r.ours, r.occm);
-    }
+    table::print_markdown(
+        &["work", "ours", "OCCM", "target"],
+        rows.iter().map(|r| {
+            let target = r.target.as_ref().map_or("—".to_owned(), |(t, met)| {
+                format!("{t} {}", if *met { "(met)" } else { "(MISSED)" })
+            });
+            vec![r.work.clone(), r.ours.clone(), r.occm.clone(), target]
+        }),
+    );
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&rows.iter().map(|r| json!(r)).collect::<Vec<_>>())
-            .unwrap_or_default();
-        if let Err(e) = std::fs::write(path, text) {
-            eprintln!("writing {}: {e}", path.display());
-        }
+        table::write_json(path, &rows.iter().map(|r| json!(r)).collect::<Vec<_>>());
     }
     if rows
         .iter()
