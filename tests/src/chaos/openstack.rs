@@ -1118,7 +1118,7 @@ async fn clean_up(
             let _ = api.delete(&s.name_any(), &DeleteParams::default()).await;
         }
     }
-    wait_until(
+    let deleted = wait_until(
         outcome,
         "the Services' load balancers deleted",
         Duration::from_secs(240),
@@ -1132,6 +1132,21 @@ async fn clean_up(
         },
     )
     .await;
+    // Which are left, and in what state: one Octavia holds in PENDING_DELETE is a delete the
+    // controller asked for and Octavia's worker never finished (2026-11-28: a flow whose
+    // thread hung; its Service kept its finalizer, as it must), not one nobody asked for.
+    if deleted.is_none()
+        && let Some(world) = World::read(client, cluster, cluster_name).await
+    {
+        for lb in world.lbs.iter().filter(|lb| lb["id"] != decoy["id"]) {
+            outcome.violation(format!(
+                "left after the clean-up: load balancer {} ({}) {}",
+                lb["name"].as_str().unwrap_or_default(),
+                lb["id"].as_str().unwrap_or_default(),
+                lb["provisioning_status"].as_str().unwrap_or("in no status"),
+            ));
+        }
+    }
     let decoy_path = format!(
         "/lbaas/loadbalancers/{}",
         decoy["id"].as_str().unwrap_or_default()
