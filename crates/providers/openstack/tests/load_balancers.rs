@@ -1268,13 +1268,19 @@ async fn every_shaping_annotation_lands_where_occm_puts_it_and_converges() {
 /// port changes the group alone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_landing_after_its_client_gave_up_is_repaired_not_trusted_away() {
+    // The provider's request timeout here, and how long after it was sent the rule lands: later
+    // than the timeout, within the two timeouts the provider watches a write without an answer,
+    // and with 8 s between for the edit back to be read and answered (3 s was too few on a
+    // loaded CI machine).
+    const LATE_TIMEOUT: Duration = Duration::from_secs(10);
+    const LATE_BY: Duration = Duration::from_secs(18);
     use openstack_fixture::proxy::CloudProxy;
     let _turn = cloud().octavia_turn().await;
     let direct = cloud().client(User::Ccm).await;
     let proxy = CloudProxy::start(cloud()).await;
     let mut credentials = cloud().credentials(User::Ccm);
     credentials.auth_url = proxy.auth_url.clone();
-    credentials.request_timeout = Duration::from_secs(2);
+    credentials.request_timeout = LATE_TIMEOUT;
     let through = Client::connect(&credentials)
         .await
         .expect("a client through the proxy");
@@ -1296,11 +1302,13 @@ async fn a_write_landing_after_its_client_gave_up_is_repaired_not_trusted_away()
     ensure(&lbs, &cluster, &first).await.expect("made");
     assert_eq!(held_ports().await, vec![30080]);
 
-    // The node port changes; the rule for the new one reaches Neutron 3 s late, after the
-    // provider's 2 s timeout: that sync fails, not knowing whether the rule will be made.
+    // The node port changes; the rule for the new one reaches Neutron LATE_BY after it was sent,
+    // past the provider's timeout: that sync fails, not knowing whether the rule will be made.
     let mut moved = first.clone();
     moved.ports[0].node_port = 30090;
-    proxy.land_late("/security-group-rules", Duration::from_secs(3));
+    proxy.land_late("/security-group-rules", LATE_BY);
+    // Before the rule is sent, so that an edit back answered within LATE_BY of it was answered
+    // before the rule landed.
     let gave_up = Instant::now();
     match lbs.ensure_load_balancer(&cluster, &moved, &[]).await {
         Err(ProviderError::Unavailable(_) | ProviderError::Internal(_)) => {}
@@ -1313,7 +1321,7 @@ async fn a_write_landing_after_its_client_gave_up_is_repaired_not_trusted_away()
     assert_eq!(held_ports().await, vec![30080], "not landed yet");
     let answer = lbs.ensure_load_balancer(&cluster, &first, &[]).await;
     assert!(
-        gave_up.elapsed() < Duration::from_secs(3),
+        gave_up.elapsed() < LATE_BY,
         "the test is too slow to read before the rule lands"
     );
     match answer {
