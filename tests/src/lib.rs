@@ -753,6 +753,23 @@ pub const MOTO_ENV: [(&str, &str); 3] = [
     ("AWS_EC2_METADATA_DISABLED", "true"),
 ];
 
+/// The flags of `cloud-gateway --provider vsphere` reading `conf` (a `vsphere.conf`), with no
+/// answer cache: every lookup reaches vCenter (vcsim, or a proxy in front of it), so a test sees
+/// each VM change and each fault at once. Start it with [`Cluster::swap_gateway`].
+pub fn vsphere_gateway_args(conf: &Path) -> Vec<String> {
+    [
+        "--insecure-plaintext",
+        "--provider",
+        "vsphere",
+        "--cloud-config",
+        &conf.display().to_string(),
+        "--instance-cache-ttl",
+        "0s",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
 /// The flags of `cloud-gateway --provider aws` on the AWS API at `endpoint` (moto, or a proxy in
 /// front of it) in VPC `vpc`, failing fast (one attempt per call), plus `extra`; start it with
 /// [`Cluster::swap_gateway`] and [`MOTO_ENV`].

@@ -91,17 +91,7 @@ async fn vms_join_as_nodes_are_tainted_when_off_and_leave_when_destroyed() {
     let mut cluster = Cluster::start(ClusterSpec::with_instances(&[])).await;
     let conf = cluster.dir.path().join("vsphere.conf");
     std::fs::write(&conf, vcsim.conf("")).expect("vsphere.conf");
-    let args: Vec<String> = [
-        "--insecure-plaintext",
-        "--provider",
-        "vsphere",
-        "--cloud-config",
-        &conf.display().to_string(),
-        "--instance-cache-ttl",
-        "0s",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    let args = e2e::vsphere_gateway_args(&conf);
     cluster.swap_gateway(&binary("cloud-gateway"), &args, &[]).await;
 
     let nodes: Api<Node> = cluster.nodes();

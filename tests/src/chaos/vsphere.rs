@@ -326,17 +326,7 @@ pub async fn run(scale: Scale, mut dice: Dice) -> Outcome {
     std::fs::write(&conf, proxy.conf(vcsim, "")).expect("vsphere.conf");
     // No answer cache: every lookup of the lifecycle controller's reaches vCenter through the
     // proxy (the gateway's default 10 s cache would answer most of them, and hide the faults).
-    let gateway: Vec<String> = [
-        "--insecure-plaintext",
-        "--provider",
-        "vsphere",
-        "--cloud-config",
-        &conf.display().to_string(),
-        "--instance-cache-ttl",
-        "0s",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    let gateway = crate::vsphere_gateway_args(&conf);
 
     let vms: Vec<Vm> = (0..count)
         .map(|_| Vm::ubuntu("chaos", &vcsim.unique_ipv4()))
