@@ -753,14 +753,14 @@ pub const MOTO_ENV: [(&str, &str); 3] = [
     ("AWS_EC2_METADATA_DISABLED", "true"),
 ];
 
-/// The flags of `cloud-gateway --provider vsphere` reading `conf` (a `vsphere.conf`), with no
-/// answer cache: every lookup reaches vCenter (vcsim, or a proxy in front of it), so a test sees
-/// each VM change and each fault at once. Start it with [`Cluster::swap_gateway`].
-pub fn vsphere_gateway_args(conf: &Path) -> Vec<String> {
+/// The flags of `cloud-gateway --provider <provider>` reading `conf` (its config file), with no
+/// answer cache: every lookup reaches the cloud (or a proxy in front of it), so a test sees each
+/// instance change and each fault at once. Start it with [`Cluster::swap_gateway`].
+pub fn uncached_gateway_args(provider: &str, conf: &Path) -> Vec<String> {
     [
         "--insecure-plaintext",
         "--provider",
-        "vsphere",
+        provider,
         "--cloud-config",
         &conf.display().to_string(),
         "--instance-cache-ttl",
@@ -768,6 +768,11 @@ pub fn vsphere_gateway_args(conf: &Path) -> Vec<String> {
     ]
     .map(str::to_owned)
     .to_vec()
+}
+
+/// [`uncached_gateway_args`] of the vSphere provider reading `conf` (a `vsphere.conf`).
+pub fn vsphere_gateway_args(conf: &Path) -> Vec<String> {
+    uncached_gateway_args("vsphere", conf)
 }
 
 /// The flags of `cloud-gateway --provider aws` on the AWS API at `endpoint` (moto, or a proxy in

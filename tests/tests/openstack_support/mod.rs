@@ -254,17 +254,7 @@ pub async fn wait_routed(client: &Client, router: &str, cidr: &str, want: &[&str
 /// The flags of `cloud-gateway --provider openstack` with the operator's `conf`, no instance
 /// cache; start it with `Cluster::swap_gateway`.
 pub fn gateway_args(conf: &Path) -> Vec<String> {
-    [
-        "--insecure-plaintext",
-        "--provider",
-        "openstack",
-        "--cloud-config",
-        &conf.display().to_string(),
-        "--instance-cache-ttl",
-        "0s",
-    ]
-    .map(str::to_owned)
-    .to_vec()
+    e2e::uncached_gateway_args("openstack", conf)
 }
 
 /// Creates the Node of `server` as kubelet `--cloud-provider=external --provider-id` registers
